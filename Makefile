@@ -1,0 +1,182 @@
+# flywheel — the one build entry.
+#
+#   make              build every tool into bin/
+#   make deps         install missing Debian packages (apt-get; needs root)
+#   make test         deps + build + C unit tests + bats suite
+#   make check        test + ASan/UBSan unit tests + man lint + fuzz run
+#   make demo         the main job on the embedded samples
+#   make CUDA=1       also build kernels/cuda/ (needs nvcc, not a GPU)
+#   make install PREFIX=/usr/local DESTDIR=
+#   V=1               show the commands
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+MANDIR     ?= $(PREFIX)/share/man
+DESTDIR    ?=
+CC         ?= cc
+CFLAGS     ?= -O2 -g
+NVCC       ?= /usr/local/cuda/bin/nvcc
+NVCCFLAGS  ?= -O2
+CUDA_HOME  ?= /usr/local/cuda
+PYTHON     ?= /usr/bin/python3
+VERSION    := 0.1.0
+
+# Debian packages the build, tests and demo need.  `make deps` installs the
+# missing ones; keep this list the single place they are named.
+DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
+	libjansson-dev libgit2-dev libopenblas-dev libpcre2-dev libcurl4-openssl-dev \
+	bubblewrap git universal-ctags bats bats-support bats-assert jq groff \
+	clang libclang-rt-14-dev python3-torch python3-pytest python3-numpy gnuplot-nox
+
+PC_PKGS := msgpack libzstd jansson libgit2 libpcre2-8 openblas libcurl
+PC_CFLAGS := $(shell pkg-config --cflags $(PC_PKGS) 2>/dev/null)
+PC_LIBS   := $(shell pkg-config --libs $(PC_PKGS) 2>/dev/null)
+ifeq ($(strip $(PC_LIBS)),)
+PC_LIBS := -lmsgpackc -lzstd -ljansson -lgit2 -lpcre2-8 -lopenblas -lcurl
+endif
+
+FW_CPPFLAGS := -Ilib -Ikernels -D_GNU_SOURCE -DFW_VERSION='"$(VERSION)"' $(PC_CFLAGS)
+FW_CFLAGS   := -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wshadow -pthread -MMD -MP
+FW_LDLIBS   := $(PC_LIBS) -lm -lpthread
+
+ifeq ($(CUDA),1)
+FW_CPPFLAGS += -DFW_CUDA=1 -I$(CUDA_HOME)/include
+FW_LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+endif
+
+ifneq ($(V),1)
+Q := @
+msg = @printf '  %-6s %s\n' $(1) $(2);
+else
+Q :=
+msg :=
+endif
+
+O ?= build
+B ?= bin
+LIB_SRCS    := $(wildcard lib/*.c) $(wildcard kernels/cpu/*.c)
+CUDA_SRCS   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.cu))
+LIB_OBJS    := $(LIB_SRCS:%.c=$(O)/%.o) $(CUDA_SRCS:%.cu=$(O)/%.cu.o)
+TOOL_SRCS   := $(wildcard tools/*.c)
+TOOLS       := $(TOOL_SRCS:tools/%.c=$(B)/%)
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+UNITS       := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
+FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz_*.c)
+GPU_SRCS    := $(wildcard tests/gpu/*.c)
+LIBFW       := $(O)/libflywheel.a
+MANS        := $(wildcard man/*.[157])
+
+.PHONY: all deps test check unit bats demo install uninstall clean fuzz asan manlint \
+	bench gpu-check outer-loop inner-loop eval status
+.DEFAULT_GOAL := all
+
+all: $(TOOLS)
+
+$(O)/%.o: %.c
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(FW_CPPFLAGS) $(CPPFLAGS) $(FW_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(O)/%.cu.o: %.cu
+	$(call msg,NVCC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(NVCCFLAGS) -Ilib -Ikernels -DFW_CUDA=1 -c -o $@ $<
+
+$(LIBFW): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B)/%: $(O)/tools/%.o $(LIBFW)
+	$(call msg,LD,$@)
+	@mkdir -p $(B)
+	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
+
+$(O)/tests/%: $(O)/tests/unit/%.o $(LIBFW)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
+
+$(O)/gpu/%: $(O)/tests/gpu/%.o $(LIBFW)
+	$(call msg,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
+
+unit: $(UNITS)
+
+# ---- dependencies -------------------------------------------------------
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	echo "deps: installing:$$missing"; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "deps: not root: run 'sudo apt-get install$$missing' (or 'sudo make deps')" >&2; exit 1; fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing
+
+# ---- tests ---------------------------------------------------------------
+# `make test` re-enters make after deps so pkg-config sees fresh packages.
+test: deps
+	$(Q)$(MAKE) --no-print-directory all unit
+	$(Q)BIN_DIR=$(B) UNIT_DIR=$(O)/tests tests/run
+
+check: deps
+	$(Q)$(MAKE) --no-print-directory test
+	$(Q)$(MAKE) --no-print-directory asan manlint fuzz
+
+# Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan: deps
+	$(Q)$(MAKE) --no-print-directory O=build-asan CC=clang \
+	  CFLAGS='-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined' \
+	  LDFLAGS='-fsanitize=address,undefined' unit
+	$(Q)ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 UNIT_DIR=build-asan/tests tests/run --unit-only
+
+manlint:
+	$(Q)fail=0; for m in $(MANS); do \
+	  out=$$(groff -mdoc -ww -z $$m 2>&1); \
+	  if [ -n "$$out" ]; then echo "$$m:"; echo "$$out"; fail=1; fi; \
+	done; test $$fail = 0 && echo "manlint: $(words $(MANS)) pages clean"
+
+FUZZ_TIME ?= 60
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
+build-fuzz/%: tests/fuzz/%.c $(filter-out $(wildcard kernels/cuda/*),$(LIB_SRCS))
+	$(call msg,FUZZ,$@)
+	@mkdir -p build-fuzz
+	$(Q)clang $(FW_CPPFLAGS) -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	  -o $@ $< $(LIB_SRCS) $(FW_LDLIBS)
+fuzz: $(FUZZ_BINS)
+	$(Q)for f in $(FUZZ_BINS); do \
+	  n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
+	  seeds=tests/fuzz/seeds/$$n; [ -d $$seeds ] || seeds=; \
+	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
+	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 -artifact_prefix=build-fuzz/$$n- \
+	    build-fuzz/corpus-$$n $$seeds 2>build-fuzz/$$n.log || { tail -40 build-fuzz/$$n.log; exit 1; }; \
+	done
+
+bench: all
+	$(Q)for b in tests/bench/*; do [ -x $$b ] && $$b; done
+
+GPU_BINS := $(GPU_SRCS:tests/gpu/%.c=$(O)/gpu/%)
+gpu-check:
+	$(Q)$(MAKE) --no-print-directory CUDA=1 all $(GPU_BINS)
+	$(Q)tests/gpu/check
+
+# ---- the loops -------------------------------------------------------------
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)pipelines/demo.sh
+
+# ---- install -----------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7
+	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	for m in $(MANS); do s=$${m##*.}; install -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+
+uninstall:
+	for t in $(TOOLS); do rm -f $(DESTDIR)$(BINDIR)/$${t##*/}; done
+	for m in $(MANS); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${m#man/}; done
+
+clean:
+	rm -rf build build-asan build-fuzz bin
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)
