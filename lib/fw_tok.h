@@ -1,0 +1,213 @@
+/*
+ * fw_tok.h — tokenizers and chat templates.
+ *
+ * Two tokenizers behind one type:
+ *
+ *  - the byte tokenizer for tiny from-scratch models: ids 0..255 are the
+ *    bytes themselves, followed by the special tokens below (vocabulary
+ *    size FW_TOK_BYTE_VOCAB).  It is saved as a Hugging Face tokenizer.json
+ *    (a byte-level BPE with no merges), so every checkpoint directory has
+ *    one and other tools read it as they read any other;
+ *
+ *  - tokenizer.json byte-level BPE as GPT-2, Llama 3 and Qwen2 ship it:
+ *    vocab, merges ("a b" strings or ["a", "b"] pairs), the pre-tokenizer
+ *    split regex (PCRE2, UTF and UCP), added and special tokens matched
+ *    before splitting, ignore_merges (Llama 3).
+ *
+ * decode(encode(x)) == x for every byte string x, valid UTF-8 or not: bytes
+ * that are not valid UTF-8 never match the split regex and are encoded as
+ * pieces of their own.  A "NFC" normalizer is accepted and not applied
+ * (identical on text already in NFC, which keeps the round trip exact).
+ *
+ * Chat templates render turns into token ids plus a parallel mask that is 1
+ * on the tokens a policy produced (assistant content and its end token) and
+ * 0 elsewhere (headers, system, user, tool output, hints).
+ *
+ * Thread safety: a struct fw_tok may be shared by threads; encode guards its
+ * cache with a mutex.  Buffers (struct fw_tok_ids) are per caller.
+ */
+#ifndef FW_TOK_H
+#define FW_TOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Byte tokenizer ids: 0..255 are bytes, then these special tokens. */
+enum {
+	FW_TOK_BYTE_ENDOFTEXT = 256,     /* <|endoftext|>       */
+	FW_TOK_BYTE_IM_START = 257,      /* <|im_start|>        */
+	FW_TOK_BYTE_IM_END = 258,        /* <|im_end|>          */
+	FW_TOK_BYTE_BEGIN_OF_TEXT = 259, /* <|begin_of_text|>   */
+	FW_TOK_BYTE_START_HEADER = 260,  /* <|start_header_id|> */
+	FW_TOK_BYTE_END_HEADER = 261,    /* <|end_header_id|>   */
+	FW_TOK_BYTE_EOT = 262,           /* <|eot_id|>          */
+	FW_TOK_BYTE_PAD = 263,           /* <|pad|>             */
+	FW_TOK_BYTE_VOCAB = 264          /* vocabulary size     */
+};
+
+/* encode flags */
+#define FW_TOK_SPECIAL 0x1 /* match special added tokens in the text      */
+#define FW_TOK_ADD_BOS 0x2 /* prepend the BOS token (if the tokenizer has one) */
+
+/* decode flags */
+#define FW_TOK_SKIP_SPECIAL 0x1 /* leave special tokens out of the text */
+
+struct fw_tok;
+
+/*
+ * A growable id buffer with a parallel mask; encode and the chat renderer
+ * append to it.  Zero-initialise (`struct fw_tok_ids b = {0};`), reuse across
+ * calls (set n = 0 to empty it), release with fw_tok_ids_release().
+ * ids[i] is a token id; mask[i] is 0 or 1.
+ */
+struct fw_tok_ids {
+	int32_t *ids;
+	uint8_t *mask;
+	size_t n, cap;
+};
+
+/* Frees the arrays of b and zeroes it; b itself is the caller's.  NULL-safe. */
+void fw_tok_ids_release(struct fw_tok_ids *b);
+
+/*
+ * fw_tok_new_byte: a new byte tokenizer (ids documented above).
+ * Returns a tokenizer the caller frees with fw_tok_free(), or NULL when out
+ * of memory.
+ */
+struct fw_tok *fw_tok_new_byte(void);
+
+/*
+ * fw_tok_load: reads a Hugging Face tokenizer.json from path.
+ * err (errlen bytes, may be NULL) receives "PATH: what is unsupported or
+ * malformed" on failure.  Returns a tokenizer the caller frees with
+ * fw_tok_free(), or NULL on failure.
+ */
+struct fw_tok *fw_tok_load(const char *path, char *err, size_t errlen);
+
+/*
+ * fw_tok_load_mem: as fw_tok_load, from len bytes of JSON text in memory;
+ * name stands for the file in error messages.
+ */
+struct fw_tok *fw_tok_load_mem(const char *json, size_t len, const char *name,
+			       char *err, size_t errlen);
+
+/* Frees t.  fw_tok_free(NULL) does nothing. */
+void fw_tok_free(struct fw_tok *t);
+
+/*
+ * fw_tok_save: writes t as tokenizer.json to path (a temp file renamed into
+ * place).  A loaded tokenizer is written back byte for byte as it was read.
+ * Returns 0, or -1 with err filled ("PATH: reason", errno kept).
+ */
+int fw_tok_save(const struct fw_tok *t, const char *path, char *err, size_t errlen);
+
+/* Number of ids (largest id + 1, added tokens included).  Cannot fail. */
+int32_t fw_tok_vocab_size(const struct fw_tok *t);
+
+/*
+ * fw_tok_id: id of the token whose text is the NUL-terminated s, in the
+ * tokenizer's own spelling for vocabulary entries (byte-level alphabet, e.g.
+ * "Ġthe") or literally for added tokens ("<|im_end|>").  Returns -1 if none.
+ */
+int32_t fw_tok_id(const struct fw_tok *t, const char *s);
+
+/* BOS and EOS ids, or -1 when the tokenizer has none.  Cannot fail.
+ * BOS comes from a TemplateProcessing post-processor (Llama 3), EOS is
+ * <|endoftext|>, <|eot_id|> or <|im_end|>, whichever exists first. */
+int32_t fw_tok_bos(const struct fw_tok *t);
+int32_t fw_tok_eos(const struct fw_tok *t);
+
+/* 1 if id is a special added token, else 0 (also for ids out of range). */
+int fw_tok_is_special(const struct fw_tok *t, int32_t id);
+
+/*
+ * fw_tok_encode: appends the ids of len bytes of text to out, each with mask
+ * value mask (0 or 1).  flags: FW_TOK_SPECIAL matches special added tokens
+ * in the text (without it their spelling is encoded as plain text);
+ * FW_TOK_ADD_BOS prepends fw_tok_bos() when there is one.  Non-special added
+ * tokens are always matched.  Returns 0, or -1 when out of memory (out keeps
+ * what it had, possibly with more capacity).
+ */
+int fw_tok_encode(const struct fw_tok *t, const void *text, size_t len, unsigned flags,
+		  int mask, struct fw_tok_ids *out);
+
+/*
+ * fw_tok_piece: the bytes token id decodes to, *len set to their count.
+ * The bytes belong to t and live as long as it; not NUL-terminated.
+ * Returns NULL for an id out of range.
+ */
+const char *fw_tok_piece(const struct fw_tok *t, int32_t id, size_t *len);
+
+/*
+ * fw_tok_decode: the bytes of n ids, NUL-terminated (the NUL not counted in
+ * *outlen), in a buffer the caller frees with free().  flags:
+ * FW_TOK_SKIP_SPECIAL.  Returns the buffer, or NULL when an id is out of
+ * range (err names it) or out of memory.
+ */
+char *fw_tok_decode(const struct fw_tok *t, const int32_t *ids, size_t n, unsigned flags,
+		    size_t *outlen, char *err, size_t errlen);
+
+/* ---- chat templates ---------------------------------------------------- */
+
+enum fw_chat_template {
+	FW_CHAT_CHATML, /* Qwen: <|im_start|>role\n...<|im_end|>\n               */
+	FW_CHAT_LLAMA3  /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+};
+
+/* A tool call of an assistant turn, rendered as text. */
+struct fw_chat_call {
+	const char *name; /* NUL-terminated                                */
+	const char *args; /* NUL-terminated JSON text (an object), or NULL   */
+};
+
+/*
+ * One turn.  role: "system", "user", "assistant", "tool" (a tool result) or
+ * any other name, rendered as given.  text/len: the content bytes (text may
+ * be NULL when len is 0).  calls/ncalls: tool calls of an assistant turn.
+ * tokens/ntokens: for an assistant turn, the ids the policy actually
+ * sampled; when given they are used verbatim instead of encoding text (and
+ * the end token is added unless they already end with it).
+ * Only "assistant" turns are masked 1.
+ */
+struct fw_chat_turn {
+	const char *role;
+	const char *text;
+	size_t len;
+	const struct fw_chat_call *calls;
+	size_t ncalls;
+	const int32_t *tokens;
+	size_t ntokens;
+};
+
+/*
+ * fw_chat_detect: the template t's special tokens call for: FW_CHAT_CHATML
+ * when it has <|im_start|>, FW_CHAT_LLAMA3 when it has <|start_header_id|>,
+ * else -1.  The byte tokenizer has both and answers FW_CHAT_CHATML.
+ */
+int fw_chat_detect(const struct fw_tok *t);
+
+/*
+ * fw_chat_render: appends turns[0..nturns) rendered with template tmpl to
+ * out, mask 1 on assistant content and its end token, 0 elsewhere.  With
+ * add_generation_prompt, ends with the header of a new assistant turn (mask
+ * 0), ready for sampling.  Content is encoded without matching special
+ * tokens, so a turn cannot forge a header.  Each text segment is encoded on
+ * its own (a pre-token never spans a header and content).
+ *
+ * ChatML:  <|im_start|>ROLE\nTEXT<|im_end|>\n; a tool turn is rendered as
+ *          a user turn holding <tool_response>\nTEXT\n</tool_response>;
+ *          each call appends \n<tool_call>\n{"name": NAME, "arguments": ARGS}
+ *          \n</tool_call> to the assistant text (Qwen2.5's template).
+ * Llama 3: <|begin_of_text|> first, then
+ *          <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|> with
+ *          TEXT trimmed of surrounding whitespace; a tool turn has role
+ *          "ipython"; a call is {"name": NAME, "parameters": ARGS}.
+ *
+ * Returns 0, or -1 with err filled when t lacks a token the template needs
+ * (err names it) or out of memory; out may then hold a partial rendering.
+ */
+int fw_chat_render(const struct fw_tok *t, enum fw_chat_template tmpl,
+		   const struct fw_chat_turn *turns, size_t nturns, int add_generation_prompt,
+		   struct fw_tok_ids *out, char *err, size_t errlen);
+
+#endif
