@@ -1,0 +1,159 @@
+/*
+ * fw_sandbox.h — the clean room: run one untrusted command under bubblewrap.
+ *
+ * A run gets new user, pid, ipc, uts and network namespaces, every capability
+ * dropped, the system directories a test suite needs read-only (/usr, /lib*,
+ * /bin, /sbin, /etc pieces: ld.so cache, alternatives, ssl, passwd, group,
+ * hosts, localtime), the workspace read-write at FW_SANDBOX_WORKDIR, a private
+ * /tmp, a fresh /proc and a minimal /dev.  The environment is cleared to
+ * PATH, HOME, LANG, TZ=UTC, PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1 plus
+ * the caller's additions.  Resource limits (CPU, address space, processes,
+ * file size, open files) are set with setrlimit in the child before exec;
+ * memory is also capped with a cgroup where the machine offers a writable
+ * one.  A wall-clock timeout sends SIGTERM to every process of the sandbox,
+ * then SIGKILL to its pid-namespace init after a grace period, which ends
+ * the whole tree.  stdout and stderr are captured through pipes up to a cap;
+ * the rest is drained and dropped and the capture is marked truncated.
+ *
+ * Network: none by default (the net namespace holds only loopback).  With
+ * an allow list, a filtering HTTP/HTTPS (CONNECT) proxy runs on the host on
+ * a Unix socket bound into the sandbox; a relay inside (socat) listens on
+ * 127.0.0.1:FW_SANDBOX_PROXY_PORT and HTTP_PROXY/HTTPS_PROXY point at it.
+ * Every request the proxy refuses is recorded as an event.
+ *
+ * Needs bwrap(1) on PATH (Debian bubblewrap), and socat(1) for allow lists.
+ */
+#ifndef FW_SANDBOX_H
+#define FW_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where the workspace appears inside the sandbox (read-write). */
+#define FW_SANDBOX_WORKDIR "/work"
+/* Loopback port of the in-sandbox proxy relay when hosts are allowed. */
+#define FW_SANDBOX_PROXY_PORT 3128
+/* Default capture cap per stream (stdout, stderr), bytes. */
+#define FW_SANDBOX_OUTPUT_CAP (1u << 20)
+/* Default grace between SIGTERM and SIGKILL on timeout, seconds. */
+#define FW_SANDBOX_GRACE 0.5
+
+/* Why a run ended.  Exactly one cause per run. */
+enum fw_sandbox_cause {
+	FW_SANDBOX_OK = 0,  /* the command ended on its own (any exit status) */
+	FW_SANDBOX_TIMEOUT, /* the wall-clock timeout killed the tree */
+	FW_SANDBOX_CPU,     /* the CPU-time limit (SIGXCPU, or SIGKILL at hard) */
+	FW_SANDBOX_MEMORY,  /* the memory limit (cgroup OOM kill, or failed
+			     * allocation under the address-space limit) */
+	FW_SANDBOX_FSIZE,   /* the file-size limit (SIGXFSZ / EFBIG) */
+	FW_SANDBOX_PROCS,   /* the process limit (fork failed with EAGAIN) */
+	FW_SANDBOX_KILLED,  /* killed by some other signal */
+};
+
+/*
+ * What the caller asks for.  Start from fw_sandbox_opts_init(), then set
+ * fields.  Every pointer is borrowed for the duration of fw_sandbox_run().
+ * A limit of 0 means "no limit" (the defaults set by fw_sandbox_opts_init
+ * are the ones listed).
+ */
+struct fw_sandbox_opts {
+	/* Host directory bound read-write at FW_SANDBOX_WORKDIR; NULL for
+	 * none (then the command starts in /tmp). */
+	const char *workspace;
+	/* Working directory inside the sandbox; NULL: FW_SANDBOX_WORKDIR
+	 * with a workspace, /tmp without. */
+	const char *cwd;
+	/* Extra read-only binds, NULL-terminated, each "SRC" (same path
+	 * inside) or "SRC:DST"; NULL for none.  A missing SRC is an error. */
+	const char *const *ro_binds;
+	/* Extra environment, NULL-terminated "NAME=VALUE"; overrides the
+	 * defaults of the same name; NULL for none. */
+	const char *const *env;
+	/* Host file to read as stdin; NULL: /dev/null. */
+	const char *stdin_path;
+
+	double timeout_s;     /* wall clock, seconds (default 0: none) */
+	double grace_s;       /* SIGTERM → SIGKILL, seconds (default 0.5) */
+	long cpu_s;           /* RLIMIT_CPU, seconds (default 0: none) */
+	uint64_t mem_bytes;   /* RLIMIT_AS and cgroup memory, bytes */
+	long procs;           /* RLIMIT_NPROC, processes in the sandbox */
+	uint64_t fsize_bytes; /* RLIMIT_FSIZE, bytes per file written */
+	long nofile;          /* RLIMIT_NOFILE (default 1024) */
+	size_t output_cap;    /* bytes kept per stream (default 1 MiB) */
+
+	/* Hosts reachable through the proxy, NULL-terminated "HOST" or
+	 * "HOST:PORT" (HOST may be "*.domain"; without a port, 80 and 443);
+	 * NULL or empty: no network at all. */
+	const char *const *allow;
+};
+
+/* One thing worth recording that happened during a run. */
+struct fw_sandbox_event {
+	char *kind;   /* "net-denied", "net-allowed", "limit", "cgroup" */
+	char *detail; /* e.g. "CONNECT evil.example:443", owned */
+	double at_s;  /* seconds since the run started */
+};
+
+/* One captured stream. */
+struct fw_sandbox_output {
+	char *data;      /* the first `len` bytes, NUL-terminated, owned */
+	size_t len;      /* bytes kept (<= output_cap) */
+	uint64_t total;  /* bytes the command wrote in all */
+	int truncated;   /* 1 when total > len: the rest was dropped */
+};
+
+/*
+ * What happened.  Filled by fw_sandbox_run(); release with
+ * fw_sandbox_result_free().
+ */
+struct fw_sandbox_result {
+	enum fw_sandbox_cause cause;
+	int exit_code;   /* the command's exit status, or -1 when signalled */
+	int signal;      /* the terminating signal, or 0 */
+	double wall_s;   /* wall-clock seconds, start to end */
+	double cpu_s;    /* user + system CPU seconds of the whole tree */
+	uint64_t max_rss; /* peak resident set of the largest process, bytes */
+	int cgroup;      /* 1 when a memory cgroup enforced mem_bytes */
+	struct fw_sandbox_output out, err;
+	struct fw_sandbox_event *events; /* owned array */
+	size_t nevents;
+};
+
+/*
+ * Set *o to the defaults: no workspace, no limits except nofile 1024,
+ * grace 0.5 s, output cap FW_SANDBOX_OUTPUT_CAP, no network.  Cannot fail.
+ */
+void fw_sandbox_opts_init(struct fw_sandbox_opts *o);
+
+/*
+ * Run argv (argv[0] looked up on the sandbox's PATH; NULL-terminated) in
+ * the clean room described by o and wait for it to end.  res is
+ * overwritten; on success it owns memory the caller releases with
+ * fw_sandbox_result_free().
+ *
+ * Returns 0 when the command ran — whatever its exit status or cause —
+ * and -1 when the sandbox could not be set up (bwrap missing, workspace
+ * missing, a bind source missing, proxy or pipe failure, argv empty), with
+ * a message in err (errlen bytes, may be 0) and res left empty (safe to
+ * free).  A command that bwrap cannot exec inside is a run: exit code 127
+ * with bwrap's message in res->err.
+ *
+ * Thread-safe: runs share nothing but the process's SIGCHLD disposition,
+ * which is left untouched (the child is reaped with waitpid on its pid).
+ */
+int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
+		   struct fw_sandbox_result *res, char *err, size_t errlen);
+
+/* Release what res owns and zero it; NULL does nothing. */
+void fw_sandbox_result_free(struct fw_sandbox_result *res);
+
+/* "ok", "timeout", "cpu", "memory", "fsize", "procs", "killed"; never NULL. */
+const char *fw_sandbox_cause_name(enum fw_sandbox_cause c);
+
+/*
+ * Check that the clean room can work on this machine: bwrap present and
+ * able to create the namespaces.  Returns 0, or -1 with the reason in err.
+ */
+int fw_sandbox_available(char *err, size_t errlen);
+
+#endif
