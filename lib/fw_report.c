@@ -1,0 +1,625 @@
+/*
+ * fw_report.c — JUnit XML and TAP result parsers (see fw_report.h).
+ *
+ * The XML reader is a small tolerant scanner, not a validating parser: it
+ * walks tags, skips comments, processing instructions, doctype and CDATA,
+ * decodes the five named entities and numeric references in attribute
+ * values, and only interprets <testsuite(s)>, <testcase> and the outcome
+ * children of a testcase.  That is all a JUnit report needs, and it keeps
+ * the build free of an XML library.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fw_report.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+struct fw_report *fw_report_new(void)
+{
+	struct fw_report *r = calloc(1, sizeof *r);
+	if (r)
+		r->planned = -1;
+	return r;
+}
+
+void fw_report_clear(struct fw_report *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->tests[i].id);
+		free(r->tests[i].message);
+	}
+	r->n = 0;
+	r->planned = -1;
+	r->bailed = 0;
+}
+
+void fw_report_free(struct fw_report *r)
+{
+	if (!r)
+		return;
+	fw_report_clear(r);
+	free(r->tests);
+	free(r);
+}
+
+const char *fw_outcome_name(enum fw_outcome o)
+{
+	switch (o) {
+	case FW_PASS: return "pass";
+	case FW_SKIP: return "skip";
+	case FW_XFAIL: return "xfail";
+	case FW_FAIL: return "fail";
+	case FW_ERROR: return "error";
+	}
+	return "?";
+}
+
+/* Takes ownership of id and message (both malloc'd; message may be NULL). */
+static int add(struct fw_report *r, char *id, enum fw_outcome o, double t, char *message)
+{
+	if (!id) {
+		free(message);
+		return -1;
+	}
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		struct fw_test_result *p = realloc(r->tests, cap * sizeof *p);
+		if (!p) {
+			free(id);
+			free(message);
+			return -1;
+		}
+		r->tests = p;
+		r->cap = cap;
+	}
+	r->tests[r->n++] = (struct fw_test_result){ id, o, t, message };
+	return 0;
+}
+
+static int cmp_result(const void *a, const void *b)
+{
+	const struct fw_test_result *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+	/* Among equal ids put the worst outcome first so merging keeps it. */
+	return c ? c : (int)y->outcome - (int)x->outcome;
+}
+
+/* Sorts by id and merges duplicates, keeping the worse outcome. */
+static void normalize(struct fw_report *r)
+{
+	if (r->n < 2)
+		return;
+	qsort(r->tests, r->n, sizeof *r->tests, cmp_result);
+	size_t w = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		if (w > 0 && strcmp(r->tests[w - 1].id, r->tests[i].id) == 0) {
+			free(r->tests[i].id);
+			free(r->tests[i].message);
+			continue;
+		}
+		r->tests[w++] = r->tests[i];
+	}
+	r->n = w;
+}
+
+const struct fw_test_result *fw_report_find(const struct fw_report *r, const char *id)
+{
+	size_t lo = 0, hi = r->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(r->tests[mid].id, id);
+		if (c == 0)
+			return &r->tests[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+size_t fw_report_count(const struct fw_report *r, enum fw_outcome o)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < r->n; i++)
+		k += r->tests[i].outcome == o;
+	return k;
+}
+
+/* ---- JUnit XML -------------------------------------------------------------- */
+
+#define MAX_ATTRS 16
+
+struct attr {
+	const char *name, *val;
+	size_t nlen, vlen;
+};
+
+struct tag {
+	const char *name;
+	size_t nlen;
+	int closing, selfclosing;
+	struct attr a[MAX_ATTRS];
+	int na;
+};
+
+static int name_is(const char *s, size_t n, const char *lit)
+{
+	return strlen(lit) == n && memcmp(s, lit, n) == 0;
+}
+
+static const char *find(const char *p, const char *end, const char *lit)
+{
+	size_t k = strlen(lit);
+	for (; p + k <= end; p++)
+		if (memcmp(p, lit, k) == 0)
+			return p;
+	return NULL;
+}
+
+/* Appends the UTF-8 encoding of code point c to *o. */
+static void put_utf8(char **o, unsigned long c)
+{
+	char *q = *o;
+	if (c < 0x80) {
+		*q++ = (char)c;
+	} else if (c < 0x800) {
+		*q++ = (char)(0xc0 | (c >> 6));
+		*q++ = (char)(0x80 | (c & 0x3f));
+	} else if (c < 0x10000) {
+		*q++ = (char)(0xe0 | (c >> 12));
+		*q++ = (char)(0x80 | ((c >> 6) & 0x3f));
+		*q++ = (char)(0x80 | (c & 0x3f));
+	} else {
+		*q++ = (char)(0xf0 | (c >> 18));
+		*q++ = (char)(0x80 | ((c >> 12) & 0x3f));
+		*q++ = (char)(0x80 | ((c >> 6) & 0x3f));
+		*q++ = (char)(0x80 | (c & 0x3f));
+	}
+	*o = q;
+}
+
+/* Decodes XML entities of n bytes at s into a new string (malloc'd).  An
+ * encoded character never takes more bytes than its reference, so n + 1
+ * bytes suffice. */
+static char *xml_decode(const char *s, size_t n)
+{
+	char *out = malloc(n + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		if (s[i] != '&') {
+			*o++ = s[i++];
+			continue;
+		}
+		const char *semi = memchr(s + i, ';', n - i < 12 ? n - i : 12);
+		if (!semi) {
+			*o++ = s[i++];
+			continue;
+		}
+		const char *e = s + i + 1;
+		size_t k = (size_t)(semi - e);
+		unsigned long c = 0;
+		int ok = 1;
+		if (name_is(e, k, "amp")) c = '&';
+		else if (name_is(e, k, "lt")) c = '<';
+		else if (name_is(e, k, "gt")) c = '>';
+		else if (name_is(e, k, "quot")) c = '"';
+		else if (name_is(e, k, "apos")) c = '\'';
+		else if (k > 1 && e[0] == '#') {
+			char *stop;
+			c = e[1] == 'x' ? strtoul(e + 2, &stop, 16) : strtoul(e + 1, &stop, 10);
+			ok = stop == semi && c > 0 && c < 0x110000;
+		} else
+			ok = 0;
+		if (!ok) {
+			*o++ = s[i++];
+			continue;
+		}
+		put_utf8(&o, c);
+		i = (size_t)(semi - s) + 1;
+	}
+	*o = '\0';
+	return out;
+}
+
+static const struct attr *attr_get(const struct tag *t, const char *name)
+{
+	for (int i = 0; i < t->na; i++)
+		if (name_is(t->a[i].name, t->a[i].nlen, name))
+			return &t->a[i];
+	return NULL;
+}
+
+static int attr_is(const struct tag *t, const char *name, const char *val)
+{
+	const struct attr *a = attr_get(t, name);
+	return a && name_is(a->val, a->vlen, val);
+}
+
+/* Parses the tag starting at p ('<' already consumed).  Returns the byte
+ * after '>' or NULL when the document ends inside the tag. */
+static const char *parse_tag(const char *p, const char *end, struct tag *t)
+{
+	memset(t, 0, sizeof *t);
+	if (p < end && *p == '/') {
+		t->closing = 1;
+		p++;
+	}
+	t->name = p;
+	while (p < end && !isspace((unsigned char)*p) && *p != '>' && *p != '/')
+		p++;
+	t->nlen = (size_t)(p - t->name);
+	for (;;) {
+		while (p < end && isspace((unsigned char)*p))
+			p++;
+		if (p >= end)
+			return NULL;
+		if (*p == '>')
+			return p + 1;
+		if (*p == '/') {
+			t->selfclosing = 1;
+			p++;
+			continue;
+		}
+		struct attr a = { .name = p };
+		while (p < end && *p != '=' && *p != '>' && !isspace((unsigned char)*p))
+			p++;
+		a.nlen = (size_t)(p - a.name);
+		while (p < end && isspace((unsigned char)*p))
+			p++;
+		if (p < end && *p == '=') {
+			p++;
+			while (p < end && isspace((unsigned char)*p))
+				p++;
+			if (p >= end)
+				return NULL;
+			char q = *p;
+			if (q != '"' && q != '\'')
+				return NULL;
+			a.val = ++p;
+			const char *close = memchr(p, q, (size_t)(end - p));
+			if (!close)
+				return NULL;
+			a.vlen = (size_t)(close - p);
+			p = close + 1;
+		} else if (a.nlen == 0) {
+			p++; /* stray character: step over it */
+			continue;
+		}
+		if (t->na < MAX_ATTRS)
+			t->a[t->na++] = a;
+	}
+}
+
+/* The first line of an attribute value, decoded, or NULL. */
+static char *first_line(const struct attr *a)
+{
+	if (!a || a->vlen == 0)
+		return NULL;
+	char *s = xml_decode(a->val, a->vlen);
+	if (s)
+		s[strcspn(s, "\n")] = '\0';
+	return s;
+}
+
+static char *make_id(const struct attr *cls, const struct attr *name)
+{
+	char *n = xml_decode(name ? name->val : "", name ? name->vlen : 0);
+	if (!n || !cls || cls->vlen == 0)
+		return n;
+	char *c = xml_decode(cls->val, cls->vlen);
+	if (!c || strcmp(c, n) == 0) {
+		free(c);
+		return n;
+	}
+	size_t len = strlen(c) + 2 + strlen(n) + 1;
+	char *id = malloc(len);
+	if (id)
+		snprintf(id, len, "%s::%s", c, n);
+	free(c);
+	free(n);
+	return id;
+}
+
+int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
+			  char *err, size_t errlen)
+{
+	const char *p = xml, *end = xml + len;
+	int suites_open = 0, saw_suite = 0, count = 0, rc = 0;
+	char *id = NULL, *msg = NULL;
+	enum fw_outcome oc = FW_PASS;
+	double tm = 0;
+
+	while (p < end) {
+		const char *lt = memchr(p, '<', (size_t)(end - p));
+		if (!lt)
+			break;
+		p = lt + 1;
+		const char *skip_to = NULL, *close = NULL;
+		if (end - p >= 3 && memcmp(p, "!--", 3) == 0)
+			skip_to = "-->";
+		else if (end - p >= 8 && memcmp(p, "![CDATA[", 8) == 0)
+			skip_to = "]]>";
+		else if (p < end && *p == '?')
+			skip_to = "?>";
+		else if (p < end && *p == '!')
+			skip_to = ">";
+		if (skip_to) {
+			close = find(p, end, skip_to);
+			if (!close) {
+				seterr(err, errlen, "report ends inside a comment or declaration");
+				rc = -1;
+				goto out;
+			}
+			p = close + strlen(skip_to);
+			continue;
+		}
+		struct tag t;
+		const char *next = parse_tag(p, end, &t);
+		if (!next) {
+			seterr(err, errlen, "report ends inside a tag at byte %zu",
+			       (size_t)(lt - xml));
+			rc = -1;
+			goto out;
+		}
+		p = next;
+		int is_suite = name_is(t.name, t.nlen, "testsuite") ||
+			       name_is(t.name, t.nlen, "testsuites");
+		if (is_suite) {
+			saw_suite = 1;
+			if (t.closing)
+				suites_open--;
+			else if (!t.selfclosing)
+				suites_open++;
+			continue;
+		}
+		if (name_is(t.name, t.nlen, "testcase")) {
+			if (t.closing) {
+				if (id) {
+					if (add(r, id, oc, tm, msg) < 0)
+						goto nomem;
+					id = msg = NULL;
+					count++;
+				}
+				continue;
+			}
+			if (id) { /* an unclosed testcase before this one */
+				if (add(r, id, oc, tm, msg) < 0)
+					goto nomem;
+				id = msg = NULL;
+				count++;
+			}
+			id = make_id(attr_get(&t, "classname"), attr_get(&t, "name"));
+			if (!id)
+				goto nomem;
+			oc = FW_PASS;
+			const struct attr *ta = attr_get(&t, "time");
+			tm = ta ? strtod(ta->val, NULL) : 0;
+			/* ctest marks outcomes in a status attribute too. */
+			if (attr_is(&t, "status", "fail"))
+				oc = FW_FAIL;
+			else if (attr_is(&t, "status", "notrun") || attr_is(&t, "status", "disabled"))
+				oc = FW_SKIP;
+			if (t.selfclosing) {
+				if (add(r, id, oc, tm, NULL) < 0)
+					goto nomem;
+				id = NULL;
+				count++;
+			}
+			continue;
+		}
+		if (!id || t.closing)
+			continue;
+		enum fw_outcome child = FW_PASS;
+		if (name_is(t.name, t.nlen, "failure"))
+			child = FW_FAIL;
+		else if (name_is(t.name, t.nlen, "error"))
+			child = FW_ERROR;
+		else if (name_is(t.name, t.nlen, "skipped"))
+			child = attr_is(&t, "type", "pytest.xfail") ? FW_XFAIL : FW_SKIP;
+		if (child == FW_PASS)
+			continue;
+		if (child > oc)
+			oc = child;
+		if (!msg)
+			msg = first_line(attr_get(&t, "message"));
+	}
+	if (id) {
+		seterr(err, errlen, "report ends inside a testcase");
+		rc = -1;
+		goto out;
+	}
+	if (!saw_suite) {
+		seterr(err, errlen, "not a junit report: no <testsuite> element");
+		rc = -1;
+		goto out;
+	}
+	if (suites_open > 0) {
+		seterr(err, errlen, "report is cut short: <testsuite> not closed");
+		rc = -1;
+		goto out;
+	}
+	goto out;
+nomem:
+	seterr(err, errlen, "out of memory");
+	rc = -1;
+out:
+	free(id);
+	free(msg);
+	normalize(r);
+	return rc < 0 ? -1 : count;
+}
+
+/* ---- TAP ----------------------------------------------------------------------- */
+
+/* Case-insensitive "# word" directive in s; returns a pointer after it. */
+static const char *directive(const char *s, const char *word)
+{
+	const char *h = strchr(s, '#');
+	while (h) {
+		const char *q = h + 1;
+		while (*q == ' ')
+			q++;
+		if (strncasecmp(q, word, strlen(word)) == 0)
+			return q + strlen(word);
+		h = strchr(h + 1, '#');
+	}
+	return NULL;
+}
+
+int fw_report_parse_tap(struct fw_report *r, const char *text, size_t len,
+			char *err, size_t errlen)
+{
+	int count = 0;
+	char *line = NULL;
+	size_t cap = 0;
+	for (size_t i = 0; i < len;) {
+		const char *nl = memchr(text + i, '\n', len - i);
+		size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
+		if (n + 1 > cap) {
+			char *b = realloc(line, n + 1);
+			if (!b)
+				goto nomem;
+			line = b;
+			cap = n + 1;
+		}
+		memcpy(line, text + i, n);
+		line[n] = '\0';
+		if (n && line[n - 1] == '\r')
+			line[n - 1] = '\0';
+		i += n + 1;
+
+		int notok = 0;
+		const char *s = line;
+		if (strncmp(s, "not ok", 6) == 0 && (s[6] == ' ' || s[6] == '\0')) {
+			notok = 1;
+			s += 6;
+		} else if (strncmp(s, "ok", 2) == 0 && (s[2] == ' ' || s[2] == '\0')) {
+			s += 2;
+		} else {
+			long a, b;
+			if (sscanf(line, "%ld..%ld", &a, &b) == 2 && a == 1)
+				r->planned = b;
+			else if (strncmp(line, "Bail out!", 9) == 0)
+				r->bailed = 1;
+			continue;
+		}
+		while (*s == ' ')
+			s++;
+		char *num = (char *)s;
+		long number = strtol(s, &num, 10);
+		int has_num = num != s;
+		s = num;
+		while (*s == ' ')
+			s++;
+		if (*s == '-' && (s[1] == ' ' || s[1] == '\0'))
+			s++;
+		while (*s == ' ')
+			s++;
+
+		enum fw_outcome oc = notok ? FW_FAIL : FW_PASS;
+		const char *why = NULL;
+		if ((why = directive(s, "skip")))
+			oc = FW_SKIP;
+		else if ((why = directive(s, "todo")))
+			oc = notok ? FW_XFAIL : FW_PASS;
+
+		/* The description ends at an unescaped '#'. */
+		size_t dlen = 0;
+		const char *hash = NULL;
+		for (const char *q = s; *q; q++) {
+			if (*q == '\\' && q[1]) {
+				q++;
+				continue;
+			}
+			if (*q == '#') {
+				hash = q;
+				break;
+			}
+		}
+		dlen = hash ? (size_t)(hash - s) : strlen(s);
+		while (dlen && s[dlen - 1] == ' ')
+			dlen--;
+		char *id;
+		if (dlen) {
+			id = strndup(s, dlen);
+		} else {
+			char buf[32];
+			snprintf(buf, sizeof buf, "%ld", has_num ? number : (long)count + 1);
+			id = strdup(buf);
+		}
+		char *msg = NULL;
+		if (why) {
+			while (*why == ' ' || *why == ':')
+				why++;
+			if (*why)
+				msg = strdup(why);
+		}
+		if (add(r, id, oc, 0, msg) < 0)
+			goto nomem;
+		count++;
+	}
+	free(line);
+	normalize(r);
+	return count;
+nomem:
+	free(line);
+	normalize(r);
+	seterr(err, errlen, "out of memory");
+	return -1;
+}
+
+int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format fmt,
+		   char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	for (;;) {
+		if (cap - n < 65536) {
+			size_t nc = cap ? cap * 2 : 65536;
+			char *b = realloc(buf, nc);
+			if (!b) {
+				free(buf);
+				fclose(f);
+				seterr(err, errlen, "out of memory");
+				return -1;
+			}
+			buf = b;
+			cap = nc;
+		}
+		size_t k = fread(buf + n, 1, cap - n, f);
+		n += k;
+		if (k == 0)
+			break;
+	}
+	int bad = ferror(f);
+	fclose(f);
+	if (bad) {
+		free(buf);
+		seterr(err, errlen, "cannot read '%s'", path);
+		return -1;
+	}
+	int rc = fmt == FW_REPORT_TAP ? fw_report_parse_tap(r, buf, n, err, errlen)
+				      : fw_report_parse_junit(r, buf, n, err, errlen);
+	free(buf);
+	return rc;
+}

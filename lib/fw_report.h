@@ -1,0 +1,93 @@
+/*
+ * fw_report.h — test results from JUnit XML and TAP reports.
+ *
+ * A report maps test ids to outcomes.  JUnit XML (pytest --junitxml, ctest
+ * --output-junit, bats --formatter junit, jest-junit, go-junit-report) gives
+ * one <testcase> per test: its id is "CLASSNAME::NAME", or NAME alone when
+ * the classname is empty or equal to the name (ctest).  TAP gives one
+ * "ok"/"not ok" line per test: its id is the description after the number
+ * (without a leading "- "), or the number when there is none.
+ *
+ * Outcomes: pass; fail (<failure>, "not ok"); error (<error>, ctest status
+ * "fail" without detail is a fail); skip (<skipped>, "# SKIP", ctest
+ * "notrun"/"disabled"); xfail (pytest's skipped type "pytest.xfail",
+ * "not ok ... # TODO").  An "ok ... # TODO" is a pass.  When an id occurs
+ * twice (reruns, duplicate names) the worse outcome is kept.
+ *
+ * Tests are kept sorted by id (strcmp order), so fw_report_find() is a
+ * binary search and iteration order is stable.
+ */
+#ifndef FW_REPORT_H
+#define FW_REPORT_H
+
+#include <stddef.h>
+
+enum fw_outcome {
+	FW_PASS = 0,
+	FW_SKIP,
+	FW_XFAIL,
+	FW_FAIL,
+	FW_ERROR,
+};
+
+struct fw_test_result {
+	char *id;               /* owned by the report */
+	enum fw_outcome outcome;
+	double time;            /* seconds; 0 when the report does not say */
+	char *message;          /* first line of the failure message, or NULL */
+};
+
+struct fw_report {
+	struct fw_test_result *tests; /* n entries, sorted by id */
+	size_t n, cap;
+	long planned;           /* TAP plan "1..N"; -1 when absent or JUnit */
+	int bailed;             /* TAP "Bail out!" seen */
+};
+
+/* Returns an empty report, or NULL when memory runs out.  Caller frees with
+ * fw_report_free(). */
+struct fw_report *fw_report_new(void);
+
+/* Frees r and everything it owns.  fw_report_free(NULL) does nothing. */
+void fw_report_free(struct fw_report *r);
+
+/* Empties r, keeping it usable. */
+void fw_report_clear(struct fw_report *r);
+
+/*
+ * Adds the testcases of a JUnit XML document (len bytes at xml, need not be
+ * NUL-terminated) to r.  Returns the number of testcases read (0 is valid:
+ * an empty suite), or -1 when the document is not JUnit XML or is cut short
+ * (message in err; testcases before the fault are kept).
+ */
+int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
+			  char *err, size_t errlen);
+
+/*
+ * Adds the results of a TAP stream (len bytes at text) to r: top-level
+ * test lines only (indented subtests are ignored), plan and "Bail out!"
+ * noted in r->planned and r->bailed.  Returns the number of test lines
+ * read, or -1 when memory runs out.
+ */
+int fw_report_parse_tap(struct fw_report *r, const char *text, size_t len,
+			char *err, size_t errlen);
+
+enum fw_report_format { FW_REPORT_JUNIT, FW_REPORT_TAP };
+
+/* Reads the file at path and parses it as fmt (see above).  Returns the
+ * number of tests read, or -1 with a message in err (unreadable file,
+ * malformed report). */
+int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format fmt,
+		   char *err, size_t errlen);
+
+/* The result for id, or NULL when r has none.  The pointer is valid until
+ * r is changed or freed. */
+const struct fw_test_result *fw_report_find(const struct fw_report *r, const char *id);
+
+/* Number of tests in r with outcome o. */
+size_t fw_report_count(const struct fw_report *r, enum fw_outcome o);
+
+/* "pass", "fail", "skip", "xfail" or "error".  Cannot fail. */
+const char *fw_outcome_name(enum fw_outcome o);
+
+#endif
