@@ -22,14 +22,14 @@ static struct test_case test_cases[512];
 static int test_ncases;
 static int test_failed_now;
 
-#define TEST(name)                                                        \
-	static void test_##name(void);                                    \
-	__attribute__((constructor)) static void reg_##name(void)         \
+#define TEST(tname)                                                        \
+	static void test_##tname(void);                                    \
+	__attribute__((constructor)) static void reg_##tname(void)         \
 	{                                                                 \
-		test_cases[test_ncases].name = #name;                     \
-		test_cases[test_ncases++].fn = test_##name;               \
+		test_cases[test_ncases].name = #tname;                     \
+		test_cases[test_ncases++].fn = test_##tname;               \
 	}                                                                 \
-	static void test_##name(void)
+	static void test_##tname(void)
 
 #define CHECK(cond)                                                       \
 	do {                                                              \
