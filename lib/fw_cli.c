@@ -1,0 +1,182 @@
+/*
+ * fw_cli.c — shared command-line helpers.  See fw_cli.h.
+ */
+#include "fw_cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *fw_prog = "flywheel";
+
+void fw_cli_init(const char *prog)
+{
+	fw_prog = prog;
+	signal(SIGPIPE, SIG_DFL);
+}
+
+void fw_warn(const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	fprintf(stderr, "%s: ", fw_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void fw_warn_rec(const char *file, uint64_t index, uint64_t offset, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: %s: record %llu (byte %llu): ", fw_prog, file,
+		(unsigned long long)index + 1, (unsigned long long)offset);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void fw_warn_reader(const struct fw_reader *r)
+{
+	fw_warn_rec(fw_reader_name(r), fw_reader_index(r), fw_reader_offset(r), "%s",
+		    fw_reader_error(r));
+}
+
+void fw_print_version(void)
+{
+	printf("%s (flywheel) %s\n", fw_prog, FW_VERSION);
+}
+
+int fw_parse_u64(const char *s, uint64_t *out, int suffix_ok)
+{
+	char *end;
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (end == s || errno)
+		return -1;
+	if (suffix_ok && *end) {
+		unsigned sh = 0;
+		switch (*end) {
+		case 'k': case 'K': sh = 10; break;
+		case 'm': case 'M': sh = 20; break;
+		case 'g': case 'G': sh = 30; break;
+		default: return -1;
+		}
+		end++;
+		if (v > (~0ULL >> sh))
+			return -1;
+		v <<= sh;
+	}
+	if (*end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int fw_parse_double(const char *s, double *out)
+{
+	char *end;
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || *end || errno || isnan(v))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int fw_parse_shard(const char *s, uint64_t *k, uint64_t *n)
+{
+	const char *slash = s ? strchr(s, '/') : NULL;
+	char kbuf[32];
+	if (!slash || (size_t)(slash - s) >= sizeof kbuf)
+		return -1;
+	memcpy(kbuf, s, (size_t)(slash - s));
+	kbuf[slash - s] = 0;
+	if (fw_parse_u64(kbuf, k, 0) < 0 || fw_parse_u64(slash + 1, n, 0) < 0)
+		return -1;
+	return *n > 0 && *k < *n ? 0 : -1;
+}
+
+int fw_shard_keep(struct fw_mpv rec, uint64_t k, uint64_t n)
+{
+	struct fw_mpv id;
+	const char *s;
+	size_t len;
+	if (fw_mp_get(rec, "id", &id) == 1 && fw_mp_str(id, &s, &len) == 0)
+		return fw_hash64(s, len) % n == k;
+	return fw_hash64(rec.p, rec.n) % n == k;
+}
+
+double fw_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void fw_progress_start(struct fw_progress *p, int force)
+{
+	memset(p, 0, sizeof *p);
+	p->on = force || isatty(2);
+	p->t0 = p->last = fw_now();
+}
+
+static void human(char *out, size_t n, double v, const char *unit)
+{
+	const char *pre[] = {"", "k", "M", "G", "T"};
+	int i = 0;
+	while (v >= 1000 && i < 4) {
+		v /= 1000;
+		i++;
+	}
+	snprintf(out, n, "%.*f%s%s", i ? 1 : 0, v, pre[i], unit);
+}
+
+void fw_progress_tick(struct fw_progress *p, uint64_t records, uint64_t bytes)
+{
+	p->records = records;
+	p->bytes = bytes;
+	if (!p->on)
+		return;
+	double t = fw_now();
+	if (t - p->last < 0.1)
+		return;
+	p->last = t;
+	char r[32], b[32], rate[32];
+	double el = t - p->t0 > 1e-9 ? t - p->t0 : 1e-9;
+	human(r, sizeof r, (double)records, "");
+	human(b, sizeof b, (double)bytes, "B");
+	human(rate, sizeof rate, (double)records / el, "/s");
+	fprintf(stderr, "\r%s: %s records, %s, %s, %.1fs\033[K", fw_prog, r, b, rate, el);
+}
+
+void fw_progress_end(struct fw_progress *p)
+{
+	if (p->on)
+		fprintf(stderr, "\r\033[K");
+}
+
+int fw_close_stdout(void)
+{
+	int bad = fflush(stdout) != 0 || ferror(stdout);
+	int e = errno;
+	if (fclose(stdout) != 0 && !bad) {
+		bad = 1;
+		e = errno;
+	}
+	if (bad && e != EPIPE) {
+		fw_warn("write error: %s", strerror(e));
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * fw_cli.h — what every flywheel tool shares: its name in diagnostics,
+ * exit codes, option values (--seed, --shard K/N), the progress meter, and
+ * a loop over input operands.
+ *
+ * This is the one part of libflywheel that prints: each function that
+ * writes to stderr says so.  None of them exits.
+ */
+#ifndef FW_CLI_H
+#define FW_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "fw_stream.h"
+
+enum { FW_EXIT_OK = 0, FW_EXIT_DATA = 1, FW_EXIT_USAGE = 2 };
+
+/* The tool's name, as diagnostics print it ("rec"). */
+extern const char *fw_prog;
+
+/* Sets fw_prog and restores the default SIGPIPE action, so that a tool
+ * whose reader went away (`rec json | head`) ends quietly.  Cannot fail. */
+void fw_cli_init(const char *prog);
+
+/* Prints "PROG: MESSAGE\n" to stderr. */
+void fw_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "PROG: FILE: record N (byte B): MESSAGE\n" to stderr.  N counts
+ * from 1 for people; index is the reader's 0-based index. */
+void fw_warn_rec(const char *file, uint64_t index, uint64_t offset, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Prints the reader's last error with its position via fw_warn_rec(). */
+void fw_warn_reader(const struct fw_reader *r);
+
+/* Prints "PROG (flywheel) VERSION" to stdout. */
+void fw_print_version(void);
+
+/* Parses a decimal unsigned integer that fills the whole string (an
+ * optional K/M/G suffix multiplies by 1024s when suffix_ok).  Returns 0 or
+ * -1. */
+int fw_parse_u64(const char *s, uint64_t *out, int suffix_ok);
+
+/* Parses a floating-point number filling the whole string.  0 or -1. */
+int fw_parse_double(const char *s, double *out);
+
+/* Parses "K/N" with 0 <= K < N.  Returns 0 or -1. */
+int fw_parse_shard(const char *s, uint64_t *k, uint64_t *n);
+
+/* 1 when the record belongs to shard k of n: fw_hash64(id) % n == k, where
+ * id is the record's `id` string (a record without one hashes its whole
+ * bytes).  Cannot fail. */
+int fw_shard_keep(struct fw_mpv rec, uint64_t k, uint64_t n);
+
+/* ---- progress meter ------------------------------------------------------- */
+
+struct fw_progress {
+	int on;
+	double t0, last;
+	uint64_t records, bytes;
+};
+
+/* Starts a meter: on when force (--progress) or stderr is a terminal. */
+void fw_progress_start(struct fw_progress *p, int force);
+
+/* Counts records and input bytes; redraws the line on stderr at most ten
+ * times a second. */
+void fw_progress_tick(struct fw_progress *p, uint64_t records, uint64_t bytes);
+
+/* Clears the line.  Safe when the meter is off. */
+void fw_progress_end(struct fw_progress *p);
+
+/* Monotonic seconds. */
+double fw_now(void);
+
+/*
+ * Finishes standard output: flushes, checks ferror() and closes it.  Prints
+ * "PROG: write error: REASON" and returns -1 when output was lost (a closed
+ * pipe is not reported), 0 otherwise.
+ */
+int fw_close_stdout(void);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * fw_json.h — the JSON bridge: msgpack values to JSON text and back.
+ *
+ * Lossless for every type JSON has: integers keep all 64 bits (signed and
+ * unsigned), strings are byte-exact, floats print in the shortest form that
+ * reads back to the same double.  Types JSON lacks take a documented form
+ * (flywheel-records(5)), an object with one reserved key:
+ *
+ *   bin              {"$bin": "BASE64"}
+ *   ext              {"$ext": [TYPE, "BASE64"]}
+ *   NaN, ±Infinity   {"$float": "nan" | "inf" | "-inf"}
+ *   a map whose keys are not all strings, or whose only key is one of these
+ *   reserved names   {"$map": [[KEY, VALUE], ...]}
+ *
+ * float32 values come back as float64 (same value).  A JSON integer beyond
+ * the 64-bit range reads as a double.
+ */
+#ifndef FW_JSON_H
+#define FW_JSON_H
+
+#include <stddef.h>
+#include "fw_mp.h"
+
+/*
+ * Appends the JSON text of v (one line, no newline) to out.  Returns 0, or
+ * -1 with a message in err (a string that is not valid UTF-8, malformed
+ * msgpack, out of memory).  On failure out keeps what it had before.
+ */
+int fw_json_from_mp(struct fw_buf *out, struct fw_mpv v, char *err, size_t errlen);
+
+/* Where and why parsing failed: at is the byte offset into the input. */
+struct fw_json_err {
+	size_t at;
+	char msg[128];
+};
+
+#define FW_JSON_MAX_DEPTH 64
+
+/*
+ * Parses one JSON value from s[0..n), skipping whitespace before it, and
+ * appends its msgpack encoding to out.  at_eof says no more input follows
+ * s[n-1].  Returns 1 with *used set to the bytes consumed (the value and the
+ * whitespace before it); 0 when s holds only whitespace (*used = n);
+ * 2 when the value is cut by the end of s and more input may complete it
+ * (only when !at_eof); -1 on invalid JSON (invalid UTF-8 included) or
+ * nesting beyond FW_JSON_MAX_DEPTH, with e filled.  On anything but 1, out
+ * keeps what it had before.
+ */
+int fw_json_to_mp(struct fw_buf *out, const char *s, size_t n, int at_eof, size_t *used,
+		  struct fw_json_err *e);
+
+/* Appends standard base64 of p[0..n) to out.  Returns 0 or -1. */
+int fw_base64_encode(struct fw_buf *out, const uint8_t *p, size_t n);
+
+/* Appends the bytes decoded from base64 text s[0..n) to out.  Returns 0, or
+ * -1 when s is not base64. */
+int fw_base64_decode(struct fw_buf *out, const char *s, size_t n);
+
+/* 1 when s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
+int fw_utf8_valid(const uint8_t *s, size_t n);
+
+#endif

@@ -1,0 +1,833 @@
+/*
+ * rec — the swiss-army knife for flywheel record streams.
+ *
+ * Subcommands: cat, json, from-json, head, count, get, stats, sample, split.
+ * See rec(1).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "fw_cli.h"
+#include "fw_json.h"
+#include "fw_mp.h"
+#include "fw_stream.h"
+
+static const char usage_text[] =
+	"usage: rec cat [-z] [-l LEVEL] [-o OUT] [FILE...]\n"
+	"       rec json [FILE...]\n"
+	"       rec from-json [-z] [-o OUT] [FILE...]\n"
+	"       rec head [-n N] [FILE...]\n"
+	"       rec count [FILE...]\n"
+	"       rec get PATH [FILE...]\n"
+	"       rec stats [FILE...]\n"
+	"       rec sample -n N [--seed S] [FILE...]\n"
+	"       rec split --shards N -o PREFIX [-z] [FILE...]\n"
+	"common options: [--skip-bad] [--max-record BYTES] [--shard K/N] [--progress]\n"
+	"                [-h | --help] [--version]\n";
+
+static void usage(FILE *f)
+{
+	fputs(usage_text, f);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", fw_prog);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	usage(stderr);
+	return FW_EXIT_USAGE;
+}
+
+/* Options shared by the subcommands. */
+struct opts {
+	const char *out;
+	const char *path;
+	int level; /* -1 auto */
+	int skip_bad;
+	int progress;
+	uint64_t n;
+	int have_n;
+	uint64_t seed;
+	uint64_t shards;
+	uint64_t shard_k, shard_n;
+	struct fw_reader_opts ropts;
+	char **files;
+	int nfiles;
+};
+
+/* State of one pass over all inputs. */
+struct pass {
+	struct opts *o;
+	struct fw_progress prog;
+	uint64_t records, bytes_before;
+	uint64_t skipped;
+	int status;
+};
+
+/* Calls fn for every record of every input.  fn returns 0 to go on, 1 to
+ * stop early, -1 on a fatal error.  Returns the exit status so far. */
+typedef int (*rec_fn)(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg);
+
+static int each_record(struct pass *ps, rec_fn fn, void *arg)
+{
+	static char *stdin_only[] = {"-"};
+	char **files = ps->o->nfiles ? ps->o->files : stdin_only;
+	int nfiles = ps->o->nfiles ? ps->o->nfiles : 1;
+	fw_progress_start(&ps->prog, ps->o->progress);
+	for (int i = 0; i < nfiles; i++) {
+		char err[512];
+		struct fw_reader *r = fw_reader_open(files[i], &ps->o->ropts, err, sizeof err);
+		if (!r) {
+			fw_warn("%s", err);
+			ps->status = FW_EXIT_DATA;
+			continue;
+		}
+		struct fw_rec rec;
+		int rc, stop = 0;
+		for (;;) {
+			rc = fw_reader_next(r, &rec);
+			if (rc == 0)
+				break;
+			if (rc < 0) {
+				if (fw_reader_recoverable(r) && ps->o->skip_bad) {
+					ps->skipped++;
+					continue;
+				}
+				fw_warn_reader(r);
+				ps->status = FW_EXIT_DATA;
+				break;
+			}
+			if (ps->o->shard_n && !fw_shard_keep(rec.v, ps->o->shard_k, ps->o->shard_n))
+				continue;
+			ps->records++;
+			fw_progress_tick(&ps->prog, ps->records,
+					 ps->bytes_before + fw_reader_bytes_in(r));
+			int f = fn(ps, &rec, fw_reader_name(r), arg);
+			if (f < 0) {
+				ps->status = FW_EXIT_DATA;
+				stop = 1;
+				break;
+			}
+			if (f > 0) {
+				stop = 1;
+				break;
+			}
+		}
+		ps->bytes_before += fw_reader_bytes_in(r);
+		fw_reader_close(r);
+		if (stop)
+			break;
+	}
+	fw_progress_end(&ps->prog);
+	if (ps->skipped)
+		fw_warn("skipped %llu bad record%s", (unsigned long long)ps->skipped,
+			ps->skipped == 1 ? "" : "s");
+	return ps->status;
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+static struct fw_writer *open_out(struct opts *o, const char *path, int level)
+{
+	char err[512];
+	struct fw_writer *w = fw_writer_open(path, level, err, sizeof err);
+	if (!w)
+		fw_warn("%s", err);
+	return w;
+}
+
+static int close_out(struct fw_writer *w, int status)
+{
+	char err[512];
+	if (fw_writer_close(w, err, sizeof err) < 0) {
+		if (errno != EPIPE)
+			fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	return status;
+}
+
+static int put_rec(struct fw_writer *w, const struct fw_rec *rec)
+{
+	if (fw_writer_put(w, rec->v.p, rec->v.n) < 0) {
+		if (errno != EPIPE)
+			fw_warn("%s", fw_writer_error(w));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- cat, head ------------------------------------------------------------- */
+
+struct cat_arg {
+	struct fw_writer *w;
+	uint64_t limit; /* 0: none */
+};
+
+static int cat_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+{
+	struct cat_arg *a = arg;
+	if (put_rec(a->w, rec) < 0)
+		return -1;
+	return a->limit && ps->records >= a->limit ? 1 : 0;
+}
+
+static int cmd_cat(struct opts *o, uint64_t limit)
+{
+	struct pass ps = {.o = o};
+	if (limit == 0 && o->have_n)
+		return 0;
+	struct cat_arg a = {open_out(o, o->out, o->level), limit};
+	if (!a.w)
+		return FW_EXIT_DATA;
+	int st = each_record(&ps, cat_one, &a);
+	return close_out(a.w, st);
+}
+
+/* ---- count ----------------------------------------------------------------- */
+
+static int count_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+{
+	return 0;
+}
+
+static int cmd_count(struct opts *o)
+{
+	struct pass ps = {.o = o};
+	int st = each_record(&ps, count_one, NULL);
+	printf("%llu\n", (unsigned long long)ps.records);
+	return st;
+}
+
+/* ---- json, get --------------------------------------------------------------- */
+
+struct json_arg {
+	struct fw_buf buf;
+	struct fw_path *path;
+};
+
+static int flush_text(struct fw_buf *b, int force)
+{
+	if (b->n >= (1u << 16) || (force && b->n)) {
+		if (fwrite(b->p, 1, b->n, stdout) != b->n)
+			return -1;
+		b->n = 0;
+	}
+	return 0;
+}
+
+static int json_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+{
+	struct json_arg *a = arg;
+	char err[256];
+	struct fw_mpv v = rec->v;
+	const char *s;
+	size_t n;
+	if (a->path) {
+		if (!fw_path_get(a->path, rec->v, &v)) {
+			if (fw_buf_append(&a->buf, "null\n", 5) < 0)
+				return -1;
+			return flush_text(&a->buf, 0);
+		}
+		if (fw_mp_str(v, &s, &n) == 0) {
+			/* Strings print raw, like jq -r. */
+			if (fw_buf_append(&a->buf, s, n) < 0 || fw_buf_append(&a->buf, "\n", 1) < 0)
+				return -1;
+			return flush_text(&a->buf, 0);
+		}
+	}
+	if (fw_json_from_mp(&a->buf, v, err, sizeof err) < 0) {
+		flush_text(&a->buf, 1);
+		fw_warn_rec(file, rec->index, rec->offset, "%s", err);
+		return -1;
+	}
+	if (fw_buf_append(&a->buf, "\n", 1) < 0)
+		return -1;
+	return flush_text(&a->buf, 0);
+}
+
+static int cmd_json(struct opts *o, const char *path)
+{
+	struct pass ps = {.o = o};
+	struct json_arg a = {{0}, NULL};
+	if (path) {
+		char err[256];
+		a.path = fw_path_parse(path, err, sizeof err);
+		if (!a.path) {
+			fw_warn("%s", err);
+			return FW_EXIT_USAGE;
+		}
+	}
+	int st = each_record(&ps, json_one, &a);
+	flush_text(&a.buf, 1);
+	fw_buf_free(&a.buf);
+	fw_path_free(a.path);
+	return st;
+}
+
+/* ---- from-json ----------------------------------------------------------------- */
+
+/* Line and column (1-based) of byte at in s[0..at), continuing from *line
+ * and *lstart (offset of the current line's first byte). */
+static void advance_lines(const char *s, size_t from, size_t to, uint64_t *line, uint64_t *lstart,
+			  uint64_t base)
+{
+	const char *p = s + from, *end = s + to;
+	while ((p = memchr(p, '\n', (size_t)(end - p)))) {
+		(*line)++;
+		p++;
+		*lstart = base + (uint64_t)(p - s);
+	}
+}
+
+static int from_json_file(const char *path, struct fw_writer *w, struct opts *o,
+			  struct fw_progress *prog, uint64_t *total)
+{
+	const char *name = !path || strcmp(path, "-") == 0 ? "<stdin>" : path;
+	int fd = 0;
+	if (path && strcmp(path, "-") != 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		fw_warn("%s: %s", path, strerror(errno));
+		return FW_EXIT_DATA;
+	}
+	size_t cap = 1u << 20, len = 0, pos = 0;
+	char *buf = malloc(cap);
+	struct fw_buf out = {0};
+	uint64_t base = 0; /* file offset of buf[0] */
+	uint64_t line = 1, lstart = 0, nvals = 0;
+	int eof = 0, st = 0;
+	size_t maxrec = o->ropts.max_record ? o->ropts.max_record : FW_MAX_RECORD_DEFAULT;
+	if (!buf) {
+		fw_warn("out of memory");
+		return FW_EXIT_DATA;
+	}
+	for (;;) {
+		size_t used;
+		struct fw_json_err e;
+		fw_buf_reset(&out);
+		int rc = fw_json_to_mp(&out, buf + pos, len - pos, eof, &used, &e);
+		if (rc == 1) {
+			uint64_t vline = line, vlstart = lstart;
+			/* Find the position of the value itself for messages. */
+			size_t vstart = pos;
+			while (vstart < len && strchr(" \t\r\n", buf[vstart]))
+				vstart++;
+			advance_lines(buf, pos, vstart, &vline, &vlstart, base);
+			if (fw_mp_type((struct fw_mpv){out.p, out.n}) != FW_MP_MAP) {
+				fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
+					(unsigned long long)vline,
+					(unsigned long long)(base + vstart - vlstart + 1),
+					fw_mp_type_name(fw_mp_type((struct fw_mpv){out.p, out.n})));
+				if (!o->skip_bad) {
+					st = FW_EXIT_DATA;
+					break;
+				}
+			} else if (out.n > maxrec) {
+				fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
+					name, (unsigned long long)vline, out.n, maxrec);
+				st = FW_EXIT_DATA;
+				break;
+			} else {
+				if (fw_writer_put(w, out.p, out.n) < 0) {
+					if (errno != EPIPE)
+						fw_warn("%s", fw_writer_error(w));
+					st = FW_EXIT_DATA;
+					break;
+				}
+				nvals++;
+				(*total)++;
+				fw_progress_tick(prog, *total, base + pos);
+			}
+			advance_lines(buf, pos, pos + used, &line, &lstart, base);
+			pos += used;
+			continue;
+		}
+		if (rc == 0 && eof)
+			break;
+		if (rc == -1) {
+			uint64_t el = line, els = lstart;
+			advance_lines(buf, pos, pos + e.at, &el, &els, base);
+			fw_warn("%s: line %llu, column %llu: %s", name, (unsigned long long)el,
+				(unsigned long long)(base + pos + e.at - els + 1), e.msg);
+			st = FW_EXIT_DATA;
+			break;
+		}
+		/* rc == 2 (value cut by the buffer end) or only whitespace: read more. */
+		if (len - pos > maxrec * 2 + 4096) {
+			fw_warn("%s: line %llu: value exceeds the record limit of %zu bytes", name,
+				(unsigned long long)line, maxrec);
+			st = FW_EXIT_DATA;
+			break;
+		}
+		if (pos > 0) {
+			advance_lines(buf, pos, pos, &line, &lstart, base);
+			memmove(buf, buf + pos, len - pos);
+			len -= pos;
+			base += pos;
+			pos = 0;
+		}
+		if (len == cap) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				fw_warn("out of memory");
+				st = FW_EXIT_DATA;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t k = read(fd, buf + len, cap - len);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			fw_warn("%s: read error: %s", name, strerror(errno));
+			st = FW_EXIT_DATA;
+			break;
+		}
+		if (k == 0)
+			eof = 1;
+		len += (size_t)k;
+	}
+	if (fd > 0)
+		close(fd);
+	free(buf);
+	fw_buf_free(&out);
+	return st;
+}
+
+static int cmd_from_json(struct opts *o)
+{
+	struct fw_writer *w = open_out(o, o->out, o->level);
+	struct fw_progress prog;
+	uint64_t total = 0;
+	int st = 0;
+	if (!w)
+		return FW_EXIT_DATA;
+	fw_progress_start(&prog, o->progress);
+	if (o->nfiles == 0) {
+		st = from_json_file("-", w, o, &prog, &total);
+	} else {
+		for (int i = 0; i < o->nfiles; i++) {
+			int s = from_json_file(o->files[i], w, o, &prog, &total);
+			if (s)
+				st = s;
+		}
+	}
+	fw_progress_end(&prog);
+	return close_out(w, st);
+}
+
+/* ---- sample ---------------------------------------------------------------- */
+
+/* splitmix64: small, seedable, and the same everywhere. */
+static uint64_t next_rand(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+struct kept {
+	uint64_t order;
+	uint8_t *p;
+	size_t n;
+};
+
+struct sample_arg {
+	struct kept *slots;
+	uint64_t k, seen, rng;
+};
+
+static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+{
+	struct sample_arg *a = arg;
+	uint64_t j = a->seen < a->k ? a->seen : next_rand(&a->rng) % (a->seen + 1);
+	uint64_t order = a->seen++;
+	if (j >= a->k)
+		return 0;
+	/* Kept records are copied out of the reader's buffer. */
+	uint8_t *p = malloc(rec->v.n);
+	if (!p) {
+		fw_warn("out of memory");
+		return -1;
+	}
+	memcpy(p, rec->v.p, rec->v.n);
+	free(a->slots[j].p);
+	a->slots[j] = (struct kept){order, p, rec->v.n};
+	return 0;
+}
+
+static int by_order(const void *x, const void *y)
+{
+	const struct kept *a = x, *b = y;
+	return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int cmd_sample(struct opts *o)
+{
+	struct pass ps = {.o = o};
+	struct sample_arg a = {calloc(o->n ? o->n : 1, sizeof(struct kept)), o->n, 0, o->seed};
+	if (!a.slots) {
+		fw_warn("out of memory");
+		return FW_EXIT_DATA;
+	}
+	int st = each_record(&ps, sample_one, &a);
+	uint64_t kept = a.seen < a.k ? a.seen : a.k;
+	qsort(a.slots, kept, sizeof *a.slots, by_order);
+	struct fw_writer *w = open_out(o, o->out, o->level);
+	if (!w)
+		st = FW_EXIT_DATA;
+	for (uint64_t i = 0; w && i < kept; i++) {
+		if (fw_writer_put(w, a.slots[i].p, a.slots[i].n) < 0) {
+			fw_warn("%s", fw_writer_error(w));
+			st = FW_EXIT_DATA;
+			break;
+		}
+	}
+	for (uint64_t i = 0; i < kept; i++)
+		free(a.slots[i].p);
+	free(a.slots);
+	return w ? close_out(w, st) : st;
+}
+
+/* ---- split ----------------------------------------------------------------- */
+
+struct split_arg {
+	struct fw_writer **w;
+	uint64_t n;
+};
+
+static int split_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+{
+	struct split_arg *a = arg;
+	for (uint64_t k = 0; k < a->n; k++)
+		if (fw_shard_keep(rec->v, k, a->n))
+			return put_rec(a->w[k], rec);
+	return 0;
+}
+
+static int cmd_split(struct opts *o)
+{
+	struct pass ps = {.o = o};
+	struct split_arg a = {calloc(o->shards, sizeof(struct fw_writer *)), o->shards};
+	int st = 0;
+	if (!a.w) {
+		fw_warn("out of memory");
+		return FW_EXIT_DATA;
+	}
+	int digits = snprintf(NULL, 0, "%llu", (unsigned long long)(o->shards - 1));
+	for (uint64_t k = 0; k < o->shards; k++) {
+		char name[4096];
+		snprintf(name, sizeof name, "%s.%0*llu.msgpack%s", o->out, digits,
+			 (unsigned long long)k, o->level > 0 ? ".zst" : "");
+		if (!(a.w[k] = open_out(o, name, o->level > 0 ? o->level : 0))) {
+			st = FW_EXIT_DATA;
+			break;
+		}
+	}
+	if (!st)
+		st = each_record(&ps, split_one, &a);
+	for (uint64_t k = 0; k < o->shards; k++)
+		if (a.w[k])
+			st = close_out(a.w[k], st);
+	free(a.w);
+	return st;
+}
+
+/* ---- stats ----------------------------------------------------------------- */
+
+#define MAX_FIELDS 4096
+
+struct field_stat {
+	char *path;
+	uint64_t present;
+	uint64_t types[11];
+	uint64_t nnum;
+	double min, max, sum;
+	uint64_t strbytes;
+};
+
+struct kind_stat {
+	char *kind;
+	uint64_t n;
+};
+
+struct stats_arg {
+	struct field_stat f[MAX_FIELDS];
+	size_t nf;
+	struct kind_stat k[256];
+	size_t nk;
+	uint64_t nrec, bytes, minsz, maxsz;
+	int overflow;
+};
+
+static struct field_stat *field(struct stats_arg *a, const char *path)
+{
+	for (size_t i = 0; i < a->nf; i++)
+		if (strcmp(a->f[i].path, path) == 0)
+			return &a->f[i];
+	if (a->nf == MAX_FIELDS) {
+		a->overflow = 1;
+		return NULL;
+	}
+	struct field_stat *f = &a->f[a->nf];
+	memset(f, 0, sizeof *f);
+	if (!(f->path = strdup(path)))
+		return NULL;
+	f->min = INFINITY;
+	f->max = -INFINITY;
+	a->nf++;
+	return f;
+}
+
+static void stat_value(struct stats_arg *a, const char *path, struct fw_mpv v, int depth)
+{
+	struct field_stat *f = field(a, path);
+	if (!f)
+		return;
+	enum fw_mp_type t = fw_mp_type(v);
+	f->present++;
+	f->types[t]++;
+	double d;
+	const char *s;
+	size_t n;
+	if ((t == FW_MP_INT || t == FW_MP_UINT || t == FW_MP_FLOAT) && fw_mp_double(v, &d) == 0) {
+		f->nnum++;
+		f->sum += d;
+		if (d < f->min)
+			f->min = d;
+		if (d > f->max)
+			f->max = d;
+	} else if (fw_mp_str(v, &s, &n) == 0) {
+		f->strbytes += n;
+	}
+	if (t == FW_MP_MAP && depth < 2) {
+		struct fw_mp_iter it;
+		struct fw_mpv k, x;
+		fw_mp_iter_init(&it, v);
+		while (fw_mp_iter_next(&it, &k) == 1 && fw_mp_iter_next(&it, &x) == 1) {
+			if (fw_mp_str(k, &s, &n) < 0)
+				continue;
+			char sub[512];
+			snprintf(sub, sizeof sub, "%s.%.*s", depth ? path : "", (int)n, s);
+			stat_value(a, sub, x, depth + 1);
+		}
+	}
+}
+
+static int stats_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+{
+	struct stats_arg *a = arg;
+	struct fw_mpv kv;
+	const char *s = "(none)";
+	size_t n = 6;
+	if (fw_mp_get(rec->v, "kind", &kv) == 1 && fw_mp_str(kv, &s, &n) == 0 && n > 200)
+		n = 200;
+	size_t i;
+	for (i = 0; i < a->nk; i++)
+		if (strlen(a->k[i].kind) == n && memcmp(a->k[i].kind, s, n) == 0)
+			break;
+	if (i == a->nk && a->nk < 256) {
+		a->k[i].kind = strndup(s, n);
+		a->k[i].n = 0;
+		a->nk++;
+	}
+	if (i < a->nk)
+		a->k[i].n++;
+	a->nrec++;
+	a->bytes += rec->v.n;
+	if (a->nrec == 1 || rec->v.n < a->minsz)
+		a->minsz = rec->v.n;
+	if (rec->v.n > a->maxsz)
+		a->maxsz = rec->v.n;
+	stat_value(a, ".", rec->v, 0);
+	return 0;
+}
+
+static int by_path(const void *x, const void *y)
+{
+	return strcmp(((const struct field_stat *)x)->path, ((const struct field_stat *)y)->path);
+}
+
+static int cmd_stats(struct opts *o)
+{
+	struct pass ps = {.o = o};
+	struct stats_arg *a = calloc(1, sizeof *a);
+	if (!a) {
+		fw_warn("out of memory");
+		return FW_EXIT_DATA;
+	}
+	int st = each_record(&ps, stats_one, a);
+	printf("records %llu\n", (unsigned long long)a->nrec);
+	if (a->nrec)
+		printf("bytes   %llu (min %llu, mean %.0f, max %llu per record)\n",
+		       (unsigned long long)a->bytes, (unsigned long long)a->minsz,
+		       (double)a->bytes / (double)a->nrec, (unsigned long long)a->maxsz);
+	printf("\nkind\tcount\n");
+	for (size_t i = 0; i < a->nk; i++)
+		printf("%s\t%llu\n", a->k[i].kind, (unsigned long long)a->k[i].n);
+	qsort(a->f, a->nf, sizeof *a->f, by_path);
+	printf("\nfield\tpresent\ttypes\tmin\tmean\tmax\n");
+	for (size_t i = 0; i < a->nf; i++) {
+		struct field_stat *f = &a->f[i];
+		if (strcmp(f->path, ".") == 0)
+			continue;
+		char types[256] = "";
+		for (int t = 1; t < 11; t++) {
+			if (!f->types[t] || (t == FW_MP_INT && f->types[FW_MP_UINT]))
+				continue;
+			uint64_t c = f->types[t] + (t == FW_MP_UINT ? f->types[FW_MP_INT] : 0);
+			size_t l = strlen(types);
+			snprintf(types + l, sizeof types - l, "%s%s:%llu", l ? "," : "",
+				 fw_mp_type_name((enum fw_mp_type)t), (unsigned long long)c);
+		}
+		printf("%s\t%llu\t%s", f->path, (unsigned long long)f->present, types);
+		if (f->nnum)
+			printf("\t%.6g\t%.6g\t%.6g", f->min, f->sum / (double)f->nnum, f->max);
+		printf("\n");
+		free(f->path);
+	}
+	if (a->overflow)
+		printf("(more than %d distinct fields; the rest not shown)\n", MAX_FIELDS);
+	for (size_t i = 0; i < a->nk; i++)
+		free(a->k[i].kind);
+	free(a);
+	return st;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+enum {
+	OPT_SEED = 256, OPT_SHARDS, OPT_SHARD, OPT_SKIP_BAD, OPT_MAX_RECORD, OPT_PROGRESS,
+	OPT_VERSION,
+};
+
+int main(int argc, char **argv)
+{
+	fw_cli_init("rec");
+	if (argc < 2) {
+		usage(stderr);
+		return FW_EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+		usage(stdout);
+		return fw_close_stdout() ? FW_EXIT_DATA : 0;
+	}
+	if (!strcmp(cmd, "--version")) {
+		fw_print_version();
+		return fw_close_stdout() ? FW_EXIT_DATA : 0;
+	}
+	static const char *cmds[] = {"cat", "json", "from-json", "head", "count",
+				     "get", "stats", "sample", "split"};
+	int known = 0;
+	for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+		known |= !strcmp(cmd, cmds[i]);
+	if (!known)
+		return usage_error("unknown command '%s'", cmd);
+
+	static const struct option longopts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"seed", required_argument, NULL, OPT_SEED},
+		{"shards", required_argument, NULL, OPT_SHARDS},
+		{"shard", required_argument, NULL, OPT_SHARD},
+		{"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
+		{"max-record", required_argument, NULL, OPT_MAX_RECORD},
+		{"progress", no_argument, NULL, OPT_PROGRESS},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	struct opts o = {.level = -1};
+	int c;
+	uint64_t u;
+	argv++;
+	argc--;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:zl:n:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': o.out = optarg; break;
+		case 'z': if (o.level <= 0) o.level = 3; break;
+		case 'l':
+			if (fw_parse_u64(optarg, &u, 0) < 0 || u < 1 || u > 19)
+				return usage_error("bad level '%s' (1..19)", optarg);
+			o.level = (int)u;
+			break;
+		case 'n':
+			if (fw_parse_u64(optarg, &o.n, 0) < 0)
+				return usage_error("bad count '%s'", optarg);
+			o.have_n = 1;
+			break;
+		case OPT_SEED:
+			if (fw_parse_u64(optarg, &o.seed, 0) < 0)
+				return usage_error("bad seed '%s'", optarg);
+			break;
+		case OPT_SHARDS:
+			if (fw_parse_u64(optarg, &o.shards, 0) < 0 || o.shards < 1 || o.shards > 100000)
+				return usage_error("bad shard count '%s'", optarg);
+			break;
+		case OPT_SHARD:
+			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
+				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
+		case OPT_SKIP_BAD: o.skip_bad = 1; break;
+		case OPT_MAX_RECORD:
+			if (fw_parse_u64(optarg, &u, 1) < 0 || u < 16 || u > (1ULL << 40))
+				return usage_error("bad record limit '%s'", optarg);
+			o.ropts.max_record = (size_t)u;
+			break;
+		case OPT_PROGRESS: o.progress = 1; break;
+		case 'h':
+			usage(stdout);
+			return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case OPT_VERSION:
+			fw_print_version();
+			return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		default:
+			usage(stderr);
+			return FW_EXIT_USAGE;
+		}
+	}
+	const char *path = NULL;
+	if (!strcmp(cmd, "get")) {
+		if (optind >= argc)
+			return usage_error("%s: missing PATH", cmd);
+		path = argv[optind++];
+	}
+	o.files = argv + optind;
+	o.nfiles = argc - optind;
+
+	int st;
+	if (!strcmp(cmd, "cat")) {
+		o.have_n = 0;
+		st = cmd_cat(&o, 0);
+	} else if (!strcmp(cmd, "head")) {
+		st = cmd_cat(&o, o.have_n ? o.n : 10);
+	} else if (!strcmp(cmd, "count")) {
+		st = cmd_count(&o);
+	} else if (!strcmp(cmd, "json") || !strcmp(cmd, "get")) {
+		st = cmd_json(&o, path);
+	} else if (!strcmp(cmd, "from-json")) {
+		st = cmd_from_json(&o);
+	} else if (!strcmp(cmd, "stats")) {
+		st = cmd_stats(&o);
+	} else if (!strcmp(cmd, "sample")) {
+		if (!o.have_n)
+			return usage_error("%s: -n N is required", cmd);
+		st = cmd_sample(&o);
+	} else {
+		if (!o.shards || !o.out)
+			return usage_error("%s: --shards N and -o PREFIX are required", cmd);
+		st = cmd_split(&o);
+	}
+	if (fw_close_stdout() < 0 && !st)
+		st = FW_EXIT_DATA;
+	return st;
+}
