@@ -1,0 +1,441 @@
+/*
+ * test_kernels.c — every CPU kernel against finite differences of its own
+ * forward (in double), the OpenBLAS matmul against the plain loops, the
+ * cached attention against the full one, AdamW against its formula.
+ */
+#include <stdint.h>
+
+#include "kernels.h"
+#include "test.h"
+
+static uint64_t rng = 88172645463325252ull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static float *rnd(long n, float s)
+{
+	float *x = malloc(sizeof(float) * n);
+
+	for (long i = 0; i < n; i++)
+		x[i] = frand() * s;
+	return x;
+}
+
+static float *zeros(long n)
+{
+	return calloc(n, sizeof(float));
+}
+
+static double wsum(const float *x, const float *r, long n)
+{
+	double s = 0;
+
+	for (long i = 0; i < n; i++)
+		s += (double)x[i] * r[i];
+	return s;
+}
+
+/* Compares the analytic gradient g of L = loss(ctx) with respect to x (n)
+ * to central differences; returns the number of mismatches. */
+static int fdcheck(const char *what, float *x, const float *g, long n,
+		   double (*loss)(void *), void *ctx, float h, double tol)
+{
+	int bad = 0;
+	long step = n > 64 ? n / 61 : 1;
+
+	for (long i = 0; i < n; i += step) {
+		float x0 = x[i];
+		x[i] = x0 + h;
+		double lp = loss(ctx);
+		x[i] = x0 - h;
+		double lm = loss(ctx);
+		x[i] = x0;
+		double fd = (lp - lm) / (2.0 * h);
+		double sc = fabs(fd) > 1 ? fabs(fd) : 1;
+
+		if (fabs(fd - g[i]) > tol * sc) {
+			if (bad < 5)
+				printf("# %s[%ld]: analytic %.6g, numeric %.6g\n",
+				       what, i, g[i], fd);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+/* ---- matmul -------------------------------------------------------------- */
+
+TEST(matmul_blas_matches_plain_loops)
+{
+	int M = 37, K = 53, N = 29;
+	float *x = rnd(M * K, 1), *w = rnd(N * K, 1), *b = rnd(N, 1);
+	float *o1 = zeros(M * N), *o2 = zeros(M * N), *d = rnd(M * N, 1);
+	float *dx1 = rnd(M * K, 1), *dx2 = malloc(sizeof(float) * M * K);
+	float *dw1 = zeros(N * K), *dw2 = zeros(N * K);
+	float *db1 = zeros(N), *db2 = zeros(N);
+	int bad = 0;
+
+	memcpy(dx2, dx1, sizeof(float) * M * K);
+	fw_matmul_fwd(o1, x, w, b, M, K, N);
+	fw_matmul_fwd_ref(o2, x, w, b, M, K, N);
+	for (int i = 0; i < M * N; i++)
+		bad += fabsf(o1[i] - o2[i]) > 1e-5f * fmaxf(1, fabsf(o2[i]));
+	fw_matmul_bwd(dx1, dw1, db1, d, x, w, M, K, N);
+	fw_matmul_bwd_ref(dx2, dw2, db2, d, x, w, M, K, N);
+	for (int i = 0; i < M * K; i++)
+		bad += fabsf(dx1[i] - dx2[i]) > 1e-5f * fmaxf(1, fabsf(dx2[i]));
+	for (int i = 0; i < N * K; i++)
+		bad += fabsf(dw1[i] - dw2[i]) > 1e-5f * fmaxf(1, fabsf(dw2[i]));
+	for (int i = 0; i < N; i++)
+		bad += fabsf(db1[i] - db2[i]) > 1e-5f * fmaxf(1, fabsf(db2[i]));
+	CHECK_EQ_INT(bad, 0);
+	fw_matmul_fwd(o1, x, w, NULL, M, K, N);
+	fw_matmul_fwd_ref(o2, x, w, NULL, M, K, N);
+	CHECK_NEAR(o1[5], o2[5], 1e-5);
+	free(x); free(w); free(b); free(o1); free(o2); free(d);
+	free(dx1); free(dx2); free(dw1); free(dw2); free(db1); free(db2);
+}
+
+struct mm { float *x, *w, *b, *o, *r; int M, K, N; };
+
+static double mm_loss(void *p)
+{
+	struct mm *c = p;
+
+	fw_matmul_fwd(c->o, c->x, c->w, c->b, c->M, c->K, c->N);
+	return wsum(c->o, c->r, (long)c->M * c->N);
+}
+
+TEST(matmul_gradients_match_finite_differences)
+{
+	struct mm c = { .M = 6, .K = 10, .N = 7 };
+	c.x = rnd(60, 1); c.w = rnd(70, 1); c.b = rnd(7, 1);
+	c.o = zeros(42); c.r = rnd(42, 1);
+	float *dx = zeros(60), *dw = zeros(70), *db = zeros(7);
+
+	fw_matmul_bwd(dx, dw, db, c.r, c.x, c.w, c.M, c.K, c.N);
+	CHECK_EQ_INT(fdcheck("dx", c.x, dx, 60, mm_loss, &c, 1e-2f, 1e-3), 0);
+	CHECK_EQ_INT(fdcheck("dw", c.w, dw, 70, mm_loss, &c, 1e-2f, 1e-3), 0);
+	CHECK_EQ_INT(fdcheck("db", c.b, db, 7, mm_loss, &c, 1e-2f, 1e-3), 0);
+	/* Backward accumulates: a second call doubles the gradient. */
+	float before = dw[3];
+	fw_matmul_bwd(NULL, dw, NULL, c.r, c.x, c.w, c.M, c.K, c.N);
+	CHECK_NEAR(dw[3], 2 * before, 1e-5);
+	free(c.x); free(c.w); free(c.b); free(c.o); free(c.r);
+	free(dx); free(dw); free(db);
+}
+
+/* ---- embedding ----------------------------------------------------------- */
+
+struct em { float *wte, *o, *r; int32_t *ids; int N, C; };
+
+static double em_loss(void *p)
+{
+	struct em *c = p;
+
+	fw_embed_fwd(c->o, c->ids, c->wte, c->N, c->C);
+	return wsum(c->o, c->r, (long)c->N * c->C);
+}
+
+TEST(embedding_gradient_scatters_repeated_ids)
+{
+	int32_t ids[6] = { 3, 0, 3, 4, 1, 3 };
+	struct em c = { .ids = ids, .N = 6, .C = 5 };
+	c.wte = rnd(25, 1); c.o = zeros(30); c.r = rnd(30, 1);
+	float *dw = zeros(25);
+
+	em_loss(&c);
+	CHECK(c.o[2 * 5 + 1] == c.wte[3 * 5 + 1]);
+	fw_embed_bwd(dw, c.r, ids, c.N, c.C);
+	CHECK_EQ_INT(fdcheck("dwte", c.wte, dw, 25, em_loss, &c, 1e-2f, 1e-4), 0);
+	CHECK(dw[2 * 5] == 0);
+	free(c.wte); free(c.o); free(c.r); free(dw);
+}
+
+/* ---- RMSNorm ------------------------------------------------------------- */
+
+struct rn { float *x, *w, *o, *rs, *r; int N, C; };
+
+static double rn_loss(void *p)
+{
+	struct rn *c = p;
+
+	fw_rmsnorm_fwd(c->o, c->rs, c->x, c->w, c->N, c->C, 1e-6f);
+	return wsum(c->o, c->r, (long)c->N * c->C);
+}
+
+TEST(rmsnorm_normalises_rows_and_gradients_match)
+{
+	struct rn c = { .N = 5, .C = 12 };
+	c.x = rnd(60, 2); c.w = rnd(12, 1); c.o = zeros(60); c.rs = zeros(5);
+	c.r = rnd(60, 1);
+	float *one = malloc(sizeof(float) * 12), *dx = zeros(60), *dw = zeros(12);
+	double ms = 0;
+
+	for (int i = 0; i < 12; i++)
+		one[i] = 1;
+	fw_rmsnorm_fwd(c.o, c.rs, c.x, one, 5, 12, 1e-6f);
+	for (int i = 12; i < 24; i++)
+		ms += (double)c.o[i] * c.o[i];
+	CHECK_NEAR(ms / 12, 1.0, 1e-5);
+	rn_loss(&c);
+	fw_rmsnorm_bwd(dx, dw, c.r, c.x, c.w, c.rs, c.N, c.C);
+	CHECK_EQ_INT(fdcheck("dx", c.x, dx, 60, rn_loss, &c, 1e-3f, 1e-2), 0);
+	CHECK_EQ_INT(fdcheck("dw", c.w, dw, 12, rn_loss, &c, 1e-3f, 1e-2), 0);
+	free(c.x); free(c.w); free(c.o); free(c.rs); free(c.r);
+	free(one); free(dx); free(dw);
+}
+
+/* ---- RoPE ------------------------------------------------------------------- */
+
+struct rp { float *x, *y, *r, *cs, *sn; int32_t *pos; int N, nh, hd; };
+
+static double rp_loss(void *p)
+{
+	struct rp *c = p;
+	long n = (long)c->N * c->nh * c->hd;
+
+	memcpy(c->y, c->x, sizeof(float) * n);
+	fw_rope_fwd(c->y, c->pos, c->cs, c->sn, c->N, c->nh, c->hd);
+	return wsum(c->y, c->r, n);
+}
+
+TEST(rope_is_a_rotation_and_its_gradient_matches)
+{
+	int32_t pos[4] = { 0, 1, 7, 3 };
+	struct rp c = { .pos = pos, .N = 4, .nh = 3, .hd = 8 };
+	long n = 4 * 3 * 8;
+	c.x = rnd(n, 1); c.y = zeros(n); c.r = rnd(n, 1);
+	c.cs = zeros(8 * 4); c.sn = zeros(8 * 4);
+	fw_rope_table(c.cs, c.sn, 8, 8, 10000.0);
+	CHECK_NEAR(c.cs[1 * 4 + 0], cos(1.0), 1e-6);
+	CHECK_NEAR(c.sn[7 * 4 + 1], sin(7 * pow(10000.0, -2.0 / 8)), 1e-6);
+	rp_loss(&c);
+	/* Position 0 is the identity; every pair keeps its length. */
+	CHECK(memcmp(c.y, c.x, sizeof(float) * 24) == 0);
+	double a = (double)c.x[24 + 1] * c.x[24 + 1] + (double)c.x[24 + 5] * c.x[24 + 5];
+	double b = (double)c.y[24 + 1] * c.y[24 + 1] + (double)c.y[24 + 5] * c.y[24 + 5];
+	CHECK_NEAR(a, b, 1e-5);
+	float *dx = malloc(sizeof(float) * n);
+	memcpy(dx, c.r, sizeof(float) * n);
+	fw_rope_bwd(dx, pos, c.cs, c.sn, c.N, c.nh, c.hd);
+	CHECK_EQ_INT(fdcheck("dx", c.x, dx, n, rp_loss, &c, 1e-2f, 1e-3), 0);
+	free(c.x); free(c.y); free(c.r); free(c.cs); free(c.sn); free(dx);
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+struct at { float *q, *k, *v, *o, *att, *r; int B, T, nh, nkv, hd; };
+
+static double at_loss(void *p)
+{
+	struct at *c = p;
+
+	fw_attn_fwd(c->o, c->att, c->q, c->k, c->v, c->B, c->T, c->nh, c->nkv,
+		    c->hd);
+	return wsum(c->o, c->r, (long)c->B * c->T * c->nh * c->hd);
+}
+
+TEST(attention_is_causal_with_gqa_and_gradients_match)
+{
+	struct at c = { .B = 2, .T = 6, .nh = 4, .nkv = 2, .hd = 8 };
+	long nq = 2 * 6 * 4 * 8, nk = 2 * 6 * 2 * 8;
+	c.q = rnd(nq, 1); c.k = rnd(nk, 1); c.v = rnd(nk, 1); c.o = zeros(nq);
+	c.att = zeros(2 * 4 * 36); c.r = rnd(nq, 1);
+	float *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
+	float *scr = zeros(2 * 4 * 36);
+
+	at_loss(&c);
+	/* First position attends only to itself: output = its value row. */
+	CHECK_NEAR(c.o[0 * 8 + 3], c.v[3], 1e-6);         /* b0 t0 h0 <- g0 */
+	CHECK_NEAR(c.o[3 * 8 + 3], c.v[1 * 8 + 3], 1e-6); /* b0 t0 h3 <- g1 */
+	double rowsum = 0;
+	for (int j = 0; j < 6; j++)
+		rowsum += c.att[(1 * 6 + 4) * 6 + j];
+	CHECK_NEAR(rowsum, 1.0, 1e-6);
+	CHECK(c.att[(1 * 6 + 4) * 6 + 5] == 0);
+	/* Changing the last key leaves every earlier output as it was. */
+	float *o0 = malloc(sizeof(float) * nq);
+	memcpy(o0, c.o, sizeof(float) * nq);
+	c.k[(5 * 2 + 1) * 8 + 2] += 1.0f;
+	at_loss(&c);
+	CHECK(memcmp(o0, c.o, sizeof(float) * 5 * 4 * 8) == 0);
+	CHECK(memcmp(o0 + 5 * 32, c.o + 5 * 32, sizeof(float) * 32) != 0);
+	c.k[(5 * 2 + 1) * 8 + 2] -= 1.0f;
+
+	at_loss(&c);
+	fw_attn_bwd(dq, dk, dv, scr, c.r, c.att, c.q, c.k, c.v, c.B, c.T, c.nh,
+		    c.nkv, c.hd);
+	CHECK_EQ_INT(fdcheck("dq", c.q, dq, nq, at_loss, &c, 1e-2f, 5e-3), 0);
+	CHECK_EQ_INT(fdcheck("dk", c.k, dk, nk, at_loss, &c, 1e-2f, 5e-3), 0);
+	CHECK_EQ_INT(fdcheck("dv", c.v, dv, nk, at_loss, &c, 1e-2f, 5e-3), 0);
+	free(c.q); free(c.k); free(c.v); free(c.o); free(c.att); free(c.r);
+	free(dq); free(dk); free(dv); free(scr); free(o0);
+}
+
+TEST(cached_attention_equals_full_attention)
+{
+	int B = 3, T = 9, nh = 6, nkv = 2, hd = 16, maxT = 12, pos0 = 5;
+	long nq = (long)B * T * nh * hd;
+	float *q = rnd(nq, 1), *k = rnd((long)B * T * nkv * hd, 1);
+	float *v = rnd((long)B * T * nkv * hd, 1), *o = zeros(nq);
+	float *att = zeros((long)B * nh * T * T);
+	float *kc = zeros((long)B * maxT * nkv * hd), *vc = zeros((long)B * maxT * nkv * hd);
+	int Tq = T - pos0;
+	float *qn = zeros((long)B * Tq * nh * hd), *on = zeros((long)B * Tq * nh * hd);
+	float *scr = zeros((long)B * Tq * nh * T);
+	double err = 0;
+
+	fw_attn_fwd(o, att, q, k, v, B, T, nh, nkv, hd);
+	for (int b = 0; b < B; b++) {
+		memcpy(kc + (long)b * maxT * nkv * hd, k + (long)b * T * nkv * hd,
+		       sizeof(float) * T * nkv * hd);
+		memcpy(vc + (long)b * maxT * nkv * hd, v + (long)b * T * nkv * hd,
+		       sizeof(float) * T * nkv * hd);
+		memcpy(qn + (long)b * Tq * nh * hd, q + ((long)b * T + pos0) * nh * hd,
+		       sizeof(float) * Tq * nh * hd);
+	}
+	fw_attn_cached(on, scr, qn, kc, vc, B, Tq, pos0, maxT, nh, nkv, hd);
+	for (int b = 0; b < B; b++)
+		for (long i = 0; i < (long)Tq * nh * hd; i++) {
+			double d = fabs(on[(long)b * Tq * nh * hd + i] -
+					o[((long)b * T + pos0) * nh * hd + i]);
+			if (d > err)
+				err = d;
+		}
+	CHECK(err < 1e-6);
+	free(q); free(k); free(v); free(o); free(att); free(kc); free(vc);
+	free(qn); free(on); free(scr);
+}
+
+/* ---- SwiGLU ----------------------------------------------------------------- */
+
+struct sg { float *g, *u, *o, *r; long n; };
+
+static double sg_loss(void *p)
+{
+	struct sg *c = p;
+
+	fw_swiglu_fwd(c->o, c->g, c->u, c->n);
+	return wsum(c->o, c->r, c->n);
+}
+
+TEST(swiglu_value_and_gradients)
+{
+	struct sg c = { .n = 50 };
+	c.g = rnd(50, 3); c.u = rnd(50, 1); c.o = zeros(50); c.r = rnd(50, 1);
+	float *dg = zeros(50), *du = zeros(50);
+
+	sg_loss(&c);
+	CHECK_NEAR(c.o[7], c.g[7] / (1 + exp(-c.g[7])) * c.u[7], 1e-6);
+	fw_swiglu_bwd(dg, du, c.r, c.g, c.u, c.n);
+	CHECK_EQ_INT(fdcheck("dgate", c.g, dg, 50, sg_loss, &c, 1e-2f, 1e-3), 0);
+	CHECK_EQ_INT(fdcheck("dup", c.u, du, 50, sg_loss, &c, 1e-2f, 1e-3), 0);
+	/* The threaded path gives the same numbers as the serial one. */
+	long n = 100003;
+	float *g = rnd(n, 3), *u = rnd(n, 1), *o = zeros(n);
+	fw_swiglu_fwd(o, g, u, n);
+	CHECK_NEAR(o[n - 1], g[n - 1] / (1 + exp(-g[n - 1])) * u[n - 1], 1e-6);
+	CHECK_NEAR(o[n / 2], g[n / 2] / (1 + exp(-g[n / 2])) * u[n / 2], 1e-6);
+	free(c.g); free(c.u); free(c.o); free(c.r); free(dg); free(du);
+	free(g); free(u); free(o);
+}
+
+/* ---- cross-entropy ------------------------------------------------------ */
+
+struct xe { float *x, *lp, *lse, *w; int32_t *t; int N, V; };
+
+static double xe_loss(void *p)
+{
+	struct xe *c = p;
+
+	fw_xent_fwd(c->lp, c->lse, c->x, c->t, c->N, c->V);
+	return wsum(c->lp, c->w, c->N);
+}
+
+TEST(xent_logprobs_weights_and_ignored_rows)
+{
+	int32_t t[5] = { 2, -1, 0, 6, 6 };
+	struct xe c = { .t = t, .N = 5, .V = 7 };
+	c.x = rnd(35, 4); c.lp = zeros(5); c.lse = zeros(5); c.w = rnd(5, 1);
+	float *dx = zeros(35);
+	double s = 0;
+
+	xe_loss(&c);
+	for (int j = 0; j < 7; j++)
+		s += exp(c.x[j]);
+	CHECK_NEAR(c.lp[0], c.x[2] - log(s), 1e-6);
+	CHECK(c.lp[1] == 0);
+	fw_xent_bwd(dx, c.x, c.lse, t, c.w, c.N, c.V);
+	CHECK_EQ_INT(fdcheck("dlogits", c.x, dx, 35, xe_loss, &c, 1e-2f, 1e-3), 0);
+	for (int j = 0; j < 7; j++)
+		CHECK(dx[7 + j] == 0);
+	/* In place: dlogits may overwrite logits. */
+	float *y = malloc(sizeof(float) * 35);
+	xe_loss(&c);
+	memset(dx, 0, sizeof(float) * 35);
+	fw_xent_bwd(dx, c.x, c.lse, t, c.w, c.N, c.V);
+	memcpy(y, c.x, sizeof(float) * 35);
+	fw_xent_bwd(y, y, c.lse, t, c.w, c.N, c.V);
+	CHECK(memcmp(y, dx, sizeof(float) * 35) == 0);
+	free(c.x); free(c.lp); free(c.lse); free(c.w); free(dx); free(y);
+}
+
+/* ---- AdamW ------------------------------------------------------------------ */
+
+TEST(adamw_follows_the_pytorch_update)
+{
+	float p[3] = { 0.5f, -1.0f, 2.0f }, m[3] = { 0 }, v[3] = { 0 };
+	double P[3] = { 0.5, -1.0, 2.0 }, Mm[3] = { 0 }, Vv[3] = { 0 };
+	float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+
+	for (int step = 1; step <= 3; step++) {
+		float g[3] = { 0.1f * step, -0.3f, 0.02f / step };
+
+		fw_adamw(p, m, v, g, 3, lr, b1, b2, eps, wd, step);
+		for (int i = 0; i < 3; i++) {
+			P[i] *= 1 - (double)lr * wd;
+			Mm[i] = b1 * Mm[i] + (1 - b1) * (double)g[i];
+			Vv[i] = b2 * Vv[i] + (1 - b2) * (double)g[i] * g[i];
+			double mh = Mm[i] / (1 - pow(b1, step));
+			double vh = Vv[i] / (1 - pow(b2, step));
+			P[i] -= lr * mh / (sqrt(vh) + eps);
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		CHECK_NEAR(p[i], P[i], 1e-6);
+	CHECK_NEAR(fw_sumsq(p, 3), P[0] * P[0] + P[1] * P[1] + P[2] * P[2], 1e-6);
+}
+
+static void count_hits(void *p, int i0, int i1)
+{
+	int *h = *(int **)p;
+
+	for (int i = i0; i < i1; i++)
+		__atomic_fetch_add(&h[i], 1, __ATOMIC_RELAXED);
+}
+
+TEST(thread_pool_covers_every_index_once)
+{
+	static int hits[1000];
+	struct { int *h; } ctx = { hits };
+
+	memset(hits, 0, sizeof(hits));
+	fw_kernels_set_threads(3);
+	fw_parallel_for(1000, count_hits, &ctx);
+	fw_parallel_for(1000, count_hits, &ctx);
+	int ok = 1;
+	for (int i = 0; i < 1000; i++)
+		ok &= hits[i] == 2;
+	CHECK(ok);
+	CHECK_EQ_INT(fw_kernels_threads(), 3);
+	fw_kernels_set_threads(0);
+}
+
+TEST_MAIN()
