@@ -1,0 +1,1089 @@
+/*
+ * fw_sandbox.c — the clean room: bubblewrap, rlimits, a memory cgroup, a
+ * wall-clock timeout over the whole tree, capped output, and the proxy.
+ *
+ * Shape of a run:
+ *
+ *   caller ── fork ── child: rlimits, join cgroup, execve(bwrap, env)
+ *                        bwrap (monitor, outside) ── init (pid 1) ── CMD (pid 2)
+ *
+ * bwrap reports the init's pid and the pid-namespace inode on the JSON
+ * status pipe and, at the end, the exit code.  The caller polls stdout,
+ * stderr, the status pipe and a pidfd of bwrap; on timeout it sends
+ * SIGTERM to every process in that pid namespace, then SIGKILL to the
+ * init, whose death takes every process of the namespace with it.
+ */
+#include "fw_sandbox.h"
+#include "fw_proxy.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#define PROXY_SOCK_INSIDE "/run/fw-proxy.sock"
+#define STATUS_FD 3
+/* A run pinned at its process limit this long is a fork bomb. */
+#define PROCS_PINNED_S 1.0
+#define PROCS_POLL_S 0.2
+
+static const char *cause_names[] = {
+	"ok", "timeout", "cpu", "memory", "fsize", "procs", "killed",
+};
+
+const char *fw_sandbox_cause_name(enum fw_sandbox_cause c)
+{
+	if ((unsigned)c < sizeof cause_names / sizeof cause_names[0])
+		return cause_names[c];
+	return "killed";
+}
+
+void fw_sandbox_opts_init(struct fw_sandbox_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->grace_s = FW_SANDBOX_GRACE;
+	o->nofile = 1024;
+	o->output_cap = FW_SANDBOX_OUTPUT_CAP;
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void fw_sandbox_result_free(struct fw_sandbox_result *res)
+{
+	if (!res)
+		return;
+	free(res->out.data);
+	free(res->err.data);
+	for (size_t i = 0; i < res->nevents; i++) {
+		free(res->events[i].kind);
+		free(res->events[i].detail);
+	}
+	free(res->events);
+	memset(res, 0, sizeof *res);
+}
+
+static int add_event(struct fw_sandbox_result *res, const char *kind,
+		     double at, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int add_event(struct fw_sandbox_result *res, const char *kind,
+		     double at, const char *fmt, ...)
+{
+	struct fw_sandbox_event *ev;
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	ev = realloc(res->events, (res->nevents + 1) * sizeof *ev);
+	if (!ev)
+		return -1;
+	res->events = ev;
+	ev += res->nevents;
+	ev->kind = strdup(kind);
+	ev->detail = strdup(buf);
+	ev->at_s = at;
+	if (!ev->kind || !ev->detail) {
+		free(ev->kind);
+		free(ev->detail);
+		return -1;
+	}
+	res->nevents++;
+	return 0;
+}
+
+/* ---- argv and environment builders ---------------------------------------- */
+
+struct strv {
+	char **v;
+	size_t n, cap;
+	int oom;
+};
+
+static void sv_push(struct strv *s, const char *str)
+{
+	char *d;
+
+	if (s->oom)
+		return;
+	if (s->n + 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		char **v = realloc(s->v, cap * sizeof *v);
+		if (!v) {
+			s->oom = 1;
+			return;
+		}
+		s->v = v;
+		s->cap = cap;
+	}
+	d = strdup(str);
+	if (!d) {
+		s->oom = 1;
+		return;
+	}
+	s->v[s->n++] = d;
+	s->v[s->n] = NULL;
+}
+
+static void sv_pushf(struct strv *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void sv_pushf(struct strv *s, const char *fmt, ...)
+{
+	char buf[PATH_MAX + 64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	sv_push(s, buf);
+}
+
+static void sv_free(struct strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	memset(s, 0, sizeof *s);
+}
+
+/* Set NAME=VALUE in env, replacing an earlier NAME. */
+static void env_set(struct strv *env, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+
+	for (size_t i = 0; i < env->n; i++) {
+		if (strncmp(env->v[i], kv, klen) == 0 && env->v[i][klen] == '=') {
+			char *d = strdup(kv);
+			if (!d) {
+				env->oom = 1;
+				return;
+			}
+			free(env->v[i]);
+			env->v[i] = d;
+			return;
+		}
+	}
+	sv_push(env, kv);
+}
+
+/* Bind a top-level system path the way the host has it: a symlink stays a
+ * symlink (merged /usr), a directory is bound read-only, absence is fine. */
+static void bind_system(struct strv *a, const char *path)
+{
+	char target[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	if (lstat(path, &st) != 0)
+		return;
+	if (S_ISLNK(st.st_mode)) {
+		n = readlink(path, target, sizeof target - 1);
+		if (n <= 0)
+			return;
+		target[n] = 0;
+		sv_push(a, "--symlink");
+		sv_push(a, target);
+		sv_push(a, path);
+	} else if (S_ISDIR(st.st_mode)) {
+		sv_push(a, "--ro-bind");
+		sv_push(a, path);
+		sv_push(a, path);
+	}
+}
+
+/* The pieces of /etc a test suite needs: the dynamic loader's cache, the
+ * alternatives symlinks (/usr/bin/python3 may point through them), CA
+ * certificates, name databases, the time zone. */
+static const char *etc_paths[] = {
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+	"/etc/alternatives", "/etc/ssl", "/etc/ca-certificates",
+	"/etc/ca-certificates.conf", "/etc/pki", "/etc/passwd", "/etc/group",
+	"/etc/nsswitch.conf", "/etc/hosts", "/etc/localtime", "/etc/timezone",
+	"/etc/mime.types", "/etc/gitconfig", "/etc/protocols", "/etc/services",
+	"/etc/os-release", "/etc/debian_version", "/etc/login.defs",
+	"/etc/python3", "/etc/perl", "/etc/terminfo", "/etc/magic",
+	NULL,
+};
+
+static void bind_etc(struct strv *a)
+{
+	DIR *d;
+	struct dirent *e;
+
+	for (const char **p = etc_paths; *p; p++) {
+		sv_push(a, "--ro-bind-try");
+		sv_push(a, *p);
+		sv_push(a, *p);
+	}
+	/* Debian's per-version python config: /etc/python3.11 and kin. */
+	d = opendir("/etc");
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "python3.", 8) == 0) {
+			sv_push(a, "--ro-bind-try");
+			sv_pushf(a, "/etc/%s", e->d_name);
+			sv_pushf(a, "/etc/%s", e->d_name);
+		}
+	}
+	closedir(d);
+}
+
+/* Find an executable on the caller's PATH; 0 and the path in out, or -1. */
+static int find_exe(const char *name, char *out, size_t outlen)
+{
+	const char *path = getenv("PATH");
+	const char *p, *q;
+
+	if (!path || !*path)
+		path = SANDBOX_PATH;
+	for (p = path; *p; p = *q ? q + 1 : q) {
+		q = strchr(p, ':');
+		if (!q)
+			q = p + strlen(p);
+		if (q == p)
+			continue;
+		if ((size_t)snprintf(out, outlen, "%.*s/%s", (int)(q - p), p, name) >= outlen)
+			continue;
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+/* ---- memory cgroup ---------------------------------------------------------- */
+
+struct cgroup {
+	char dir[PATH_MAX]; /* the run's own cgroup, "" when none */
+	int v2;
+};
+
+/* Find where this process's memory controller lives: cgroup v2 (the
+ * unified hierarchy with "memory" in cgroup.controllers) or v1 (a mount
+ * with the memory option).  Writes the directory of our own cgroup. */
+static int cgroup_base(char *out, size_t outlen, int *v2)
+{
+	char line[4096], v1path[PATH_MAX] = "", v2path[PATH_MAX] = "";
+	char mnt1[PATH_MAX] = "", root1[PATH_MAX] = "", mnt2[PATH_MAX] = "";
+	FILE *f;
+
+	f = fopen("/proc/self/cgroup", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		*c2 = 0;
+		if (strcmp(c1 + 1, "") == 0 && strncmp(line, "0", 1) == 0)
+			snprintf(v2path, sizeof v2path, "%s", c2 + 1);
+		else {
+			/* controllers are comma-separated: "memory" or "cpu,memory" */
+			char *tok, *save = NULL;
+			for (tok = strtok_r(c1 + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+				if (strcmp(tok, "memory") == 0)
+					snprintf(v1path, sizeof v1path, "%s", c2 + 1);
+		}
+	}
+	fclose(f);
+
+	f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f)) {
+		/* id parent maj:min root mountpoint opts... - fstype source superopts */
+		char root[PATH_MAX], mp[PATH_MAX], fstype[64], super[1024];
+		char *dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mp) != 2)
+			continue;
+		if (sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2)
+			continue;
+		if (strcmp(fstype, "cgroup2") == 0 && !*mnt2)
+			snprintf(mnt2, sizeof mnt2, "%s", mp);
+		else if (strcmp(fstype, "cgroup") == 0 && strstr(super, "memory")) {
+			snprintf(mnt1, sizeof mnt1, "%s", mp);
+			snprintf(root1, sizeof root1, "%s", root);
+		}
+	}
+	fclose(f);
+
+	if (*mnt1 && *v1path) {
+		const char *rel = v1path;
+		size_t rl = strlen(root1);
+		if (strcmp(root1, "/") != 0 && strncmp(rel, root1, rl) == 0)
+			rel += rl;
+		snprintf(out, outlen, "%s%s", mnt1, strcmp(rel, "/") == 0 ? "" : rel);
+		*v2 = 0;
+		return 0;
+	}
+	if (*mnt2 && *v2path) {
+		char ctl[PATH_MAX + 32], buf[512] = "";
+		snprintf(out, outlen, "%s%s", mnt2, strcmp(v2path, "/") == 0 ? "" : v2path);
+		snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", out);
+		f = fopen(ctl, "r");
+		if (!f)
+			return -1;
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = 0;
+		fclose(f);
+		if (!strstr(buf, "memory"))
+			return -1;
+		*v2 = 1;
+		return 0;
+	}
+	return -1;
+}
+
+static int write_file(const char *dir, const char *name, const char *val)
+{
+	char path[PATH_MAX + 64];
+	int fd, rc = 0;
+	size_t n = strlen(val);
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (write(fd, val, n) != (ssize_t)n)
+		rc = -1;
+	close(fd);
+	return rc;
+}
+
+/* Read "key N" from a flat-keyed cgroup file; -1 when absent. */
+static long long read_key(const char *dir, const char *name, const char *key)
+{
+	char path[PATH_MAX + 64], line[256];
+	long long v = -1;
+	size_t kl = strlen(key);
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, key, kl) == 0 && line[kl] == ' ')
+			v = atoll(line + kl + 1);
+	fclose(f);
+	return v;
+}
+
+/* Make a fresh memory cgroup capped at bytes; 0, or -1 (fall back to
+ * rlimits only) with the reason in why. */
+static int cgroup_make(struct cgroup *cg, uint64_t bytes, char *why, size_t whylen)
+{
+	static unsigned seq;
+	char base[PATH_MAX - 64], val[32];
+
+	cg->dir[0] = 0;
+	if (cgroup_base(base, sizeof base, &cg->v2) != 0) {
+		seterr(why, whylen, "no memory cgroup controller");
+		return -1;
+	}
+	snprintf(cg->dir, sizeof cg->dir, "%s/fw-sandbox-%d-%u", base, (int)getpid(),
+		 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+	if (mkdir(cg->dir, 0755) != 0) {
+		seterr(why, whylen, "cannot create %s: %s", cg->dir, strerror(errno));
+		cg->dir[0] = 0;
+		return -1;
+	}
+	snprintf(val, sizeof val, "%llu", (unsigned long long)bytes);
+	if (cg->v2) {
+		if (write_file(cg->dir, "memory.max", val) != 0)
+			goto fail;
+		write_file(cg->dir, "memory.swap.max", "0");
+	} else {
+		if (write_file(cg->dir, "memory.limit_in_bytes", val) != 0)
+			goto fail;
+		/* memsw only exists with swap accounting; without it there is
+		 * nothing to cap */
+		write_file(cg->dir, "memory.memsw.limit_in_bytes", val);
+	}
+	return 0;
+fail:
+	seterr(why, whylen, "cannot set the limit in %s: %s", cg->dir, strerror(errno));
+	rmdir(cg->dir);
+	cg->dir[0] = 0;
+	return -1;
+}
+
+static long long cgroup_oom_kills(const struct cgroup *cg)
+{
+	return read_key(cg->dir, cg->v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+}
+
+static void cgroup_remove(struct cgroup *cg)
+{
+	if (!cg->dir[0])
+		return;
+	/* the namespace's last processes can take a moment to be released */
+	for (int i = 0; i < 200; i++) {
+		if (rmdir(cg->dir) == 0 || errno == ENOENT)
+			break;
+		usleep(5000);
+	}
+	cg->dir[0] = 0;
+}
+
+/* ---- the process tree ---------------------------------------------------------- */
+
+/* Signal every process whose pid namespace is ns; returns how many
+ * processes (threads counted) are in it. */
+static long ns_signal(ino_t ns, int sig)
+{
+	char path[300];
+	struct dirent *e;
+	struct stat st;
+	long count = 0;
+	DIR *d;
+
+	if (!ns)
+		return 0;
+	d = opendir("/proc");
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
+		if (stat(path, &st) != 0 || st.st_ino != ns)
+			continue;
+		if (sig)
+			kill(atoi(e->d_name), sig);
+		else {
+			/* count threads: RLIMIT_NPROC counts them too */
+			char tp[300];
+			DIR *t;
+			struct dirent *te;
+			snprintf(tp, sizeof tp, "/proc/%s/task", e->d_name);
+			t = opendir(tp);
+			if (!t)
+				continue;
+			while ((te = readdir(t)))
+				if (te->d_name[0] != '.')
+					count++;
+			closedir(t);
+		}
+	}
+	closedir(d);
+	return count;
+}
+
+/* ---- capture --------------------------------------------------------------- */
+
+struct capture {
+	int fd;
+	size_t cap;
+	struct fw_sandbox_output *o;
+};
+
+/* Read what is there; 1 at EOF, 0 otherwise, -1 out of memory. */
+static int capture_read(struct capture *c)
+{
+	char buf[65536];
+	ssize_t n = read(c->fd, buf, sizeof buf);
+
+	if (n < 0)
+		return (errno == EINTR || errno == EAGAIN) ? 0 : 1;
+	if (n == 0)
+		return 1;
+	c->o->total += (uint64_t)n;
+	if (c->o->len < c->cap) {
+		size_t keep = c->cap - c->o->len;
+		char *d;
+		if (keep > (size_t)n)
+			keep = (size_t)n;
+		d = realloc(c->o->data, c->o->len + keep + 1);
+		if (!d)
+			return -1;
+		memcpy(d + c->o->len, buf, keep);
+		c->o->len += keep;
+		d[c->o->len] = 0;
+		c->o->data = d;
+	}
+	c->o->truncated = c->o->total > c->o->len;
+	return 0;
+}
+
+/* ---- the run --------------------------------------------------------------- */
+
+static int valid_env(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	return eq && eq != kv;
+}
+
+/* The shell prologue that starts the proxy relay inside the sandbox and
+ * waits (at most ~2 s) until it listens, then runs the command. */
+static const char relay_script[] =
+	"(exec socat TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s"
+	" </dev/null >/dev/null 2>&1 &)\n"
+	"i=0\n"
+	"while ! grep -q ':%04X 00000000:0000 0A' /proc/net/tcp 2>/dev/null; do\n"
+	"  i=$((i+1)); [ $i -gt 400 ] && break; sleep 0.005\n"
+	"done\n"
+	"exec \"$@\"\n";
+
+static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
+		      const char *proxy_sock, struct strv *a, char *err, size_t errlen)
+{
+	static const char *sys[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32",
+				     "/lib64", "/libx32", NULL };
+	const char *cwd;
+	char script[1024];
+
+	sv_push(a, "bwrap");
+	sv_push(a, "--unshare-user");
+	sv_push(a, "--unshare-pid");
+	sv_push(a, "--unshare-ipc");
+	sv_push(a, "--unshare-uts");
+	sv_push(a, "--unshare-net");
+	sv_push(a, "--unshare-cgroup-try");
+	/* a nested user namespace would hand the command capabilities again */
+	sv_push(a, "--disable-userns");
+	sv_push(a, "--cap-drop");
+	sv_push(a, "ALL");
+	sv_push(a, "--die-with-parent");
+	sv_push(a, "--new-session");
+	sv_push(a, "--hostname");
+	sv_push(a, "sandbox");
+	for (const char **p = sys; *p; p++)
+		bind_system(a, *p);
+	bind_etc(a);
+	sv_push(a, "--proc");
+	sv_push(a, "/proc");
+	sv_push(a, "--dev");
+	sv_push(a, "/dev");
+	sv_push(a, "--tmpfs");
+	sv_push(a, "/tmp");
+	if (o->workspace) {
+		sv_push(a, "--bind");
+		sv_push(a, o->workspace);
+		sv_push(a, FW_SANDBOX_WORKDIR);
+	}
+	for (const char *const *b = o->ro_binds; b && *b; b++) {
+		const char *colon = strchr(*b, ':');
+		char src[PATH_MAX];
+		struct stat st;
+		size_t sl = colon ? (size_t)(colon - *b) : strlen(*b);
+		if (sl == 0 || sl >= sizeof src || (colon && colon[1] != '/')) {
+			seterr(err, errlen, "bad read-only bind '%s'", *b);
+			return -1;
+		}
+		memcpy(src, *b, sl);
+		src[sl] = 0;
+		if (stat(src, &st) != 0) {
+			seterr(err, errlen, "read-only bind '%s': %s", src, strerror(errno));
+			return -1;
+		}
+		sv_push(a, "--ro-bind");
+		sv_push(a, src);
+		sv_push(a, colon ? colon + 1 : src);
+	}
+	if (proxy_sock) {
+		sv_push(a, "--bind");
+		sv_push(a, proxy_sock);
+		sv_push(a, PROXY_SOCK_INSIDE);
+	}
+	cwd = o->cwd ? o->cwd : o->workspace ? FW_SANDBOX_WORKDIR : "/tmp";
+	sv_push(a, "--chdir");
+	sv_push(a, cwd);
+	sv_push(a, "--json-status-fd");
+	sv_pushf(a, "%d", STATUS_FD);
+	sv_push(a, "--");
+	if (proxy_sock) {
+		snprintf(script, sizeof script, relay_script, FW_SANDBOX_PROXY_PORT,
+			 PROXY_SOCK_INSIDE, FW_SANDBOX_PROXY_PORT);
+		sv_push(a, "/bin/sh");
+		sv_push(a, "-c");
+		sv_push(a, script);
+		sv_push(a, "fw-sandbox");
+	}
+	for (char *const *p = argv; *p; p++)
+		sv_push(a, *p);
+	if (a->oom) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static int build_env(const struct fw_sandbox_opts *o, int proxy, struct strv *e,
+		     char *err, size_t errlen)
+{
+	char buf[128];
+
+	sv_push(e, "PATH=" SANDBOX_PATH);
+	sv_push(e, "HOME=/tmp");
+	sv_push(e, "LANG=C.UTF-8");
+	sv_push(e, "TZ=UTC");
+	sv_push(e, "PYTHONHASHSEED=0");
+	sv_push(e, "PYTHONDONTWRITEBYTECODE=1");
+	sv_push(e, "TMPDIR=/tmp");
+	if (proxy) {
+		static const char *names[] = { "http_proxy", "HTTP_PROXY",
+					       "https_proxy", "HTTPS_PROXY", NULL };
+		for (const char **n = names; *n; n++) {
+			snprintf(buf, sizeof buf, "%s=http://127.0.0.1:%d", *n,
+				 FW_SANDBOX_PROXY_PORT);
+			sv_push(e, buf);
+		}
+		/* the sandbox's own loopback stays direct: tests serve on it */
+		sv_push(e, "no_proxy=localhost,127.0.0.1,::1");
+		sv_push(e, "NO_PROXY=localhost,127.0.0.1,::1");
+	}
+	for (const char *const *p = o->env; p && *p; p++) {
+		if (!valid_env(*p)) {
+			seterr(err, errlen, "bad environment entry '%s'", *p);
+			return -1;
+		}
+		env_set(e, *p);
+	}
+	if (e->oom) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static void set_limit(int res, rlim_t soft, rlim_t hard)
+{
+	struct rlimit rl = { soft, hard };
+
+	setrlimit(res, &rl);
+}
+
+/* In the forked child: only async-signal-safe calls until execve. */
+static void child(const struct fw_sandbox_opts *o, const char *bwrap,
+		  char **argv, char **envp, int in, int out, int errfd, int st,
+		  const char *cgprocs, int use_as)
+{
+	int fds[4] = { in, out, errfd, st };
+
+	/* move the four ends above 9 so dup2 into 0..3 cannot clobber one */
+	for (int i = 0; i < 4; i++) {
+		fds[i] = fcntl(fds[i], F_DUPFD, 10);
+		if (fds[i] < 0)
+			_exit(126);
+	}
+	for (int i = 0; i < 4; i++)
+		if (dup2(fds[i], i) < 0)
+			_exit(126);
+	syscall(SYS_close_range, 4, ~0U, 0);
+
+	if (cgprocs) {
+		int fd = open(cgprocs, O_WRONLY);
+		if (fd < 0 || write(fd, "0", 1) != 1)
+			_exit(126);
+		close(fd);
+	}
+	if (o->cpu_s > 0)
+		set_limit(RLIMIT_CPU, (rlim_t)o->cpu_s, (rlim_t)o->cpu_s + 1);
+	if (o->mem_bytes > 0 && use_as)
+		set_limit(RLIMIT_AS, o->mem_bytes, o->mem_bytes);
+	if (o->procs > 0)
+		set_limit(RLIMIT_NPROC, (rlim_t)o->procs, (rlim_t)o->procs);
+	if (o->fsize_bytes > 0)
+		set_limit(RLIMIT_FSIZE, o->fsize_bytes, o->fsize_bytes);
+	if (o->nofile > 0)
+		set_limit(RLIMIT_NOFILE, (rlim_t)o->nofile, (rlim_t)o->nofile);
+	set_limit(RLIMIT_CORE, 0, 0);
+	/* the caller may block or ignore signals; the command starts clean */
+	{
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (int s = 1; s < NSIG; s++)
+			if (s != SIGKILL && s != SIGSTOP)
+				signal(s, SIG_DFL);
+	}
+	execve(bwrap, argv, envp);
+	_exit(127);
+}
+
+/* Pull "key": N out of bwrap's JSON status text; 0 and *v, or -1. */
+static int json_num(const char *s, const char *key, long long *v)
+{
+	const char *p = strstr(s, key);
+
+	if (!p)
+		return -1;
+	p += strlen(key);
+	while (*p == '"' || *p == ':' || *p == ' ')
+		p++;
+	if (*p < '0' || *p > '9')
+		return -1;
+	*v = atoll(p);
+	return 0;
+}
+
+/* Does the captured stderr carry a typical message of this failure? */
+static int err_says(const struct fw_sandbox_result *res, const char *const *pats)
+{
+	if (!res->err.data)
+		return 0;
+	for (; *pats; pats++)
+		if (strstr(res->err.data, *pats))
+			return 1;
+	return 0;
+}
+
+static void classify(const struct fw_sandbox_opts *o, struct fw_sandbox_result *res,
+		     long long oom_kills)
+{
+	static const char *mem_msgs[] = { "MemoryError", "Cannot allocate memory",
+					  "out of memory", "bad_alloc", "Out of memory", NULL };
+	static const char *fsize_msgs[] = { "File too large", NULL };
+	static const char *proc_msgs[] = { "Resource temporarily unavailable",
+					   "fork: retry", "Cannot fork", "can't fork", NULL };
+	int failed = res->signal != 0 || res->exit_code != 0;
+
+	if (res->cause != FW_SANDBOX_OK)
+		return;
+	if (oom_kills > 0)
+		res->cause = FW_SANDBOX_MEMORY;
+	else if (res->signal == SIGXCPU ||
+		 (o->cpu_s > 0 && res->signal == SIGKILL && res->cpu_s >= o->cpu_s))
+		res->cause = FW_SANDBOX_CPU;
+	else if (res->signal == SIGXFSZ ||
+		 (o->fsize_bytes > 0 && failed && err_says(res, fsize_msgs)))
+		res->cause = FW_SANDBOX_FSIZE;
+	else if (o->mem_bytes > 0 && failed && err_says(res, mem_msgs))
+		res->cause = FW_SANDBOX_MEMORY;
+	else if (o->procs > 0 && failed && err_says(res, proc_msgs))
+		res->cause = FW_SANDBOX_PROCS;
+	else if (res->signal)
+		res->cause = FW_SANDBOX_KILLED;
+}
+
+int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
+		   struct fw_sandbox_result *res, char *err, size_t errlen)
+{
+	struct strv a = { 0 }, env = { 0 };
+	struct cgroup cg = { .dir = "" };
+	struct fw_proxy *proxy = NULL;
+	char bwrap[PATH_MAX], tmpdir[64] = "", sock[96] = "", why[256] = "";
+	char cgprocs[PATH_MAX + 16], status[4096] = "";
+	int pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	int pst[2] = { -1, -1 }, in = -1, pidfd = -1, rc = -1, use_as = 1;
+	size_t stlen = 0;
+	pid_t pid = -1;
+	double t0 = now(), kill_at = 0, pinned_since = 0, next_count = 0;
+	long long init_pid = 0, pidns = 0, exit_code = -1, oom_kills = -1;
+	int timed_out = 0, bomb = 0, killed_hard = 0, reaped = 0, wstatus = 0;
+	struct rusage ru;
+	struct capture cap[2];
+
+	memset(res, 0, sizeof *res);
+	res->exit_code = -1;
+	if (!argv || !argv[0]) {
+		seterr(err, errlen, "no command");
+		return -1;
+	}
+	if (o->workspace) {
+		struct stat st;
+		if (stat(o->workspace, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			seterr(err, errlen, "workspace '%s': %s", o->workspace,
+			       errno ? strerror(errno) : "not a directory");
+			return -1;
+		}
+	}
+	if (find_exe("bwrap", bwrap, sizeof bwrap) != 0) {
+		seterr(err, errlen, "bwrap not found on PATH (install bubblewrap)");
+		return -1;
+	}
+	if (o->allow && o->allow[0]) {
+		char socat[PATH_MAX];
+		const char *tmp = getenv("TMPDIR");
+		if (find_exe("socat", socat, sizeof socat) != 0 &&
+		    access("/usr/bin/socat", X_OK) != 0) {
+			seterr(err, errlen, "socat not found (needed for --allow)");
+			return -1;
+		}
+		if (!tmp || strlen(tmp) > 40)
+			tmp = "/tmp";
+		snprintf(tmpdir, sizeof tmpdir, "%s/fw-sb-XXXXXX", tmp);
+		if (!mkdtemp(tmpdir)) {
+			seterr(err, errlen, "cannot create %s: %s", tmpdir, strerror(errno));
+			tmpdir[0] = 0;
+			goto out;
+		}
+		snprintf(sock, sizeof sock, "%s/proxy.sock", tmpdir);
+		proxy = fw_proxy_new(sock, o->allow, err, errlen);
+		if (!proxy)
+			goto out;
+	}
+	if (build_argv(o, argv, proxy ? sock : NULL, &a, err, errlen) != 0 ||
+	    build_env(o, proxy != NULL, &env, err, errlen) != 0)
+		goto out;
+
+	if (o->mem_bytes > 0) {
+		if (cgroup_make(&cg, o->mem_bytes, why, sizeof why) == 0) {
+			res->cgroup = 1;
+			/* the cgroup caps resident memory; an address-space cap
+			 * on top breaks runtimes that reserve large mappings */
+			use_as = 0;
+			snprintf(cgprocs, sizeof cgprocs, "%s/cgroup.procs", cg.dir);
+		} else {
+			add_event(res, "cgroup", 0, "memory cgroup unavailable (%s): "
+				  "address-space limit only", why);
+		}
+	}
+
+	if (o->stdin_path) {
+		in = open(o->stdin_path, O_RDONLY | O_CLOEXEC);
+		if (in < 0) {
+			seterr(err, errlen, "stdin '%s': %s", o->stdin_path, strerror(errno));
+			goto out;
+		}
+	} else if ((in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+		seterr(err, errlen, "/dev/null: %s", strerror(errno));
+		goto out;
+	}
+	if (pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC) || pipe2(pst, O_CLOEXEC)) {
+		seterr(err, errlen, "pipe: %s", strerror(errno));
+		goto out;
+	}
+
+	t0 = now();
+	pid = fork();
+	if (pid < 0) {
+		seterr(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		child(o, bwrap, a.v, env.v, in, pout[1], perr[1], pst[1],
+		      cg.dir[0] ? cgprocs : NULL, use_as);
+	close(pout[1]);
+	close(perr[1]);
+	close(pst[1]);
+	pout[1] = perr[1] = pst[1] = -1;
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	cap[0] = (struct capture){ pout[0], o->output_cap ? o->output_cap : FW_SANDBOX_OUTPUT_CAP, &res->out };
+	cap[1] = (struct capture){ perr[0], cap[0].cap, &res->err };
+	for (;;) {
+		struct pollfd pf[4];
+		int nf = 0, wait_ms = 100, ipo = -1, ipe = -1, ips = -1, ipp = -1;
+		double t = now() - t0;
+
+		if (!reaped && !timed_out && !bomb && o->timeout_s > 0 && t >= o->timeout_s) {
+			timed_out = 1;
+			add_event(res, "limit", t, "wall-clock timeout after %.3g s", o->timeout_s);
+			ns_signal((ino_t)pidns, SIGTERM);
+			kill_at = t + (o->grace_s > 0 ? o->grace_s : 0);
+		}
+		if (!reaped && o->procs > 0 && !timed_out && !bomb && t >= next_count) {
+			long n = ns_signal((ino_t)pidns, 0);
+			next_count = t + PROCS_POLL_S;
+			if (n >= o->procs) {
+				if (!pinned_since)
+					pinned_since = t;
+				else if (t - pinned_since >= PROCS_PINNED_S) {
+					bomb = 1;
+					add_event(res, "limit", t, "process limit %ld held for %.1f s: "
+						  "tree killed", o->procs, t - pinned_since);
+					kill_at = t;
+				}
+			} else {
+				pinned_since = 0;
+			}
+		}
+		if (!reaped && (timed_out || bomb) && !killed_hard && t >= kill_at) {
+			killed_hard = 1;
+			if (init_pid > 0)
+				kill((pid_t)init_pid, SIGKILL);
+			kill(pid, SIGKILL);
+		}
+
+		if (pout[0] >= 0) { pf[nf] = (struct pollfd){ pout[0], POLLIN, 0 }; ipo = nf++; }
+		if (perr[0] >= 0) { pf[nf] = (struct pollfd){ perr[0], POLLIN, 0 }; ipe = nf++; }
+		if (pst[0] >= 0) { pf[nf] = (struct pollfd){ pst[0], POLLIN, 0 }; ips = nf++; }
+		if (!reaped && pidfd >= 0) { pf[nf] = (struct pollfd){ pidfd, POLLIN, 0 }; ipp = nf++; }
+		if (reaped && nf == 0)
+			break;
+		if (o->timeout_s > 0 && !timed_out) {
+			double left = o->timeout_s - t;
+			wait_ms = left <= 0 ? 0 : left < 0.1 ? (int)(left * 1000) + 1 : 100;
+		} else if ((timed_out || bomb) && !killed_hard) {
+			wait_ms = (int)((kill_at - t) * 1000) + 1;
+			if (wait_ms > 100)
+				wait_ms = 100;
+		}
+		if (o->procs > 0 && wait_ms > (int)(PROCS_POLL_S * 1000))
+			wait_ms = (int)(PROCS_POLL_S * 1000);
+		if (poll(pf, nf, reaped ? 1000 : wait_ms) < 0 && errno != EINTR) {
+			seterr(err, errlen, "poll: %s", strerror(errno));
+			break;
+		}
+		for (int k = 0; k < 2; k++) {
+			int ip = k ? ipe : ipo;
+			if (ip >= 0 && pf[ip].revents) {
+				int r = capture_read(&cap[k]);
+				if (r != 0) {
+					close(cap[k].fd);
+					if (k)
+						perr[0] = -1;
+					else
+						pout[0] = -1;
+				}
+			}
+		}
+		if (ips >= 0 && pf[ips].revents) {
+			ssize_t n = read(pst[0], status + stlen, sizeof status - 1 - stlen);
+			if (n > 0) {
+				stlen += (size_t)n;
+				status[stlen] = 0;
+				if (!init_pid)
+					json_num(status, "child-pid", &init_pid);
+				if (!pidns)
+					json_num(status, "pid-namespace", &pidns);
+				json_num(status, "exit-code", &exit_code);
+				/* a timeout that fired before the namespace existed */
+				if (timed_out && pidns && !killed_hard)
+					ns_signal((ino_t)pidns, SIGTERM);
+			} else if (n == 0 || errno != EINTR) {
+				close(pst[0]);
+				pst[0] = -1;
+			}
+		}
+		if ((ipp >= 0 && pf[ipp].revents) || (pidfd < 0 && !reaped)) {
+			pid_t w = wait4(pid, &wstatus, pidfd < 0 ? WNOHANG : 0, &ru);
+			if (w == pid) {
+				reaped = 1;
+				res->wall_s = now() - t0;
+			}
+		}
+		/* once bwrap is gone nothing can hold the pipes but strays that
+		 * escaped the namespace, which cannot happen; still, never hang */
+		if (reaped && now() - t0 > res->wall_s + 2.0)
+			break;
+	}
+	if (!reaped) {
+		kill(pid, SIGKILL);
+		wait4(pid, &wstatus, 0, &ru);
+		res->wall_s = now() - t0;
+	}
+	pid = -1;
+
+	res->cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+		     ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+	res->max_rss = (uint64_t)ru.ru_maxrss * 1024;
+	if (exit_code < 0) {
+		/* bwrap died before reporting: it failed to set up, or was
+		 * killed by us */
+		if (WIFEXITED(wstatus))
+			exit_code = WEXITSTATUS(wstatus);
+		else
+			exit_code = 128 + WTERMSIG(wstatus);
+	}
+	/* bwrap reports a signalled command as 128+N, as sh does */
+	if (exit_code > 128 && exit_code < 128 + NSIG) {
+		res->signal = (int)exit_code - 128;
+		res->exit_code = -1;
+	} else {
+		res->exit_code = (int)exit_code;
+	}
+	if (cg.dir[0])
+		oom_kills = cgroup_oom_kills(&cg);
+	if (timed_out)
+		res->cause = FW_SANDBOX_TIMEOUT;
+	else if (bomb)
+		res->cause = FW_SANDBOX_PROCS;
+	else
+		classify(o, res, oom_kills);
+	if (res->cause == FW_SANDBOX_MEMORY && oom_kills > 0)
+		add_event(res, "limit", res->wall_s, "memory cgroup killed %lld process(es)",
+			  oom_kills);
+	rc = 0;
+out:
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	for (int *p = (int[]){ pout[0], pout[1], perr[0], perr[1], pst[0], pst[1], in }, k = 0;
+	     k < 7; k++)
+		if (p[k] >= 0)
+			close(p[k]);
+	cgroup_remove(&cg);
+	if (proxy) {
+		struct fw_proxy_event *ev = NULL;
+		size_t n = 0;
+		if (fw_proxy_take_events(proxy, &ev, &n) == 0) {
+			for (size_t i = 0; i < n; i++) {
+				if (rc == 0)
+					add_event(res, ev[i].allowed ? "net-allowed" : "net-denied",
+						  ev[i].at - t0, "%s", ev[i].request);
+				free(ev[i].request);
+			}
+			free(ev);
+		}
+		fw_proxy_free(proxy);
+	}
+	if (sock[0])
+		unlink(sock);
+	if (tmpdir[0])
+		rmdir(tmpdir);
+	sv_free(&a);
+	sv_free(&env);
+	if (rc != 0)
+		fw_sandbox_result_free(res);
+	return rc;
+}
+
+int fw_sandbox_available(char *err, size_t errlen)
+{
+	struct fw_sandbox_opts o;
+	struct fw_sandbox_result r;
+	char *argv[] = { "true", NULL };
+	int rc;
+
+	fw_sandbox_opts_init(&o);
+	o.timeout_s = 10;
+	if (fw_sandbox_run(&o, argv, &r, err, errlen) != 0)
+		return -1;
+	rc = r.exit_code == 0 ? 0 : -1;
+	if (rc)
+		seterr(err, errlen, "bwrap cannot create the sandbox: %.200s",
+		       r.err.data ? r.err.data : "no message");
+	fw_sandbox_result_free(&r);
+	return rc;
+}
