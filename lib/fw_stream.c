@@ -41,6 +41,7 @@ struct fw_reader {
 	size_t start, end, cap;
 	int mode;
 	int frame_open; /* inside a zstd frame (ZSTD_decompressStream != 0) */
+	int zdone;      /* the zstd part of the input has ended */
 
 	uint64_t index, offset;
 	uint64_t eindex, eoffset; /* position of the last error */
@@ -254,7 +255,7 @@ static ssize_t z_more(struct fw_reader *r, size_t want)
 				if (r->in_pos < r->in_len && r->in_len - r->in_pos < 4 && r->in_eof &&
 				    r->in[r->in_pos] == 0x28)
 					return fail(r, 0, "truncated zstd frame");
-				r->mode = M_PLAIN;
+				r->zdone = 1;
 				break;
 			}
 		}
@@ -292,21 +293,21 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 			p = r->buf + r->start;
 			avail = r->end - r->start;
 			eof = 0;
-			if (avail < want) {
+			if (avail < want && !r->zdone) {
 				ssize_t k = z_more(r, want);
 				if (k < 0)
 					return -1;
 				p = r->buf + r->start;
 				avail = (size_t)k;
-				if (r->mode == M_PLAIN) {
-					/* The zstd part ended; leftovers are a cut record. */
-					if (avail > 0)
-						return fail(r, 0, "truncated record at the end of a zstd frame "
-								  "(%zu bytes)", avail);
+			}
+			if (avail < want && r->zdone) {
+				if (avail == 0) {
+					/* The zstd part is used up: plain bytes may follow. */
+					r->mode = M_PLAIN;
 					want = 1;
 					continue;
 				}
-				eof = avail < want;
+				eof = 1; /* what is left is all the zstd part holds */
 			}
 		} else {
 			avail = r->in_len - r->in_pos;
@@ -329,6 +330,7 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 						return fail(r, 0, "out of memory");
 					ZSTD_DCtx_reset(r->z, ZSTD_reset_session_only);
 					r->mode = M_ZSTD;
+					r->zdone = 0;
 					r->start = r->end = 0;
 					r->frame_open = 1;
 					want = 1;

@@ -1,0 +1,151 @@
+/*
+ * Unit tests for the JSON bridge: exact integers, floats, strings, the
+ * reserved forms for bin/ext/NaN/non-string keys, and parse errors with
+ * their offsets.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "test.h"
+#include "fw_json.h"
+
+/* JSON text -> msgpack -> JSON text; returns a static copy of the result. */
+static const char *rt(const char *json)
+{
+	static char out[4096];
+	struct fw_buf mp = {0}, js = {0};
+	struct fw_json_err e;
+	size_t used;
+	char err[128];
+	out[0] = 0;
+	if (fw_json_to_mp(&mp, json, strlen(json), 1, &used, &e) != 1) {
+		snprintf(out, sizeof out, "ERR %zu %s", e.at, e.msg);
+	} else if (fw_json_from_mp(&js, (struct fw_mpv){mp.p, mp.n}, err, sizeof err) < 0) {
+		snprintf(out, sizeof out, "ERR %s", err);
+	} else {
+		snprintf(out, sizeof out, "%.*s", (int)js.n, (const char *)js.p);
+	}
+	fw_buf_free(&mp);
+	fw_buf_free(&js);
+	return out;
+}
+
+TEST(integers_keep_all_64_bits)
+{
+	CHECK_STR(rt("18446744073709551615"), "18446744073709551615");
+	CHECK_STR(rt("-9223372036854775808"), "-9223372036854775808");
+	CHECK_STR(rt("9007199254740993"), "9007199254740993");
+	CHECK_STR(rt("0"), "0");
+	CHECK_STR(rt("-0"), "0");
+	/* beyond 64 bits becomes a double */
+	CHECK_STR(rt("18446744073709551616"), "1.8446744073709552e+19");
+}
+
+TEST(floats_print_shortest_and_stay_floats)
+{
+	CHECK_STR(rt("0.1"), "0.1");
+	CHECK_STR(rt("1.0"), "1.0");
+	CHECK_STR(rt("-2.5e-300"), "-2.5e-300");
+	CHECK_STR(rt("1e2"), "100.0");
+	CHECK_STR(rt("{\"$float\":\"nan\"}"), "{\"$float\":\"nan\"}");
+	CHECK_STR(rt("{\"$float\":\"-inf\"}"), "{\"$float\":\"-inf\"}");
+}
+
+TEST(strings_are_byte_exact)
+{
+	CHECK_STR(rt("\"a\\nb\\t\\\"q\\\" \\\\ \\u00e9 \\ud83d\\ude00 \\/\""),
+		  "\"a\\nb\\t\\\"q\\\" \\\\ é 😀 /\"");
+	CHECK_STR(rt("\"\\u0001\""), "\"\\u0001\"");
+	CHECK_STR(rt("\"\""), "\"\"");
+}
+
+TEST(binary_ext_and_odd_maps_take_reserved_forms)
+{
+	CHECK_STR(rt("{\"$bin\":\"AAEC/w==\"}"), "{\"$bin\":\"AAEC/w==\"}");
+	CHECK_STR(rt("{\"$ext\":[5,\"YWJj\"]}"), "{\"$ext\":[5,\"YWJj\"]}");
+	CHECK_STR(rt("{\"$map\":[[1,\"one\"],[\"k\",2]]}"), "{\"$map\":[[1,\"one\"],[\"k\",2]]}");
+	/* a user object whose only key is reserved survives as $map */
+	CHECK_STR(rt("{\"$map\":[[\"$bin\",\"x\"]]}"), "{\"$map\":[[\"$bin\",\"x\"]]}");
+	/* two keys: not special */
+	CHECK_STR(rt("{\"$bin\":1,\"a\":2}"), "{\"$bin\":1,\"a\":2}");
+	CHECK(strncmp(rt("{\"$bin\":\"@@\"}"), "ERR", 3) == 0);
+}
+
+TEST(containers_of_every_size_class)
+{
+	/* 20 keys (map16 header) and 70000 elements (array32) */
+	char big[600000];
+	size_t n = 0;
+	n += (size_t)sprintf(big + n, "[");
+	for (int i = 0; i < 70000; i++)
+		n += (size_t)sprintf(big + n, "%s%d", i ? "," : "", i % 10);
+	sprintf(big + n, "]");
+	const char *r = rt(big);
+	CHECK(strncmp(r, "ERR", 3) != 0);
+	CHECK_STR(rt("{\"a\":{\"b\":[1,[2,{}],[]]},\"c\":null,\"d\":true,\"e\":false}"),
+		  "{\"a\":{\"b\":[1,[2,{}],[]]},\"c\":null,\"d\":true,\"e\":false}");
+}
+
+TEST(errors_name_offsets)
+{
+	CHECK_STR(rt("{\"a\":1,}"), "ERR 7 expected a string key");
+	CHECK_STR(rt("[1 2]"), "ERR 3 expected ',' or ']'");
+	CHECK_STR(rt("{\"a\" 1}"), "ERR 5 expected ':'");
+	CHECK_STR(rt("tru"), "ERR 3 unexpected end of input");
+	CHECK_STR(rt("01"), "ERR 0 leading zero in number");
+	CHECK_STR(rt("\"a\\x\""), "ERR 2 bad escape '\\x'");
+	CHECK_STR(rt("\"ab\xff\""), "ERR 3 invalid UTF-8 in string");
+	CHECK_STR(rt("\"\xc0\xaf\""), "ERR 1 invalid UTF-8 in string");
+	CHECK_STR(rt("\"\\ud800\""), "ERR 1 unpaired surrogate in \\u escape");
+	CHECK_STR(rt("\"a\nb\""), "ERR 2 control character in string");
+	char deep[200];
+	memset(deep, '[', sizeof deep);
+	deep[199] = 0;
+	CHECK(strstr(rt(deep), "nesting deeper") != NULL);
+}
+
+TEST(incomplete_input_asks_for_more)
+{
+	struct fw_buf mp = {0};
+	struct fw_json_err e;
+	size_t used;
+	CHECK_EQ_INT(fw_json_to_mp(&mp, "{\"a\":[1,2", 9, 0, &used, &e), 2);
+	CHECK_EQ_INT(mp.n, 0);
+	CHECK_EQ_INT(fw_json_to_mp(&mp, "123", 3, 0, &used, &e), 2);
+	CHECK_EQ_INT(fw_json_to_mp(&mp, "123", 3, 1, &used, &e), 1);
+	CHECK_EQ_INT(used, 3);
+	CHECK_EQ_INT(fw_json_to_mp(&mp, "  \n ", 4, 0, &used, &e), 0);
+	/* two values back to back: one at a time */
+	fw_buf_reset(&mp);
+	CHECK_EQ_INT(fw_json_to_mp(&mp, " {} {\"x\":1}", 11, 1, &used, &e), 1);
+	CHECK_EQ_INT(used, 3);
+	fw_buf_free(&mp);
+}
+
+TEST(invalid_utf8_in_msgpack_string_is_an_error)
+{
+	struct fw_buf js = {0};
+	char err[128];
+	const uint8_t mp[] = {0xa2, 0xc3, 0x28};
+	CHECK(fw_json_from_mp(&js, (struct fw_mpv){mp, 3}, err, sizeof err) == -1);
+	CHECK(strstr(err, "UTF-8") != NULL);
+	CHECK_EQ_INT(js.n, 0);
+	fw_buf_free(&js);
+}
+
+TEST(base64_round_trips_every_length)
+{
+	uint8_t src[64];
+	for (int i = 0; i < 64; i++)
+		src[i] = (uint8_t)(i * 37 + 11);
+	for (size_t n = 0; n <= 64; n++) {
+		struct fw_buf e = {0}, d = {0};
+		fw_base64_encode(&e, src, n);
+		CHECK(fw_base64_decode(&d, (char *)e.p, e.n) == 0);
+		CHECK(d.n == n && (n == 0 || memcmp(d.p, src, n) == 0));
+		fw_buf_free(&e);
+		fw_buf_free(&d);
+	}
+}
+
+TEST_MAIN()
