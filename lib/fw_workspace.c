@@ -1,0 +1,779 @@
+/*
+ * fw_workspace.c — workspaces, scrub and leak audit (see fw_workspace.h).
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <git2.h>
+
+#include "fw_store.h"
+#include "fw_workspace.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static const char *gerr(void)
+{
+	const git_error *e = git_error_last();
+	return e && e->message ? e->message : "unknown libgit2 error";
+}
+
+int fw_strlist_add(struct fw_strlist *l, const char *s)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		char **v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		l->v = v;
+		l->cap = cap;
+	}
+	char *c = strdup(s);
+	if (!c)
+		return -1;
+	l->v[l->n++] = c;
+	return 0;
+}
+
+void fw_strlist_free(struct fw_strlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof *l);
+}
+
+/* ---- scrub ------------------------------------------------------------------- */
+
+static const char *const scrub_dirs[] = {
+	"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "*.egg-info",
+	".eggs", "htmlcov", ".nyc_output", NULL,
+};
+
+static const char *const scrub_files[] = {
+	"*.pyc", "*.pyo", "*.o", "*.a", "*.so", "*.obj", "*.class", "*.gcno", "*.gcda",
+	".coverage", ".coverage.*", "coverage.xml", "lcov.info", "*.orig", "*.rej",
+	"*.swp", "*.swo", "*~", ".#*", NULL,
+};
+
+int fw_scrub_match(const char *name, int is_dir)
+{
+	const char *const *pats = is_dir ? scrub_dirs : scrub_files;
+	for (size_t i = 0; pats[i]; i++)
+		if (fnmatch(pats[i], name, 0) == 0)
+			return 1;
+	return 0;
+}
+
+static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+int fw_rmtree(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISDIR(st.st_mode))
+		return unlink(path);
+	return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int scrub_dir(const char *root, const char *rel, struct fw_strlist *out,
+		     char *err, size_t errlen)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
+	DIR *d = opendir(path);
+	if (!d) {
+		seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	int removed = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		const char *n = e->d_name;
+		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, ".git") == 0)
+			continue;
+		char sub[4096], full[8200];
+		snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", n);
+		snprintf(full, sizeof full, "%s/%s", root, sub);
+		struct stat st;
+		if (lstat(full, &st) < 0)
+			continue;
+		int is_dir = S_ISDIR(st.st_mode);
+		if (fw_scrub_match(n, is_dir)) {
+			if (fw_rmtree(full) < 0) {
+				seterr(err, errlen, "cannot remove '%s': %s", full, strerror(errno));
+				closedir(d);
+				return -1;
+			}
+			if (out && fw_strlist_add(out, sub) < 0) {
+				closedir(d);
+				seterr(err, errlen, "out of memory");
+				return -1;
+			}
+			removed++;
+		} else if (is_dir) {
+			int k = scrub_dir(root, sub, out, err, errlen);
+			if (k < 0) {
+				closedir(d);
+				return -1;
+			}
+			removed += k;
+		}
+	}
+	closedir(d);
+	return removed;
+}
+
+int fw_workspace_scrub(const char *dir, struct fw_strlist *scrubbed, char *err, size_t errlen)
+{
+	return scrub_dir(dir, "", scrubbed, err, errlen);
+}
+
+/* ---- workspace --------------------------------------------------------------- */
+
+/* Writes into dst a copy of src_tree (from src) without scrubbed entries.
+ * *empty is set when nothing is left. */
+static int filtered_copy(git_repository *src, git_odb *sodb, git_repository *dst,
+			 git_odb *dodb, git_tree *tree, const char *prefix, git_oid *out,
+			 int *empty, struct fw_strlist *scrubbed)
+{
+	git_treebuilder *tb = NULL;
+	int rc = -1;
+	if (git_treebuilder_new(&tb, dst, NULL) < 0)
+		return -1;
+	size_t n = git_tree_entrycount(tree);
+	for (size_t i = 0; i < n; i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(tree, i);
+		const char *name = git_tree_entry_name(e);
+		git_object_t t = git_tree_entry_type(e);
+		char path[4000];
+		snprintf(path, sizeof path, "%s%s", prefix, name);
+		if (t != GIT_OBJECT_BLOB && t != GIT_OBJECT_TREE)
+			continue; /* submodules are not part of a workspace */
+		if (fw_scrub_match(name, t == GIT_OBJECT_TREE)) {
+			if (scrubbed && fw_strlist_add(scrubbed, path) < 0)
+				goto out;
+			continue;
+		}
+		git_oid id = *git_tree_entry_id(e);
+		if (t == GIT_OBJECT_TREE) {
+			git_tree *sub;
+			int sub_empty;
+			if (git_tree_lookup(&sub, src, &id) < 0)
+				goto out;
+			char pre[4096];
+			snprintf(pre, sizeof pre, "%s/", path);
+			int k = filtered_copy(src, sodb, dst, dodb, sub, pre, &id, &sub_empty,
+					      scrubbed);
+			git_tree_free(sub);
+			if (k < 0)
+				goto out;
+			if (sub_empty)
+				continue;
+		} else if (!git_odb_exists(dodb, &id)) {
+			git_odb_object *o;
+			git_oid w;
+			if (git_odb_read(&o, sodb, &id) < 0)
+				goto out;
+			int k = git_odb_write(&w, dodb, git_odb_object_data(o),
+					      git_odb_object_size(o), GIT_OBJECT_BLOB);
+			git_odb_object_free(o);
+			if (k < 0)
+				goto out;
+		}
+		if (git_treebuilder_insert(NULL, tb, name, &id, git_tree_entry_filemode(e)) < 0)
+			goto out;
+	}
+	*empty = git_treebuilder_entrycount(tb) == 0;
+	rc = git_treebuilder_write(out, tb);
+out:
+	git_treebuilder_free(tb);
+	return rc;
+}
+
+static int dir_is_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	int empty = 1;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = 0;
+	closedir(d);
+	return empty;
+}
+
+int fw_workspace_create(struct fw_store *s, const char *tree_hex, const char *dir,
+			char *commit_hex, struct fw_strlist *scrubbed,
+			char *err, size_t errlen)
+{
+	git_repository *src = fw_store_repo(s), *dst = NULL;
+	git_odb *sodb = NULL, *dodb = NULL;
+	git_tree *tree = NULL, *wtree = NULL;
+	git_signature *sig = NULL;
+	git_config *cfg = NULL;
+	int rc = -1, created = 0;
+	git_oid id, wid, cid;
+
+	struct stat st;
+	if (stat(dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode) || !dir_is_empty(dir)) {
+			seterr(err, errlen, "workspace '%s' exists and is not empty", dir);
+			return -1;
+		}
+	} else {
+		if (mkdir(dir, 0755) < 0) {
+			seterr(err, errlen, "cannot create '%s': %s", dir, strerror(errno));
+			return -1;
+		}
+		created = 1;
+	}
+	if (strlen(tree_hex) != 40 || git_oid_fromstr(&id, tree_hex) < 0) {
+		seterr(err, errlen, "bad tree id '%s'", tree_hex);
+		goto out;
+	}
+	if (git_tree_lookup(&tree, src, &id) < 0) {
+		seterr(err, errlen, "no tree %s in the store: %s", tree_hex, gerr());
+		goto out;
+	}
+	git_repository_init_options io;
+	git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+	io.flags = GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
+	io.initial_head = "main";
+	if (git_repository_init_ext(&dst, dir, &io) < 0 ||
+	    git_repository_config(&cfg, dst) < 0 ||
+	    git_config_set_bool(cfg, "core.logAllRefUpdates", 0) < 0 ||
+	    git_repository_odb(&sodb, src) < 0 || git_repository_odb(&dodb, dst) < 0) {
+		seterr(err, errlen, "cannot create repository in '%s': %s", dir, gerr());
+		goto out;
+	}
+	int empty;
+	if (filtered_copy(src, sodb, dst, dodb, tree, "", &wid, &empty, scrubbed) < 0 ||
+	    git_tree_lookup(&wtree, dst, &wid) < 0) {
+		seterr(err, errlen, "cannot copy tree %s: %s", tree_hex, gerr());
+		goto out;
+	}
+	git_checkout_options co;
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	co.checkout_strategy = GIT_CHECKOUT_FORCE;
+	if (git_checkout_tree(dst, (git_object *)wtree, &co) < 0) {
+		seterr(err, errlen, "cannot check out into '%s': %s", dir, gerr());
+		goto out;
+	}
+	if (git_signature_new(&sig, FW_WORKSPACE_AUTHOR, FW_WORKSPACE_EMAIL,
+			      FW_WORKSPACE_TIME, 0) < 0 ||
+	    git_commit_create(&cid, dst, "HEAD", sig, sig, NULL, "task\n", wtree, 0, NULL) < 0) {
+		seterr(err, errlen, "cannot commit in '%s': %s", dir, gerr());
+		goto out;
+	}
+	/* No reflog, whatever the defaults did. */
+	char logs[4096];
+	snprintf(logs, sizeof logs, "%s/.git/logs", dir);
+	fw_rmtree(logs);
+	if (commit_hex)
+		git_oid_tostr(commit_hex, FW_OID_HEX, &cid);
+	rc = 0;
+out:
+	git_config_free(cfg);
+	git_signature_free(sig);
+	git_tree_free(wtree);
+	git_tree_free(tree);
+	git_odb_free(sodb);
+	git_odb_free(dodb);
+	git_repository_free(dst);
+	if (rc < 0 && created)
+		fw_rmtree(dir);
+	return rc;
+}
+
+/* ---- audit ------------------------------------------------------------------- */
+
+/* An open-addressing set of nonzero 64-bit hashes. */
+struct hset {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int hset_add(struct hset *h, uint64_t x)
+{
+	x |= 1; /* 0 marks an empty slot */
+	if (2 * (h->n + 1) > h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 256;
+		uint64_t *v = calloc(cap, sizeof *v);
+		if (!v)
+			return -1;
+		for (size_t i = 0; i < h->cap; i++) {
+			if (!h->v[i])
+				continue;
+			size_t j = h->v[i] & (cap - 1);
+			while (v[j])
+				j = (j + 1) & (cap - 1);
+			v[j] = h->v[i];
+		}
+		free(h->v);
+		h->v = v;
+		h->cap = cap;
+	}
+	size_t j = x & (h->cap - 1);
+	while (h->v[j]) {
+		if (h->v[j] == x)
+			return 0;
+		j = (j + 1) & (h->cap - 1);
+	}
+	h->v[j] = x;
+	h->n++;
+	return 0;
+}
+
+static int hset_has(const struct hset *h, uint64_t x)
+{
+	x |= 1;
+	if (!h->cap)
+		return 0;
+	size_t j = x & (h->cap - 1);
+	while (h->v[j]) {
+		if (h->v[j] == x)
+			return 1;
+		j = (j + 1) & (h->cap - 1);
+	}
+	return 0;
+}
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+	const unsigned char *s = p;
+	for (size_t i = 0; i < n; i++) {
+		h ^= s[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+#define FNV0 14695981039346656037ull
+#define MAX_GRAM 3
+
+struct fw_audit {
+	struct hset removed_grams, kept_grams;  /* line n-grams, n tagged in */
+	struct hset removed_ids, kept_ids;      /* identifiers */
+	struct fw_strlist removed_id_names;     /* for messages */
+	struct fw_strlist removed_lines;        /* first line of each gram, for messages */
+	unsigned gram_sizes;                    /* bit k set: removed has k-grams */
+};
+
+struct fw_audit *fw_audit_new(void)
+{
+	return calloc(1, sizeof(struct fw_audit));
+}
+
+void fw_audit_free(struct fw_audit *a)
+{
+	if (!a)
+		return;
+	free(a->removed_grams.v);
+	free(a->kept_grams.v);
+	free(a->removed_ids.v);
+	free(a->kept_ids.v);
+	fw_strlist_free(&a->removed_id_names);
+	fw_strlist_free(&a->removed_lines);
+	free(a);
+}
+
+/* A normalized line: its hash, and where it starts for messages. */
+struct nline {
+	uint64_t h;
+	const char *s;
+	size_t n;
+};
+
+/* Splits text into significant normalized lines (trimmed, whitespace runs
+ * as one space, at least 3 alphanumerics).  Returns the count; *out is
+ * malloc'd (NULL when the count is 0); -1 when memory runs out. */
+static long norm_lines(const char *text, size_t len, struct nline **out)
+{
+	size_t cap = 0, n = 0;
+	struct nline *v = NULL;
+	*out = NULL;
+	for (size_t i = 0; i < len;) {
+		const char *nl = memchr(text + i, '\n', len - i);
+		size_t e = nl ? (size_t)(nl - text) : len;
+		uint64_t h = FNV0;
+		int alnum = 0, pending_space = 0, started = 0;
+		for (size_t k = i; k < e; k++) {
+			unsigned char c = (unsigned char)text[k];
+			if (isspace(c)) {
+				pending_space = started;
+				continue;
+			}
+			if (pending_space)
+				h = fnv(" ", 1, h);
+			pending_space = 0;
+			started = 1;
+			h = fnv(&c, 1, h);
+			alnum += isalnum(c) != 0;
+		}
+		if (alnum >= 3) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 64;
+				struct nline *w = realloc(v, cap * sizeof *w);
+				if (!w) {
+					free(v);
+					return -1;
+				}
+				v = w;
+			}
+			const char *s = text + i;
+			while (s < text + e && isspace((unsigned char)*s))
+				s++;
+			v[n++] = (struct nline){ h, s, (size_t)(text + e - s) };
+		}
+		i = e + 1;
+	}
+	*out = v;
+	return (long)n;
+}
+
+static uint64_t gram_hash(const struct nline *l, size_t k)
+{
+	uint64_t h = fnv(&k, sizeof k, FNV0);
+	for (size_t i = 0; i < k; i++)
+		h = fnv(&l[i].h, sizeof l[i].h, h);
+	return h;
+}
+
+static int is_binary(const char *data, size_t len)
+{
+	return memchr(data, '\0', len < 8192 ? len : 8192) != NULL;
+}
+
+/* Calls fn for every identifier of at least 4 characters in data. */
+static int each_ident(const char *data, size_t len,
+		      int (*fn)(void *ctx, const char *s, size_t n), void *ctx)
+{
+	for (size_t i = 0; i < len;) {
+		unsigned char c = (unsigned char)data[i];
+		if (isalpha(c) || c == '_') {
+			size_t j = i + 1;
+			while (j < len && (isalnum((unsigned char)data[j]) || data[j] == '_'))
+				j++;
+			if (j - i >= 4 && fn(ctx, data + i, j - i) < 0)
+				return -1;
+			i = j;
+		} else {
+			i++;
+		}
+	}
+	return 0;
+}
+
+static int add_removed_id(void *ctx, const char *s, size_t n)
+{
+	struct fw_audit *a = ctx;
+	uint64_t h = fnv(s, n, FNV0);
+	if (hset_has(&a->removed_ids, h))
+		return 0;
+	char buf[128];
+	snprintf(buf, sizeof buf, "%.*s", (int)(n < 120 ? n : 120), s);
+	if (hset_add(&a->removed_ids, h) < 0 || fw_strlist_add(&a->removed_id_names, buf) < 0)
+		return -1;
+	return 0;
+}
+
+static int add_kept_id(void *ctx, const char *s, size_t n)
+{
+	struct fw_audit *a = ctx;
+	return hset_add(&a->kept_ids, fnv(s, n, FNV0));
+}
+
+int fw_audit_removed(struct fw_audit *a, const char *text, size_t len)
+{
+	struct nline *l;
+	long n = norm_lines(text, len, &l);
+	if (n < 0)
+		return -1;
+	size_t k = n < MAX_GRAM ? (size_t)n : MAX_GRAM;
+	int rc = 0;
+	if (k > 0) {
+		a->gram_sizes |= 1u << k;
+		for (size_t i = 0; i + k <= (size_t)n && rc == 0; i++) {
+			rc = hset_add(&a->removed_grams, gram_hash(l + i, k));
+			char buf[256];
+			snprintf(buf, sizeof buf, "%.*s", (int)(l[i].n < 200 ? l[i].n : 200), l[i].s);
+			if (rc == 0)
+				rc = fw_strlist_add(&a->removed_lines, buf);
+		}
+	}
+	free(l);
+	if (rc == 0)
+		rc = each_ident(text, len, add_removed_id, a);
+	return rc;
+}
+
+int fw_audit_kept(struct fw_audit *a, const char *text, size_t len)
+{
+	struct nline *l;
+	long n = norm_lines(text, len, &l);
+	if (n < 0)
+		return -1;
+	int rc = 0;
+	for (size_t k = 1; k <= MAX_GRAM && rc == 0; k++)
+		for (size_t i = 0; i + k <= (size_t)n && rc == 0; i++)
+			rc = hset_add(&a->kept_grams, gram_hash(l + i, k));
+	free(l);
+	if (rc == 0)
+		rc = each_ident(text, len, add_kept_id, a);
+	return rc;
+}
+
+int fw_audit_kept_tree(struct fw_audit *a, struct fw_store *s, const char *tree_hex,
+		       char *err, size_t errlen)
+{
+	struct fw_file *f;
+	size_t n;
+	if (fw_store_files(s, tree_hex, &f, &n, err, errlen) < 0)
+		return -1;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char *data;
+		size_t len;
+		rc = fw_store_read(s, tree_hex, f[i].path, &data, &len, err, errlen);
+		if (rc == 0) {
+			rc = fw_audit_kept(a, data, len);
+			if (rc < 0)
+				seterr(err, errlen, "out of memory");
+			free(data);
+		}
+	}
+	fw_files_free(f, n);
+	return rc;
+}
+
+/* Identifiers of the removed code that the kept code does not have. */
+static size_t unique_removed_ids(struct fw_audit *a)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < a->removed_id_names.n; i++) {
+		const char *s = a->removed_id_names.v[i];
+		k += !hset_has(&a->kept_ids, fnv(s, strlen(s), FNV0));
+	}
+	return k;
+}
+
+int fw_audit_check(struct fw_audit *a, const char *name, const char *data, size_t len,
+		   struct fw_strlist *found)
+{
+	char msg[512];
+	if (is_binary(data, len)) {
+		/* Compiled code keeps identifiers, not lines: count the
+		 * identifiers only the removed code has. */
+		size_t uniq = unique_removed_ids(a);
+		if (uniq == 0)
+			return 0;
+		/* Substrings, not tokens: serialized code packs names
+		 * between type and length bytes that may be letters. */
+		size_t hits = 0;
+		const char *first = NULL;
+		for (size_t i = 0; i < a->removed_id_names.n; i++) {
+			const char *id = a->removed_id_names.v[i];
+			size_t n = strlen(id);
+			if (hset_has(&a->kept_ids, fnv(id, n, FNV0)) || !memmem(data, len, id, n))
+				continue;
+			if (hits++ == 0)
+				first = id;
+		}
+		size_t need = uniq < 2 ? uniq : 2;
+		if (hits < need)
+			return 0;
+		snprintf(msg, sizeof msg, "%s: %zu identifiers of the removed code, e.g. '%s'",
+			 name, hits, first);
+		return found && fw_strlist_add(found, msg) < 0 ? -1 : 1;
+	}
+	struct nline *l;
+	long n = norm_lines(data, len, &l);
+	if (n < 0)
+		return -1;
+	int hit = 0;
+	for (size_t k = 1; k <= MAX_GRAM && !hit; k++) {
+		if (!(a->gram_sizes & (1u << k)))
+			continue;
+		for (size_t i = 0; i + k <= (size_t)n; i++) {
+			uint64_t h = gram_hash(l + i, k);
+			if (hset_has(&a->removed_grams, h) && !hset_has(&a->kept_grams, h)) {
+				snprintf(msg, sizeof msg, "%s: removed code at line '%.*s'", name,
+					 (int)(l[i].n < 120 ? l[i].n : 120), l[i].s);
+				hit = 1;
+				break;
+			}
+		}
+	}
+	free(l);
+	if (hit && found && fw_strlist_add(found, msg) < 0)
+		return -1;
+	return hit;
+}
+
+static int read_file(const char *path, char **data, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return -1;
+	size_t cap = 65536, n = 0;
+	char *p = malloc(cap);
+	while (p) {
+		size_t k = fread(p + n, 1, cap - n, f);
+		n += k;
+		if (n < cap)
+			break;
+		if (cap >= (64u << 20))
+			break; /* audit the first 64 MiB of huge files */
+		char *q = realloc(p, cap * 2);
+		if (!q) {
+			free(p);
+			p = NULL;
+			break;
+		}
+		p = q;
+		cap *= 2;
+	}
+	fclose(f);
+	if (!p)
+		return -1;
+	*data = p;
+	*len = n;
+	return 0;
+}
+
+static int audit_dir(struct fw_audit *a, const char *root, const char *rel,
+		     struct fw_strlist *found, char *err, size_t errlen)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
+	DIR *d = opendir(path);
+	if (!d) {
+		seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	int leaks = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		const char *n = e->d_name;
+		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0)
+			continue;
+		char sub[4096], full[8200];
+		snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", n);
+		snprintf(full, sizeof full, "%s/%s", root, sub);
+		if (strcmp(sub, ".git/objects") == 0)
+			continue; /* read decompressed through libgit2 below */
+		struct stat st;
+		if (lstat(full, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int k = audit_dir(a, root, sub, found, err, errlen);
+			if (k < 0) {
+				closedir(d);
+				return -1;
+			}
+			leaks += k;
+			continue;
+		}
+		if (!S_ISREG(st.st_mode))
+			continue;
+		char *data;
+		size_t len;
+		if (read_file(full, &data, &len) < 0) {
+			seterr(err, errlen, "cannot read '%s': %s", full, strerror(errno));
+			closedir(d);
+			return -1;
+		}
+		char name[4200];
+		snprintf(name, sizeof name, "file %s", sub);
+		int k = fw_audit_check(a, name, data, len, found);
+		free(data);
+		if (k < 0) {
+			seterr(err, errlen, "out of memory");
+			closedir(d);
+			return -1;
+		}
+		leaks += k;
+	}
+	closedir(d);
+	return leaks;
+}
+
+struct obj_ctx {
+	struct fw_audit *a;
+	git_odb *odb;
+	struct fw_strlist *found;
+	int leaks, failed;
+};
+
+static int obj_cb(const git_oid *id, void *payload)
+{
+	struct obj_ctx *c = payload;
+	git_odb_object *o;
+	if (git_odb_read(&o, c->odb, id) < 0) {
+		c->failed = 1;
+		return -1;
+	}
+	char hex[FW_OID_HEX], name[64];
+	git_oid_tostr(hex, sizeof hex, id);
+	snprintf(name, sizeof name, "object %s", hex);
+	int k = fw_audit_check(c->a, name, git_odb_object_data(o), git_odb_object_size(o),
+			       c->found);
+	git_odb_object_free(o);
+	if (k < 0) {
+		c->failed = 1;
+		return -1;
+	}
+	c->leaks += k;
+	return 0;
+}
+
+int fw_audit_workspace(struct fw_audit *a, const char *dir, struct fw_strlist *found,
+		       char *err, size_t errlen)
+{
+	int leaks = audit_dir(a, dir, "", found, err, errlen);
+	if (leaks < 0)
+		return -1;
+	git_libgit2_init();
+	git_repository *r = NULL;
+	struct obj_ctx c = { .a = a, .found = found };
+	int rc = -1;
+	if (git_repository_open_ext(&r, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
+	    git_repository_odb(&c.odb, r) < 0) {
+		seterr(err, errlen, "cannot open the workspace repository: %s", gerr());
+		goto out;
+	}
+	if (git_odb_foreach(c.odb, obj_cb, &c) < 0 || c.failed) {
+		seterr(err, errlen, "cannot read workspace objects: %s", gerr());
+		goto out;
+	}
+	rc = leaks + c.leaks;
+out:
+	git_odb_free(c.odb);
+	git_repository_free(r);
+	git_libgit2_shutdown();
+	return rc;
+}
