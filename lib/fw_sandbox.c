@@ -285,88 +285,94 @@ static int find_exe(const char *name, char *out, size_t outlen)
 	return -1;
 }
 
-/* ---- memory cgroup ---------------------------------------------------------- */
+/* ---- cgroups: memory limit and accounting -------------------------------------- */
 
+/*
+ * A run gets cgroups of its own where the machine lets us make them: with
+ * cgroup v1, one under the memory controller (only when a memory limit is
+ * asked) and one under cpuacct (for CPU time of the whole tree, which
+ * bwrap's exit status cannot carry); with cgroup v2, one directory for
+ * both, the limit set when the memory controller is enabled there.
+ */
 struct cgroup {
-	char dir[PATH_MAX]; /* the run's own cgroup, "" when none */
+	char mem[PATH_MAX - 64]; /* memory cgroup, "" when none */
+	char cpu[PATH_MAX - 64]; /* accounting cgroup, "" when none */
 	int v2;
 };
 
-/* Find where this process's memory controller lives: cgroup v2 (the
- * unified hierarchy with "memory" in cgroup.controllers) or v1 (a mount
- * with the memory option).  Writes the directory of our own cgroup. */
-static int cgroup_base(char *out, size_t outlen, int *v2)
+/* Where this process sits in the hierarchy holding controller ctl (v1), or
+ * in the unified hierarchy (ctl NULL).  Writes the directory; 0 or -1. */
+static int cgroup_self(const char *ctl, char *out, size_t outlen)
 {
-	char line[4096], v1path[PATH_MAX] = "", v2path[PATH_MAX] = "";
-	char mnt1[PATH_MAX] = "", root1[PATH_MAX] = "", mnt2[PATH_MAX] = "";
+	char line[4096], cgpath[PATH_MAX] = "", mnt[PATH_MAX] = "", mroot[PATH_MAX] = "";
+	int found = 0;
 	FILE *f;
 
 	f = fopen("/proc/self/cgroup", "r");
 	if (!f)
 		return -1;
-	while (fgets(line, sizeof line, f)) {
+	while (!found && fgets(line, sizeof line, f)) {
+		/* "ID:CONTROLLERS:PATH"; v2 is "0::PATH" */
 		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		char *tok, *save = NULL;
 		if (!c2)
 			continue;
 		line[strcspn(line, "\n")] = 0;
 		*c2 = 0;
-		if (strcmp(c1 + 1, "") == 0 && strncmp(line, "0", 1) == 0)
-			snprintf(v2path, sizeof v2path, "%s", c2 + 1);
-		else {
-			/* controllers are comma-separated: "memory" or "cpu,memory" */
-			char *tok, *save = NULL;
-			for (tok = strtok_r(c1 + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-				if (strcmp(tok, "memory") == 0)
-					snprintf(v1path, sizeof v1path, "%s", c2 + 1);
+		if (!ctl) {
+			if (c1 == line + 1 && line[0] == '0' && c2 == c1 + 1) {
+				snprintf(cgpath, sizeof cgpath, "%s", c2 + 1);
+				found = 1;
+			}
+			continue;
 		}
+		for (tok = strtok_r(c1 + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, ctl) == 0) {
+				snprintf(cgpath, sizeof cgpath, "%s", c2 + 1);
+				found = 1;
+			}
 	}
 	fclose(f);
+	if (!found)
+		return -1;
 
 	f = fopen("/proc/self/mountinfo", "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof line, f)) {
-		/* id parent maj:min root mountpoint opts... - fstype source superopts */
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - FSTYPE SOURCE SUPEROPTS */
 		char root[PATH_MAX], mp[PATH_MAX], fstype[64], super[1024];
-		char *dash = strstr(line, " - ");
+		char *dash = strstr(line, " - "), *tok, *save = NULL;
+		int match = 0;
 		if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mp) != 2)
 			continue;
 		if (sscanf(dash + 3, "%63s %*s %1023s", fstype, super) != 2)
 			continue;
-		if (strcmp(fstype, "cgroup2") == 0 && !*mnt2)
-			snprintf(mnt2, sizeof mnt2, "%s", mp);
-		else if (strcmp(fstype, "cgroup") == 0 && strstr(super, "memory")) {
-			snprintf(mnt1, sizeof mnt1, "%s", mp);
-			snprintf(root1, sizeof root1, "%s", root);
+		if (!ctl)
+			match = strcmp(fstype, "cgroup2") == 0;
+		else if (strcmp(fstype, "cgroup") == 0)
+			for (tok = strtok_r(super, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+				match |= strcmp(tok, ctl) == 0;
+		if (match && !*mnt) {
+			snprintf(mnt, sizeof mnt, "%s", mp);
+			snprintf(mroot, sizeof mroot, "%s", root);
 		}
 	}
 	fclose(f);
-
-	if (*mnt1 && *v1path) {
-		const char *rel = v1path;
-		size_t rl = strlen(root1);
-		if (strcmp(root1, "/") != 0 && strncmp(rel, root1, rl) == 0)
+	if (!*mnt)
+		return -1;
+	{
+		const char *rel = cgpath;
+		size_t rl = strlen(mroot);
+		/* a container may see its own cgroup as the mount's root */
+		if (strcmp(mroot, "/") != 0 && strncmp(rel, mroot, rl) == 0)
 			rel += rl;
-		snprintf(out, outlen, "%s%s", mnt1, strcmp(rel, "/") == 0 ? "" : rel);
-		*v2 = 0;
-		return 0;
-	}
-	if (*mnt2 && *v2path) {
-		char ctl[PATH_MAX + 32], buf[512] = "";
-		snprintf(out, outlen, "%s%s", mnt2, strcmp(v2path, "/") == 0 ? "" : v2path);
-		snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", out);
-		f = fopen(ctl, "r");
-		if (!f)
+		if (strcmp(rel, "/") == 0)
+			rel = "";
+		if ((size_t)snprintf(out, outlen, "%s%s", mnt, rel) >= outlen)
 			return -1;
-		if (!fgets(buf, sizeof buf, f))
-			buf[0] = 0;
-		fclose(f);
-		if (!strstr(buf, "memory"))
-			return -1;
-		*v2 = 1;
-		return 0;
 	}
-	return -1;
+	return access(out, W_OK) == 0 ? 0 : -1;
 }
 
 static int write_file(const char *dir, const char *name, const char *val)
@@ -385,80 +391,134 @@ static int write_file(const char *dir, const char *name, const char *val)
 	return rc;
 }
 
-/* Read "key N" from a flat-keyed cgroup file; -1 when absent. */
+/* Read "key N" from a flat-keyed cgroup file (key NULL: the first number
+ * of the file); -1 when absent. */
 static long long read_key(const char *dir, const char *name, const char *key)
 {
 	char path[PATH_MAX + 64], line[256];
 	long long v = -1;
-	size_t kl = strlen(key);
+	size_t kl = key ? strlen(key) : 0;
 	FILE *f;
 
 	snprintf(path, sizeof path, "%s/%s", dir, name);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
-	while (fgets(line, sizeof line, f))
+	while (fgets(line, sizeof line, f)) {
+		if (!key) {
+			v = atoll(line);
+			break;
+		}
 		if (strncmp(line, key, kl) == 0 && line[kl] == ' ')
 			v = atoll(line + kl + 1);
+	}
 	fclose(f);
 	return v;
 }
 
-/* Make a fresh memory cgroup capped at bytes; 0, or -1 (fall back to
- * rlimits only) with the reason in why. */
-static int cgroup_make(struct cgroup *cg, uint64_t bytes, char *why, size_t whylen)
+static int make_child(const char *base, char *out, size_t outlen)
 {
 	static unsigned seq;
-	char base[PATH_MAX - 64], val[32];
 
-	cg->dir[0] = 0;
-	if (cgroup_base(base, sizeof base, &cg->v2) != 0) {
-		seterr(why, whylen, "no memory cgroup controller");
+	if ((size_t)snprintf(out, outlen, "%s/fw-sandbox-%d-%u", base, (int)getpid(),
+			     __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >= outlen ||
+	    mkdir(out, 0755) != 0) {
+		out[0] = 0;
 		return -1;
-	}
-	snprintf(cg->dir, sizeof cg->dir, "%s/fw-sandbox-%d-%u", base, (int)getpid(),
-		 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
-	if (mkdir(cg->dir, 0755) != 0) {
-		seterr(why, whylen, "cannot create %s: %s", cg->dir, strerror(errno));
-		cg->dir[0] = 0;
-		return -1;
-	}
-	snprintf(val, sizeof val, "%llu", (unsigned long long)bytes);
-	if (cg->v2) {
-		if (write_file(cg->dir, "memory.max", val) != 0)
-			goto fail;
-		write_file(cg->dir, "memory.swap.max", "0");
-	} else {
-		if (write_file(cg->dir, "memory.limit_in_bytes", val) != 0)
-			goto fail;
-		/* memsw only exists with swap accounting; without it there is
-		 * nothing to cap */
-		write_file(cg->dir, "memory.memsw.limit_in_bytes", val);
 	}
 	return 0;
-fail:
-	seterr(why, whylen, "cannot set the limit in %s: %s", cg->dir, strerror(errno));
-	rmdir(cg->dir);
-	cg->dir[0] = 0;
-	return -1;
+}
+
+/* Make the run's cgroups; a memory limit of bytes (0: none).  Returns 1
+ * when the memory limit is in force, 0 when it is not (why says why). */
+static int cgroup_make(struct cgroup *cg, uint64_t bytes, char *why, size_t whylen)
+{
+	char base[PATH_MAX - 128], val[32];
+	int limited = 0;
+
+	cg->mem[0] = cg->cpu[0] = 0;
+	cg->v2 = 0;
+	snprintf(val, sizeof val, "%llu", (unsigned long long)bytes);
+	if (cgroup_self("memory", base, sizeof base) == 0 || cgroup_self("cpuacct", base, sizeof base) == 0) {
+		if (bytes && cgroup_self("memory", base, sizeof base) == 0 &&
+		    make_child(base, cg->mem, sizeof cg->mem) == 0) {
+			if (write_file(cg->mem, "memory.limit_in_bytes", val) == 0) {
+				/* memsw exists only with swap accounting */
+				write_file(cg->mem, "memory.memsw.limit_in_bytes", val);
+				limited = 1;
+			} else {
+				rmdir(cg->mem);
+				cg->mem[0] = 0;
+			}
+		}
+		if (cgroup_self("cpuacct", base, sizeof base) == 0)
+			make_child(base, cg->cpu, sizeof cg->cpu);
+	} else if (cgroup_self(NULL, base, sizeof base) == 0 &&
+		   make_child(base, cg->cpu, sizeof cg->cpu) == 0) {
+		cg->v2 = 1;
+		if (bytes && write_file(cg->cpu, "memory.max", val) == 0) {
+			write_file(cg->cpu, "memory.swap.max", "0");
+			snprintf(cg->mem, sizeof cg->mem, "%s", cg->cpu);
+			limited = 1;
+		}
+	}
+	if (bytes && !limited)
+		seterr(why, whylen, "no writable memory cgroup");
+	return limited;
 }
 
 static long long cgroup_oom_kills(const struct cgroup *cg)
 {
-	return read_key(cg->dir, cg->v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+	if (!cg->mem[0])
+		return -1;
+	return read_key(cg->mem, cg->v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+}
+
+/* CPU seconds used by the run's tree, or -1 when not accounted. */
+static double cgroup_cpu(const struct cgroup *cg)
+{
+	long long v;
+
+	if (!cg->cpu[0])
+		return -1;
+	if (cg->v2) {
+		v = read_key(cg->cpu, "cpu.stat", "usage_usec");
+		return v < 0 ? -1 : v * 1e-6;
+	}
+	v = read_key(cg->cpu, "cpuacct.usage", NULL);
+	return v < 0 ? -1 : v * 1e-9;
+}
+
+/* Peak memory of the run's tree in bytes, or 0 when not accounted. */
+static uint64_t cgroup_peak(const struct cgroup *cg)
+{
+	long long v;
+
+	if (!cg->mem[0])
+		return 0;
+	v = read_key(cg->mem, cg->v2 ? "memory.peak" : "memory.max_usage_in_bytes", NULL);
+	return v < 0 ? 0 : (uint64_t)v;
+}
+
+static void rm_cgroup(char *dir)
+{
+	if (!dir[0])
+		return;
+	/* the namespace's last processes can take a moment to be released */
+	for (int i = 0; i < 400; i++) {
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			break;
+		usleep(5000);
+	}
+	dir[0] = 0;
 }
 
 static void cgroup_remove(struct cgroup *cg)
 {
-	if (!cg->dir[0])
-		return;
-	/* the namespace's last processes can take a moment to be released */
-	for (int i = 0; i < 200; i++) {
-		if (rmdir(cg->dir) == 0 || errno == ENOENT)
-			break;
-		usleep(5000);
-	}
-	cg->dir[0] = 0;
+	if (cg->v2)
+		cg->mem[0] = 0; /* the same directory */
+	rm_cgroup(cg->mem);
+	rm_cgroup(cg->cpu);
 }
 
 /* ---- the process tree ---------------------------------------------------------- */
@@ -692,7 +752,7 @@ static void set_limit(int res, rlim_t soft, rlim_t hard)
 /* In the forked child: only async-signal-safe calls until execve. */
 static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		  char **argv, char **envp, int in, int out, int errfd, int st,
-		  const char *cgprocs, int use_as)
+		  const struct cgroup *cg, int use_as)
 {
 	int fds[4] = { in, out, errfd, st };
 
@@ -707,12 +767,12 @@ static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 			_exit(126);
 	syscall(SYS_close_range, 4, ~0U, 0);
 
-	if (cgprocs) {
-		int fd = open(cgprocs, O_WRONLY);
-		if (fd < 0 || write(fd, "0", 1) != 1)
-			_exit(126);
-		close(fd);
-	}
+	/* join the run's cgroups ("0" is the writer itself); bwrap and all
+	 * it starts inherit them */
+	if ((cg->mem[0] && write_file(cg->mem, "cgroup.procs", "0") != 0) ||
+	    (cg->cpu[0] && !(cg->v2 && cg->mem[0]) &&
+	     write_file(cg->cpu, "cgroup.procs", "0") != 0))
+		_exit(126);
 	if (o->cpu_s > 0)
 		set_limit(RLIMIT_CPU, (rlim_t)o->cpu_s, (rlim_t)o->cpu_s + 1);
 	if (o->mem_bytes > 0 && use_as)
@@ -796,10 +856,10 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		   struct fw_sandbox_result *res, char *err, size_t errlen)
 {
 	struct strv a = { 0 }, env = { 0 };
-	struct cgroup cg = { .dir = "" };
+	struct cgroup cg = { .mem = "", .cpu = "" };
 	struct fw_proxy *proxy = NULL;
 	char bwrap[PATH_MAX], tmpdir[64] = "", sock[96] = "", why[256] = "";
-	char cgprocs[PATH_MAX + 16], status[4096] = "";
+	char status[4096] = "";
 	int pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	int pst[2] = { -1, -1 }, in = -1, pidfd = -1, rc = -1, use_as = 1;
 	size_t stlen = 0;
@@ -853,17 +913,14 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	    build_env(o, proxy != NULL, &env, err, errlen) != 0)
 		goto out;
 
-	if (o->mem_bytes > 0) {
-		if (cgroup_make(&cg, o->mem_bytes, why, sizeof why) == 0) {
-			res->cgroup = 1;
-			/* the cgroup caps resident memory; an address-space cap
-			 * on top breaks runtimes that reserve large mappings */
-			use_as = 0;
-			snprintf(cgprocs, sizeof cgprocs, "%s/cgroup.procs", cg.dir);
-		} else {
-			add_event(res, "cgroup", 0, "memory cgroup unavailable (%s): "
-				  "address-space limit only", why);
-		}
+	if (cgroup_make(&cg, o->mem_bytes, why, sizeof why)) {
+		res->cgroup = 1;
+		/* the cgroup caps resident memory; an address-space cap on
+		 * top breaks runtimes that reserve large mappings */
+		use_as = 0;
+	} else if (o->mem_bytes > 0) {
+		add_event(res, "cgroup", 0, "memory cgroup unavailable (%s): "
+			  "address-space limit only", why);
 	}
 
 	if (o->stdin_path) {
@@ -889,7 +946,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	}
 	if (pid == 0)
 		child(o, bwrap, a.v, env.v, in, pout[1], perr[1], pst[1],
-		      cg.dir[0] ? cgprocs : NULL, use_as);
+		      &cg, use_as);
 	close(pout[1]);
 	close(perr[1]);
 	close(pst[1]);
@@ -926,9 +983,16 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 			}
 		}
 		if (!reaped && (timed_out || bomb) && !killed_hard && t >= kill_at) {
+			/* the init's death takes the namespace with it, and
+			 * bwrap reports once the namespace is empty */
 			killed_hard = 1;
 			if (init_pid > 0)
 				kill((pid_t)init_pid, SIGKILL);
+			else
+				kill(pid, SIGKILL);
+		}
+		if (!reaped && killed_hard == 1 && t >= kill_at + 2.0) {
+			killed_hard = 2;
 			kill(pid, SIGKILL);
 		}
 
@@ -1002,9 +1066,8 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	}
 	pid = -1;
 
-	res->cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
-		     ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-	res->max_rss = (uint64_t)ru.ru_maxrss * 1024;
+	res->cpu_s = cgroup_cpu(&cg);
+	res->max_rss = cgroup_peak(&cg);
 	if (exit_code < 0) {
 		/* bwrap died before reporting: it failed to set up, or was
 		 * killed by us */
@@ -1020,7 +1083,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	} else {
 		res->exit_code = (int)exit_code;
 	}
-	if (cg.dir[0])
+	if (cg.mem[0])
 		oom_kills = cgroup_oom_kills(&cg);
 	if (timed_out)
 		res->cause = FW_SANDBOX_TIMEOUT;

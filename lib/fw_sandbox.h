@@ -111,8 +111,10 @@ struct fw_sandbox_result {
 	int exit_code;   /* the command's exit status, or -1 when signalled */
 	int signal;      /* the terminating signal, or 0 */
 	double wall_s;   /* wall-clock seconds, start to end */
-	double cpu_s;    /* user + system CPU seconds of the whole tree */
-	uint64_t max_rss; /* peak resident set of the largest process, bytes */
+	double cpu_s;    /* CPU seconds of the whole tree, from the run's
+			  * cgroup; -1 when the machine offers none */
+	uint64_t max_rss; /* peak memory of the whole tree in bytes, from the
+			   * memory cgroup; 0 when there is none */
 	int cgroup;      /* 1 when a memory cgroup enforced mem_bytes */
 	struct fw_sandbox_output out, err;
 	struct fw_sandbox_event *events; /* owned array */
