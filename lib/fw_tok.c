@@ -295,12 +295,12 @@ static int ids_reserve(struct fw_tok_ids *b, size_t extra)
 	return 0;
 }
 
-static int ids_push(struct fw_tok_ids *b, int32_t id, int mask)
+int fw_tok_ids_push(struct fw_tok_ids *b, int32_t id, int mask)
 {
 	if (ids_reserve(b, 1) < 0)
 		return -1;
 	b->ids[b->n] = id;
-	b->mask[b->n++] = (uint8_t)mask;
+	b->mask[b->n++] = mask ? 1 : 0;
 	return 0;
 }
 
@@ -1276,7 +1276,7 @@ int fw_tok_encode(const struct fw_tok *ct, const void *text, size_t len, unsigne
 	size_t pos = 0, i = 0;
 	int rc = 0;
 
-	if ((flags & FW_TOK_ADD_BOS) && t->bos >= 0 && ids_push(out, t->bos, sc.mask) < 0)
+	if ((flags & FW_TOK_ADD_BOS) && t->bos >= 0 && fw_tok_ids_push(out, t->bos, sc.mask) < 0)
 		return -1;
 	while (i < len && t->nadded) {
 		unsigned char c = (unsigned char)s[i];

@@ -69,6 +69,10 @@ struct fw_tok_ids {
 /* Frees the arrays of b and zeroes it; b itself is the caller's.  NULL-safe. */
 void fw_tok_ids_release(struct fw_tok_ids *b);
 
+/* Appends one id with mask value mask (0 or 1).  Returns 0, or -1 when out
+ * of memory (b unchanged). */
+int fw_tok_ids_push(struct fw_tok_ids *b, int32_t id, int mask);
+
 /*
  * fw_tok_new_byte: a new byte tokenizer (ids documented above).
  * Returns a tokenizer the caller frees with fw_tok_free(), or NULL when out
@@ -112,8 +116,9 @@ int32_t fw_tok_vocab_size(const struct fw_tok *t);
 int32_t fw_tok_id(const struct fw_tok *t, const char *s);
 
 /* BOS and EOS ids, or -1 when the tokenizer has none.  Cannot fail.
- * BOS comes from a TemplateProcessing post-processor (Llama 3), EOS is
- * <|endoftext|>, <|eot_id|> or <|im_end|>, whichever exists first. */
+ * BOS comes from a TemplateProcessing post-processor (Llama 3); EOS, the end
+ * of a document, is <|endoftext|> or else <|end_of_text|>.  The end of a
+ * chat turn is fw_chat_end(). */
 int32_t fw_tok_bos(const struct fw_tok *t);
 int32_t fw_tok_eos(const struct fw_tok *t);
 
@@ -185,6 +190,12 @@ struct fw_chat_turn {
  * else -1.  The byte tokenizer has both and answers FW_CHAT_CHATML.
  */
 int fw_chat_detect(const struct fw_tok *t);
+
+/*
+ * fw_chat_end: the id that ends an assistant turn under tmpl (<|im_end|> or
+ * <|eot_id|>), where sampling stops; -1 when t lacks it.
+ */
+int32_t fw_chat_end(const struct fw_tok *t, enum fw_chat_template tmpl);
 
 /*
  * fw_chat_render: appends turns[0..nturns) rendered with template tmpl to
