@@ -681,6 +681,10 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 		sv_push(a, proxy_sock);
 		sv_push(a, PROXY_SOCK_INSIDE);
 	}
+	/* bwrap's root is a tmpfs: read-only too, so that only the
+	 * workspace and /tmp take writes */
+	sv_push(a, "--remount-ro");
+	sv_push(a, "/");
 	cwd = o->cwd ? o->cwd : o->workspace ? FW_SANDBOX_WORKDIR : "/tmp";
 	sv_push(a, "--chdir");
 	sv_push(a, cwd);
