@@ -1087,6 +1087,11 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	} else {
 		res->exit_code = (int)exit_code;
 	}
+	/* bwrap's own exec failure ("bwrap: execvp CMD: ...") reads as a
+	 * shell's "command not found" */
+	if (res->exit_code == 1 && res->err.data &&
+	    strncmp(res->err.data, "bwrap: execvp ", 14) == 0)
+		res->exit_code = 127;
 	if (cg.mem[0])
 		oom_kills = cgroup_oom_kills(&cg);
 	if (timed_out)

@@ -1,0 +1,226 @@
+#!/usr/bin/env bats
+# fw-run and the clean room: isolation, limits, capture, the network filter.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  export LC_ALL=C
+  T="$BATS_TEST_TMPDIR"
+  WS="$T/ws"
+  mkdir -p "$WS"
+}
+
+teardown() {
+  if [ -n "${SRV_PID:-}" ]; then kill "$SRV_PID" 2>/dev/null || true; wait "$SRV_PID" 2>/dev/null || true; fi
+}
+
+# field NAME: one field of the JSON result in $output
+field() { printf '%s\n' "$output" | jq -r ".$1"; }
+
+# serve $T/srv on a free loopback port of the host; sets PORT and SRV_PID
+serve() {
+  mkdir -p "$T/srv"
+  echo "hello from the host" > "$T/srv/file.txt"
+  PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  (cd "$T/srv" && exec /usr/bin/python3 -m http.server --bind 127.0.0.1 "$PORT") >"$T/srv.log" 2>&1 &
+  SRV_PID=$!
+  for _ in $(seq 50); do
+    curl -s "http://127.0.0.1:$PORT/file.txt" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+@test "a command runs and its status and output come back as one JSON object" {
+  run --separate-stderr fw-run -- sh -c 'echo out; echo err >&2; exit 0'
+  assert_success
+  [ -z "$stderr" ]
+  [ "$(field cause)" = ok ]
+  [ "$(field exit)" = 0 ]
+  [ "$(field stdout)" = out ]
+  [ "$(field stderr)" = err ]
+  [ "$(field stdout_truncated)" = false ]
+  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
+}
+
+@test "a failing command makes fw-run exit 1 and reports its exit status" {
+  run -1 --separate-stderr fw-run -- sh -c 'exit 3'
+  [ "$(field cause)" = ok ]
+  [ "$(field exit)" = 3 ]
+  [ "$(field signal)" = 0 ]
+}
+
+@test "a command missing inside the sandbox exits 127" {
+  run -1 --separate-stderr fw-run -- no-such-command-here
+  [ "$(field exit)" = 127 ]
+}
+
+@test "the workspace is read-write at /work and is the working directory" {
+  echo data > "$WS/in.txt"
+  run --separate-stderr fw-run --workspace "$WS" -- sh -c 'pwd; cat in.txt; echo made > out.txt'
+  assert_success
+  [ "$(field stdout)" = "$(printf '/work\ndata')" ]
+  [ "$(cat "$WS/out.txt")" = made ]
+}
+
+@test "writes outside the workspace fail: /, /etc, /usr and bound host paths" {
+  run -1 --separate-stderr fw-run --workspace "$WS" --ro-bind "$T:/host" -- sh -c '
+    for f in /x /etc/x /usr/x /usr/local/x /host/x /work/../x; do
+      if touch "$f" 2>/dev/null; then echo "wrote $f"; fi
+    done
+    touch /tmp/x && echo tmp-ok
+    exit 1'
+  [ "$(field stdout)" = tmp-ok ]
+  [ ! -e "$T/x" ]
+  [ ! -e /usr/x ]
+}
+
+@test "the host's home and the caller's files are not visible" {
+  run --separate-stderr fw-run -- sh -c 'ls -A /root 2>&1; ls / | tr "\n" " "'
+  assert_success
+  [[ "$(field stdout)" == *"No such file or directory"* ]]
+  for d in root home work srv opt var; do
+    [[ " $(field stdout | tail -1)" != *" $d "* ]]
+  done
+}
+
+@test "capabilities are gone: no remount, no mount, no new user namespace" {
+  run -1 --separate-stderr fw-run -- sh -c '
+    grep -E "^Cap(Eff|Prm|Bnd):" /proc/self/status
+    mount -o remount,rw / 2>/dev/null && echo remounted-root
+    mount -o remount,rw /usr 2>/dev/null && echo remounted-usr
+    mount -t tmpfs none /tmp 2>/dev/null && echo mounted
+    unshare -U true 2>/dev/null && echo new-userns
+    exit 1'
+  out=$(field stdout)
+  [ "$(printf '%s\n' "$out" | grep -c ':	0000000000000000$')" -eq 3 ]
+  [[ "$out" != *remounted* ]]
+  [[ "$out" != *mounted* ]]
+  [[ "$out" != *new-userns* ]]
+}
+
+@test "the environment is cleared to the fixed list plus --env" {
+  FW_SECRET_OUTSIDE=leak run --separate-stderr fw-run --env FOO=bar --env LANG=C -- env
+  assert_success
+  env_out=$(field stdout)
+  [[ "$env_out" != *FW_SECRET_OUTSIDE* ]]
+  [[ "$env_out" == *"TZ=UTC"* ]]
+  [[ "$env_out" == *"PYTHONHASHSEED=0"* ]]
+  [[ "$env_out" == *"PYTHONDONTWRITEBYTECODE=1"* ]]
+  [[ "$env_out" == *"FOO=bar"* ]]
+  [ "$(printf '%s\n' "$env_out" | grep -c '^LANG=')" -eq 1 ]
+  [[ "$env_out" == *"LANG=C"$'\n'* ]] || [[ "$env_out" == *"LANG=C" ]]
+}
+
+@test "no network by default: only loopback, and the host's loopback is out of reach" {
+  serve
+  run -1 --separate-stderr fw-run -- sh -c '
+    tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "
+    env | grep -i proxy
+    curl -sS -m 5 "http://127.0.0.1:'"$PORT"'/file.txt"'
+  [ "$(field stdout)" = lo ]
+  [[ "$(field stderr)" == *"Failed to connect"* || "$(field stderr)" == *"Couldn't connect"* ]]
+  [ "$(field events)" = "[]" ]
+}
+
+@test "--allow opens one host and port through the proxy; others are denied and recorded" {
+  serve
+  run --separate-stderr fw-run --allow "127.0.0.1:$PORT" -- sh -c '
+    curl -sS -m 5 --noproxy "" "http://127.0.0.1:'"$PORT"'/file.txt"
+    curl -sS -m 5 --noproxy "" -o /dev/null -w "%{http_code}\n" "http://127.0.0.1:'"$((PORT + 1))"'/x"
+    curl -sS -m 5 --noproxy "" -p "https://example.com/" 2>&1 | sed "s/^/tunnel: /"'
+  assert_success
+  out=$(field stdout)
+  [[ "$out" == *"hello from the host"* ]]
+  [[ "$out" == *403* ]]
+  [[ "$out" == *"tunnel: "*"403"* ]]
+  run jq -r '.events[] | "\(.kind) \(.detail)"' <<<"$output"
+  assert_line "net-allowed GET http://127.0.0.1:$PORT/file.txt"
+  assert_line "net-denied GET http://127.0.0.1:$((PORT + 1))/x"
+  assert_line "net-denied CONNECT example.com:443"
+}
+
+@test "HTTPS_PROXY carries a CONNECT tunnel to an allowed host" {
+  serve
+  run --separate-stderr fw-run --allow "127.0.0.1:$PORT" -- \
+    curl -sS -m 5 --noproxy "" -p "http://127.0.0.1:$PORT/file.txt"
+  assert_success
+  [ "$(field stdout)" = "hello from the host" ]
+  [ "$(jq -r '.events[0].detail' <<<"$output")" = "CONNECT 127.0.0.1:$PORT" ]
+}
+
+@test "a wall-clock timeout kills a process that ignores SIGTERM, and its children" {
+  run -1 --separate-stderr fw-run --timeout 0.5 --grace 0.2 -- \
+    sh -c 'trap "" TERM; sleep 731 & while :; do :; done'
+  [ "$(field cause)" = timeout ]
+  [ "$(field signal)" = 9 ]
+  awk -v w="$(field wall_s)" 'BEGIN { exit !(w >= 0.5 && w < 3) }'
+  ! pgrep -f 'sleep 731'
+}
+
+@test "a process that obeys SIGTERM ends at the timeout with SIGTERM" {
+  run -1 --separate-stderr fw-run --timeout 0.3 -- sleep 30
+  [ "$(field cause)" = timeout ]
+  [ "$(field signal)" = 15 ]
+}
+
+@test "an endless loop ends at the CPU limit" {
+  run -1 --separate-stderr fw-run --cpu 1 --timeout 20 -- sh -c 'while :; do :; done'
+  [ "$(field cause)" = cpu ]
+  awk -v w="$(field wall_s)" 'BEGIN { exit !(w < 5) }'
+}
+
+@test "a 10 GB write ends at the file-size limit" {
+  run -1 --separate-stderr fw-run --workspace "$WS" --fsize 4 --timeout 20 -- \
+    dd if=/dev/zero of=big bs=1M count=10240
+  [ "$(field cause)" = fsize ]
+  [ "$(stat -c %s "$WS/big")" -le $((4 * 1024 * 1024)) ]
+}
+
+@test "a fork bomb ends at the process limit" {
+  run -1 --separate-stderr fw-run --procs 40 --timeout 20 -- sh -c 'while :; do sleep 732 & done'
+  [ "$(field cause)" = procs ]
+  awk -v w="$(field wall_s)" 'BEGIN { exit !(w < 5) }'
+  ! pgrep -f 'sleep 732'
+}
+
+@test "an allocation beyond --mem ends with cause memory" {
+  run -1 --separate-stderr fw-run --mem 64 --timeout 20 -- \
+    /usr/bin/python3 -c 'x = bytearray(512 << 20); x[::4096] = b"x" * len(x[::4096]); print("survived")'
+  [ "$(field cause)" = memory ]
+  [[ "$(field stdout)" != *survived* ]]
+}
+
+@test "output beyond the cap is drained, counted and marked truncated" {
+  run --separate-stderr fw-run --output-cap 1000 -- sh -c 'yes | head -c 5000000'
+  assert_success
+  [ "$(field 'stdout | length')" -eq 1000 ]
+  [ "$(field stdout_bytes)" -eq 5000000 ]
+  [ "$(field stdout_truncated)" = true ]
+}
+
+@test "--msgpack writes one sandbox record that rec reads" {
+  command -v rec >/dev/null || skip "rec not built"
+  fw-run --msgpack -- echo hi > "$T/r.mp"
+  run rec json "$T/r.mp"
+  assert_success
+  [ "$(jq -r '.kind + " " + .stdout' <<<"$output")" = "sandbox hi" ]
+}
+
+@test "usage errors exit 2, --help exits 0 on stdout" {
+  run -2 --separate-stderr fw-run
+  [[ "$stderr" == *"no command"* ]]
+  run -2 --separate-stderr fw-run --mem lots -- true
+  [[ "$stderr" == *"bad --mem 'lots'"* ]]
+  run -0 --separate-stderr fw-run --help
+  [[ "$output" == usage:* ]]
+  [ -z "$stderr" ]
+}
+
+@test "a missing workspace is a runtime error naming it" {
+  run -1 --separate-stderr fw-run --workspace "$T/nope" -- true
+  [ "$stderr" = "fw-run: workspace '$T/nope': No such file or directory" ]
+  [ -z "$output" ]
+}
