@@ -1,0 +1,169 @@
+/*
+ * fw_ingest.h — product logs and feedback events to `traj` records.
+ *
+ * Format detection, one converter per log format (each builds the common
+ * traj record of flywheel-records(5) as a jansson object), content ids,
+ * redaction of a record's text, and the feedback table that joins ratings
+ * to trajectories.  fb-ingest(1) is the loop around these.
+ *
+ * A traj built here looks like
+ *
+ *   {kind: "traj", v: 1, id, source, model, created,
+ *    turns: [{role, text, thinking?, calls?: [{id, name, args}],
+ *             call_id?, is_error?}],
+ *    usage: {input_tokens, output_tokens}, feedback: [], tags: [],
+ *    meta: {source_id, file, line, ...}}
+ *
+ * role is system, user, assistant or tool; tool turns carry call_id and
+ * is_error; args is JSON text (compact when the source gave valid JSON);
+ * created and feedback `at` are RFC 3339 UTC ("2026-11-02T08:00:00Z").
+ */
+#ifndef FW_INGEST_H
+#define FW_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "fw_redact.h"
+
+enum fw_fmt {
+	FW_FMT_UNKNOWN = 0,
+	FW_FMT_OPENAI_CHAT,      /* Chat Completions: messages, tool_calls */
+	FW_FMT_OPENAI_RESPONSES, /* Responses: input/output items */
+	FW_FMT_ANTHROPIC,        /* Messages API: content blocks */
+	FW_FMT_CLAUDE_CODE,      /* session JSONL: uuid/parentUuid events */
+	FW_FMT_SHAREGPT,         /* conversations: from/value */
+	FW_FMT_SWE_AGENT,        /* .traj: history, trajectory, info */
+	FW_FMT_FLYWHEEL,         /* msgpack traj records (zstd or not) */
+	FW_FMT_N
+};
+
+/* Name of a format ("openai-chat", "openai-responses", "anthropic",
+ * "claude-code", "sharegpt", "swe-agent", "flywheel"; "unknown").  Cannot
+ * fail. */
+const char *fw_fmt_name(enum fw_fmt f);
+
+/* The format called name, or FW_FMT_UNKNOWN. */
+enum fw_fmt fw_fmt_from_name(const char *name);
+
+/*
+ * Detects the format of a file from its first n bytes at p (a few kB are
+ * enough; a cut final line is fine).  Msgpack maps and the zstd magic are
+ * flywheel; otherwise the first JSON value that parses (a line, or the whole
+ * prefix for a pretty-printed document) is classified by its keys.  Returns
+ * the format, or FW_FMT_UNKNOWN with what was seen in why (for "unknown
+ * format: WHY").  Never reads past p[n-1]; cannot fail otherwise.
+ */
+enum fw_fmt fw_ingest_detect(const void *p, size_t n, char *why, size_t whylen);
+
+/* Classifies one parsed log document by its keys; FW_FMT_UNKNOWN when no
+ * format fits.  Cannot fail. */
+enum fw_fmt fw_ingest_detect_json(const json_t *doc);
+
+/*
+ * Converts one log document of format f (not claude-code nor flywheel) to a
+ * traj object without id.  name is the file's name, used as the source id
+ * where the format has none (a SWE-agent .traj is named after its
+ * instance); it may be NULL.  Returns a new reference the caller releases
+ * with json_decref(), or NULL with the reason in err ("'messages' is
+ * object, not array").
+ */
+json_t *fw_ingest_convert(enum fw_fmt f, const json_t *doc, const char *name, char *err,
+			  size_t errlen);
+
+/*
+ * Converts the events of one Claude Code session (an array of event
+ * objects in file order) to a traj: the main thread is the chain of
+ * parentUuid links ending at the last event that is not in a side chain;
+ * consecutive events of one assistant message are merged; side-chain events
+ * are left out and tagged "sidechain"; events on abandoned branches are
+ * left out and counted in meta.dropped_events.  Returns a new reference or
+ * NULL with err set.
+ */
+json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen);
+
+/*
+ * Sets traj's "id" to its content id: 16 hex digits of fw_hash64() over
+ * the canonical JSON (sorted keys, compact) of its model and turns, so the
+ * same conversation gets the same id whatever file, position or format
+ * detail it came from.  Returns 0, or -1 when memory runs out.
+ */
+int fw_ingest_set_id(json_t *traj);
+
+/*
+ * Redacts traj in place: turn text, thinking, call arguments and feedback
+ * comments.  Adds this record's counts to meta.redactions ({rule: n}, only
+ * rules that fired) and to *total (may be NULL).  Returns the number of
+ * replacements, or -1 when memory runs out.
+ */
+long fw_ingest_redact(json_t *traj, struct fw_redact *r, struct fw_redact_counts *total);
+
+/*
+ * Normalises a time to RFC 3339 UTC seconds in out (at least 21 bytes):
+ * Unix seconds or milliseconds as a JSON number, or a string in ISO 8601
+ * form ("2026-11-02T08:00:00.123+01:00", "2026-11-02 08:00:00", "...Z").
+ * Returns 0, or -1 when v is none of these (out is then "").
+ */
+int fw_ingest_time(const json_t *v, char *out, size_t outlen);
+
+/* ---- feedback ------------------------------------------------------------- */
+
+/* Called for each line that cannot be used: file, 1-based line, reason.
+ * Returning non-zero stops the load (--strict). */
+typedef int (*fw_bad_line_fn)(void *ctx, const char *file, long line, const char *why);
+
+struct fw_feedback_stats {
+	unsigned long events;     /* usable events read */
+	unsigned long superseded; /* replaced by a later vote of the same user */
+	unsigned long neutral;    /* middle of a 1-5 scale: neither up nor down */
+	unsigned long bad;        /* lines that could not be used */
+	unsigned long joined;     /* events attached to a trajectory */
+};
+
+struct fw_feedback;
+
+/* An empty feedback table; free with fw_feedback_free().  NULL when memory
+ * runs out. */
+struct fw_feedback *fw_feedback_new(void);
+
+/* Frees fb; fw_feedback_free(NULL) does nothing. */
+void fw_feedback_free(struct fw_feedback *fb);
+
+/*
+ * Reads feedback events from path: JSON Lines (one object per line) or CSV
+ * with a header row (one record per line), told apart by the first
+ * non-blank byte.  Fields are found by name (trace_id, trajectory_id,
+ * conversation_id, ...; rating, vote, score, stars, ...; comment; user or
+ * user_id; origin; at, time or timestamp).  Ratings become +1 or -1 with
+ * the raw value kept: up/down, thumbs_up/thumbs_down, true/false, +1/-1
+ * and 0/1, or 1-5 stars (4-5 up, 1-2 down, 3 neutral and counted) when the
+ * file's ratings reach 2..5 or the column is called stars.  Origin is
+ * "external" unless the event says "internal" (or "dogfood").  For each
+ * (trajectory, user) only the latest event is kept.  Each unusable line
+ * goes to bad (which may stop the load).  Returns 0; 1 when bad asked to
+ * stop; -1 when the file cannot be read (errno kept, message in err).
+ */
+int fw_feedback_load(struct fw_feedback *fb, const char *path, fw_bad_line_fn bad, void *ctx,
+		     char *err, size_t errlen);
+
+/*
+ * Moves the events naming key (a source trajectory id or a content id)
+ * into traj's feedback array, keeping the latest per user there too.
+ * Returns the number of events moved (0 when none), or -1 when memory runs
+ * out.
+ */
+long fw_feedback_join(struct fw_feedback *fb, const char *key, json_t *traj);
+
+/*
+ * Hands each event never joined to fn as a new `feedback` record object
+ * ({kind, v, id, trace, rating, raw, comment, user, origin, at, file,
+ * line}) in load order, then forgets them.  Returns how many, or -1 when
+ * fn returns non-zero or memory runs out.  fn owns nothing it is given.
+ */
+long fw_feedback_orphans(struct fw_feedback *fb, int (*fn)(void *ctx, json_t *rec), void *ctx);
+
+/* Running counts of fb.  Cannot fail. */
+void fw_feedback_stats(const struct fw_feedback *fb, struct fw_feedback_stats *out);
+
+#endif
