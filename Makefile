@@ -140,11 +140,17 @@ manlint:
 
 FUZZ_TIME ?= 60
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
-build-fuzz/%: tests/fuzz/%.c $(filter-out $(wildcard kernels/cuda/*),$(LIB_SRCS))
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+# The library is built once with coverage instrumentation; each target links
+# only the objects it needs from the archive.
+build-fuzz/obj/libflywheel.a: FORCE
+	$(Q)$(MAKE) --no-print-directory O=build-fuzz/obj CC=clang CFLAGS='$(FUZZ_CFLAGS)' $@
+build-fuzz/%: tests/fuzz/%.c build-fuzz/obj/libflywheel.a
 	$(call msg,FUZZ,$@)
-	@mkdir -p build-fuzz
 	$(Q)clang $(FW_CPPFLAGS) -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
-	  -o $@ $< $(LIB_SRCS) $(FW_LDLIBS)
+	  -o $@ $< build-fuzz/obj/libflywheel.a $(FW_LDLIBS)
+.PHONY: FORCE
+FORCE:
 fuzz: $(FUZZ_BINS)
 	$(Q)for f in $(FUZZ_BINS); do \
 	  n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \

@@ -789,9 +789,18 @@ int fw_json_to_mp(struct fw_buf *out, const char *s, size_t n, int at_eof, size_
 		*used = n;
 		return 0;
 	}
+	size_t vstart = d.i;
 	if (parse_value(&d, 0) < 0) {
 		out->n = start;
 		return d.cut ? 2 : -1;
+	}
+	uint64_t need;
+	const char *why;
+	if (fw_mp_scan(out->p + start, out->n - start, FW_MP_MAX_DEPTH, &need, &why) < 0) {
+		out->n = start;
+		e->at = vstart;
+		snprintf(e->msg, sizeof e->msg, "nesting deeper than %d levels", FW_MP_MAX_DEPTH);
+		return -1;
 	}
 	*used = d.i;
 	return 1;

@@ -34,7 +34,10 @@ struct fw_json_err {
 	char msg[128];
 };
 
-#define FW_JSON_MAX_DEPTH 64
+/* JSON nesting the parser follows.  Larger than FW_MP_MAX_DEPTH because the
+ * {"$map": [[k, v]]} form takes three JSON levels for one msgpack level; the
+ * msgpack produced is held to FW_MP_MAX_DEPTH. */
+#define FW_JSON_MAX_DEPTH 200
 
 /*
  * Parses one JSON value from s[0..n), skipping whitespace before it, and
@@ -43,7 +46,7 @@ struct fw_json_err {
  * whitespace before it); 0 when s holds only whitespace (*used = n);
  * 2 when the value is cut by the end of s and more input may complete it
  * (only when !at_eof); -1 on invalid JSON (invalid UTF-8 included) or
- * nesting beyond FW_JSON_MAX_DEPTH, with e filled.  On anything but 1, out
+ * nesting beyond FW_MP_MAX_DEPTH levels, with e filled.  On anything but 1, out
  * keeps what it had before.
  */
 int fw_json_to_mp(struct fw_buf *out, const char *s, size_t n, int at_eof, size_t *used,

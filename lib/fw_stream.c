@@ -290,7 +290,7 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 		size_t avail;
 		int eof;
 		if (r->mode == M_ZSTD) {
-			p = r->buf + r->start;
+			p = r->buf ? r->buf + r->start : NULL;
 			avail = r->end - r->start;
 			eof = 0;
 			if (avail < want && !r->zdone) {

@@ -98,10 +98,15 @@ TEST(errors_name_offsets)
 	CHECK_STR(rt("\"\xc0\xaf\""), "ERR 1 invalid UTF-8 in string");
 	CHECK_STR(rt("\"\\ud800\""), "ERR 1 unpaired surrogate in \\u escape");
 	CHECK_STR(rt("\"a\nb\""), "ERR 2 control character in string");
-	char deep[200];
+	char deep[400];
 	memset(deep, '[', sizeof deep);
-	deep[199] = 0;
+	deep[399] = 0;
 	CHECK(strstr(rt(deep), "nesting deeper") != NULL);
+	/* 100 closed levels parse, but exceed what a record may hold */
+	memset(deep, ']', sizeof deep);
+	memset(deep, '[', 100);
+	deep[200] = 0;
+	CHECK_STR(rt(deep), "ERR 0 nesting deeper than 64 levels");
 }
 
 TEST(incomplete_input_asks_for_more)
@@ -131,6 +136,29 @@ TEST(invalid_utf8_in_msgpack_string_is_an_error)
 	CHECK(strstr(err, "UTF-8") != NULL);
 	CHECK_EQ_INT(js.n, 0);
 	fw_buf_free(&js);
+}
+
+/* Found by fuzzing: maps with integer keys nest three JSON levels per
+ * msgpack level; 40 of them must still print and read back. */
+TEST(deep_maps_with_integer_keys_round_trip)
+{
+	struct fw_buf mp = {0}, js = {0}, back = {0};
+	msgpack_packer pk;
+	fw_buf_packer(&pk, &mp);
+	for (int i = 0; i < 40; i++) {
+		msgpack_pack_map(&pk, 1);
+		msgpack_pack_int(&pk, -1);
+	}
+	msgpack_pack_nil(&pk);
+	char err[128];
+	struct fw_json_err e;
+	size_t used;
+	CHECK(fw_json_from_mp(&js, (struct fw_mpv){mp.p, mp.n}, err, sizeof err) == 0);
+	CHECK_EQ_INT(fw_json_to_mp(&back, (char *)js.p, js.n, 1, &used, &e), 1);
+	CHECK(back.n == mp.n && memcmp(back.p, mp.p, mp.n) == 0);
+	fw_buf_free(&mp);
+	fw_buf_free(&js);
+	fw_buf_free(&back);
 }
 
 TEST(base64_round_trips_every_length)
