@@ -1,0 +1,1197 @@
+/*
+ * fw_model.c — the Llama / Qwen2 / Qwen3 decoder: config, weights, forward,
+ * backward, incremental decoding, sampling.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <jansson.h>
+
+#include "fw_model.h"
+#include "kernels.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- config.json ------------------------------------------------------------ */
+
+static int get_int(json_t *o, const char *k, int def, int *out)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (!v || json_is_null(v)) {
+		*out = def;
+		return def == INT32_MIN ? -1 : 0;
+	}
+	if (json_is_array(v) && json_array_size(v) > 0)
+		v = json_array_get(v, 0); /* eos_token_id may be a list */
+	if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN + 1 ||
+	    json_integer_value(v) > INT32_MAX)
+		return -1;
+	*out = (int)json_integer_value(v);
+	return 0;
+}
+
+static int get_bool(json_t *o, const char *k, int def)
+{
+	json_t *v = json_object_get(o, k);
+
+	return v && json_is_boolean(v) ? json_is_true(v) : def;
+}
+
+static double get_num(json_t *o, const char *k, double def)
+{
+	json_t *v = json_object_get(o, k);
+
+	return v && json_is_number(v) ? json_number_value(v) : def;
+}
+
+int fw_config_parse(struct fw_config *c, const char *json, size_t len,
+		    const char *name, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *o = json_loadb(json, len, 0, &je), *v;
+	const char *arch = NULL, *mt = NULL;
+	static const char *req[] = { "vocab_size", "hidden_size",
+				     "intermediate_size", "num_hidden_layers",
+				     "num_attention_heads" };
+	int *reqp[] = { &c->vocab, &c->C, &c->I, &c->L, &c->nh };
+
+	memset(c, 0, sizeof(*c));
+	if (!o || !json_is_object(o)) {
+		seterr(err, errlen, "%s: not a JSON object: %s", name,
+		       o ? "wrong type" : je.text);
+		json_decref(o);
+		return -1;
+	}
+	v = json_object_get(o, "architectures");
+	if (json_is_array(v) && json_is_string(json_array_get(v, 0)))
+		arch = json_string_value(json_array_get(v, 0));
+	if (json_is_string(json_object_get(o, "model_type")))
+		mt = json_string_value(json_object_get(o, "model_type"));
+	if ((arch && !strcmp(arch, "LlamaForCausalLM")) || (!arch && mt && !strcmp(mt, "llama")))
+		c->arch = FW_ARCH_LLAMA;
+	else if ((arch && !strcmp(arch, "Qwen2ForCausalLM")) || (!arch && mt && !strcmp(mt, "qwen2")))
+		c->arch = FW_ARCH_QWEN2;
+	else if ((arch && !strcmp(arch, "Qwen3ForCausalLM")) || (!arch && mt && !strcmp(mt, "qwen3")))
+		c->arch = FW_ARCH_QWEN3;
+	else {
+		seterr(err, errlen, "%s: unsupported architecture '%s' "
+		       "(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM are)",
+		       name, arch ? arch : mt ? mt : "(none)");
+		goto fail;
+	}
+	snprintf(c->arch_name, sizeof(c->arch_name), "%s",
+		 c->arch == FW_ARCH_LLAMA ? "LlamaForCausalLM" :
+		 c->arch == FW_ARCH_QWEN2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM");
+	for (int i = 0; i < 5; i++)
+		if (get_int(o, req[i], INT32_MIN, reqp[i]) || *reqp[i] <= 0) {
+			seterr(err, errlen, "%s: '%s' missing or not a positive "
+			       "integer", name, req[i]);
+			goto fail;
+		}
+	if (get_int(o, "num_key_value_heads", c->nh, &c->nkv) || c->nkv <= 0 ||
+	    c->nh % c->nkv) {
+		seterr(err, errlen, "%s: num_key_value_heads must divide "
+		       "num_attention_heads", name);
+		goto fail;
+	}
+	if (get_int(o, "head_dim", c->C / c->nh, &c->hd) || c->hd <= 0 || c->hd % 2) {
+		seterr(err, errlen, "%s: head_dim must be a positive even number", name);
+		goto fail;
+	}
+	if (get_int(o, "max_position_embeddings", 4096, &c->max_pos) || c->max_pos <= 0) {
+		seterr(err, errlen, "%s: bad max_position_embeddings", name);
+		goto fail;
+	}
+	get_int(o, "bos_token_id", -1, &c->bos);
+	get_int(o, "eos_token_id", -1, &c->eos);
+	c->rope_theta = get_num(o, "rope_theta", 10000.0);
+	c->eps = (float)get_num(o, "rms_norm_eps", 1e-6);
+	c->init_range = (float)get_num(o, "initializer_range", 0.02);
+	c->tied = get_bool(o, "tie_word_embeddings", 0);
+	c->qkv_bias = c->arch == FW_ARCH_QWEN2 || get_bool(o, "attention_bias", 0);
+	c->o_bias = c->arch != FW_ARCH_QWEN2 && get_bool(o, "attention_bias", 0);
+	c->qk_norm = c->arch == FW_ARCH_QWEN3;
+	v = json_object_get(o, "torch_dtype");
+	snprintf(c->dtype, sizeof(c->dtype), "%s",
+		 json_is_string(v) ? json_string_value(v) : "float32");
+	v = json_object_get(o, "rope_scaling");
+	if (v && !json_is_null(v)) {
+		seterr(err, errlen, "%s: rope_scaling is not supported", name);
+		goto fail;
+	}
+	if (get_bool(o, "use_sliding_window", 0)) {
+		seterr(err, errlen, "%s: use_sliding_window is not supported", name);
+		goto fail;
+	}
+	if (get_bool(o, "mlp_bias", 0)) {
+		seterr(err, errlen, "%s: mlp_bias is not supported", name);
+		goto fail;
+	}
+	v = json_object_get(o, "hidden_act");
+	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "silu"))) {
+		seterr(err, errlen, "%s: hidden_act '%s' is not supported (silu is)",
+		       name, json_is_string(v) ? json_string_value(v) : "?");
+		goto fail;
+	}
+	if (c->rope_theta <= 0 || !(c->eps > 0)) {
+		seterr(err, errlen, "%s: rope_theta and rms_norm_eps must be positive", name);
+		goto fail;
+	}
+	json_decref(o);
+	return 0;
+fail:
+	json_decref(o);
+	return -1;
+}
+
+static char *slurp(const char *path, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0, r;
+
+	if (!f) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		if (n + 65536 > cap) {
+			char *nb = realloc(buf, cap = cap * 2 + 65536);
+
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				seterr(err, errlen, "%s: out of memory", path);
+				return NULL;
+			}
+			buf = nb;
+		}
+		r = fread(buf + n, 1, cap - n, f);
+		n += r;
+		if (r == 0)
+			break;
+	}
+	if (ferror(f)) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		free(buf);
+		fclose(f);
+		return NULL;
+	}
+	fclose(f);
+	*len = n;
+	return buf;
+}
+
+int fw_config_load(struct fw_config *c, const char *path, char *err,
+		   size_t errlen)
+{
+	size_t n;
+	char *s = slurp(path, &n, err, errlen);
+	int rc;
+
+	if (!s)
+		return -1;
+	rc = fw_config_parse(c, s, n, path, err, errlen);
+	free(s);
+	return rc;
+}
+
+int fw_config_save(const struct fw_config *c, const char *path,
+		   const char *dtype, char *err, size_t errlen)
+{
+	json_t *o = json_object();
+	char *tmp = NULL;
+	int rc = -1;
+	const char *mt = c->arch == FW_ARCH_LLAMA ? "llama" :
+			 c->arch == FW_ARCH_QWEN2 ? "qwen2" : "qwen3";
+
+	json_object_set_new(o, "architectures", json_pack("[s]", c->arch_name));
+	json_object_set_new(o, "model_type", json_string(mt));
+	json_object_set_new(o, "vocab_size", json_integer(c->vocab));
+	json_object_set_new(o, "hidden_size", json_integer(c->C));
+	json_object_set_new(o, "intermediate_size", json_integer(c->I));
+	json_object_set_new(o, "num_hidden_layers", json_integer(c->L));
+	json_object_set_new(o, "num_attention_heads", json_integer(c->nh));
+	json_object_set_new(o, "num_key_value_heads", json_integer(c->nkv));
+	json_object_set_new(o, "head_dim", json_integer(c->hd));
+	json_object_set_new(o, "max_position_embeddings", json_integer(c->max_pos));
+	json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
+	json_object_set_new(o, "rms_norm_eps", json_real(c->eps));
+	json_object_set_new(o, "hidden_act", json_string("silu"));
+	json_object_set_new(o, "initializer_range", json_real(c->init_range));
+	json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied));
+	if (c->arch != FW_ARCH_QWEN2)
+		json_object_set_new(o, "attention_bias", json_boolean(c->qkv_bias));
+	json_object_set_new(o, "rope_scaling", json_null());
+	if (c->bos >= 0)
+		json_object_set_new(o, "bos_token_id", json_integer(c->bos));
+	if (c->eos >= 0)
+		json_object_set_new(o, "eos_token_id", json_integer(c->eos));
+	json_object_set_new(o, "torch_dtype", json_string(dtype ? dtype : c->dtype));
+	json_object_set_new(o, "use_cache", json_true());
+	if (asprintf(&tmp, "%s.tmp", path) < 0) {
+		tmp = NULL;
+		seterr(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) ||
+	    rename(tmp, path)) {
+		seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(tmp);
+	json_decref(o);
+	return rc;
+}
+
+/* ---- parameters --------------------------------------------------------------- */
+
+static int add_param(struct fw_model *m, int cap, const char *name, int d0,
+		     int d1)
+{
+	struct fw_param *p;
+
+	if (m->np >= cap)
+		return -1;
+	p = &m->params[m->np++];
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->ndim = d1 ? 2 : 1;
+	p->shape[0] = d0;
+	p->shape[1] = d1;
+	p->off = m->nw;
+	p->n = (long)d0 * (d1 ? d1 : 1);
+	m->nw += p->n;
+	return 0;
+}
+
+/* Lays the parameters out (HF names, file order) and points the per-layer
+ * views at them.  Allocates w (uninitialised). */
+static struct fw_model *model_alloc(const struct fw_config *c, char *err,
+				    size_t errlen)
+{
+	struct fw_model *m = calloc(1, sizeof(*m));
+	int cap = 3 + 17 * c->L, C = c->C, qd = c->nh * c->hd, kd = c->nkv * c->hd;
+	char nm[96];
+
+	if (!m)
+		goto oom;
+	m->cfg = *c;
+	m->params = calloc(cap, sizeof(*m->params));
+	m->lw = calloc(c->L, sizeof(*m->lw));
+	m->lg = calloc(c->L, sizeof(*m->lg));
+	if (!m->params || !m->lw || !m->lg)
+		goto oom;
+	add_param(m, cap, "model.embed_tokens.weight", c->vocab, C);
+	for (int l = 0; l < c->L; l++) {
+#define P(suffix, d0, d1) \
+	(snprintf(nm, sizeof(nm), "model.layers.%d.%s", l, suffix), \
+	 add_param(m, cap, nm, d0, d1))
+		P("input_layernorm.weight", C, 0);
+		P("self_attn.q_proj.weight", qd, C);
+		if (c->qkv_bias)
+			P("self_attn.q_proj.bias", qd, 0);
+		P("self_attn.k_proj.weight", kd, C);
+		if (c->qkv_bias)
+			P("self_attn.k_proj.bias", kd, 0);
+		P("self_attn.v_proj.weight", kd, C);
+		if (c->qkv_bias)
+			P("self_attn.v_proj.bias", kd, 0);
+		P("self_attn.o_proj.weight", C, qd);
+		if (c->o_bias)
+			P("self_attn.o_proj.bias", C, 0);
+		if (c->qk_norm) {
+			P("self_attn.q_norm.weight", c->hd, 0);
+			P("self_attn.k_norm.weight", c->hd, 0);
+		}
+		P("post_attention_layernorm.weight", C, 0);
+		P("mlp.gate_proj.weight", c->I, C);
+		P("mlp.up_proj.weight", c->I, C);
+		P("mlp.down_proj.weight", C, c->I);
+#undef P
+	}
+	add_param(m, cap, "model.norm.weight", C, 0);
+	if (!c->tied)
+		add_param(m, cap, "lm_head.weight", c->vocab, C);
+	m->w = malloc(sizeof(float) * m->nw);
+	m->rope_cos = malloc(sizeof(float) * (size_t)c->max_pos * (c->hd / 2));
+	m->rope_sin = malloc(sizeof(float) * (size_t)c->max_pos * (c->hd / 2));
+	if (!m->w || !m->rope_cos || !m->rope_sin)
+		goto oom;
+	fw_rope_table(m->rope_cos, m->rope_sin, c->max_pos, c->hd, c->rope_theta);
+	return m;
+oom:
+	seterr(err, errlen, "out of memory for the model");
+	fw_model_free(m);
+	return NULL;
+}
+
+/* Points the named views (embed, per layer, ...) into buffer base, which is
+ * laid out as m->params says. */
+static void bind(struct fw_model *m, float *base, struct fw_layer_w *lw,
+		 float **embed, float **norm, float **lm)
+{
+	for (int i = 0; i < m->np; i++) {
+		const char *n = m->params[i].name;
+		float *p = base + m->params[i].off;
+		int l;
+		char rest[96];
+
+		if (!strcmp(n, "model.embed_tokens.weight"))
+			*embed = p;
+		else if (!strcmp(n, "model.norm.weight"))
+			*norm = p;
+		else if (!strcmp(n, "lm_head.weight"))
+			*lm = p;
+		else if (sscanf(n, "model.layers.%d.%95s", &l, rest) == 2) {
+			struct fw_layer_w *w = &lw[l];
+			static const struct { const char *s; size_t o; } tab[] = {
+#define F(s, f) { s, offsetof(struct fw_layer_w, f) }
+				F("input_layernorm.weight", ln1),
+				F("self_attn.q_proj.weight", wq), F("self_attn.q_proj.bias", bq),
+				F("self_attn.k_proj.weight", wk), F("self_attn.k_proj.bias", bk),
+				F("self_attn.v_proj.weight", wv), F("self_attn.v_proj.bias", bv),
+				F("self_attn.o_proj.weight", wo), F("self_attn.o_proj.bias", bo),
+				F("self_attn.q_norm.weight", qn), F("self_attn.k_norm.weight", kn),
+				F("post_attention_layernorm.weight", ln2),
+				F("mlp.gate_proj.weight", wg), F("mlp.up_proj.weight", wu),
+				F("mlp.down_proj.weight", wd),
+#undef F
+			};
+			for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
+				if (!strcmp(rest, tab[k].s))
+					*(float **)((char *)w + tab[k].o) = p;
+		}
+	}
+	if (m->cfg.tied)
+		*lm = *embed;
+}
+
+struct fw_acts {
+	void *block;              /* the one allocation all slices below live in */
+	size_t bytes;
+	int B, T, keep;           /* keep: 1 = one set per layer (training) */
+	int32_t *pos, *tokens, *targets;
+	float *wts;
+	float *x, *xm, *ln1, *ln2, *rs1, *rs2, *qr, *kr, *rsq, *rsk;
+	float *q, *k, *v, *att, *y, *gate, *up, *h;
+	float *xf, *rsf, *logits, *logp, *lse, *tmp;
+	float *dres, *dln, *dy, *dq, *dk, *dv, *dqr, *dkr, *dh, *dgate, *dup,
+	      *dscr, *dlogp;
+	float norm;
+	int ready;                /* a forward with targets ran; backward may follow */
+};
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double unif(uint64_t *s) /* in (0, 1) */
+{
+	return ((splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+struct fw_model *fw_model_new(const struct fw_config *c, uint64_t seed,
+			      char *err, size_t errlen)
+{
+	struct fw_model *m = model_alloc(c, err, errlen);
+	uint64_t s = seed;
+
+	if (!m)
+		return NULL;
+	bind(m, m->w, m->lw, &m->embed, &m->norm, &m->lm_head);
+	for (int i = 0; i < m->np; i++) {
+		struct fw_param *p = &m->params[i];
+		float *x = m->w + p->off;
+
+		if (p->ndim == 1) {
+			float v = strstr(p->name, "norm") ? 1.0f : 0.0f;
+
+			for (long j = 0; j < p->n; j++)
+				x[j] = v;
+			continue;
+		}
+		for (long j = 0; j < p->n; j += 2) {
+			double r = sqrt(-2.0 * log(unif(&s))), a = 2 * M_PI * unif(&s);
+
+			x[j] = (float)(c->init_range * r * cos(a));
+			if (j + 1 < p->n)
+				x[j + 1] = (float)(c->init_range * r * sin(a));
+		}
+	}
+	return m;
+}
+
+void fw_model_free(struct fw_model *m)
+{
+	if (!m)
+		return;
+	if (m->acts)
+		free(m->acts->block);
+	free(m->acts);
+	free(m->params);
+	free(m->lw);
+	free(m->lg);
+	free(m->w);
+	free(m->g);
+	free(m->rope_cos);
+	free(m->rope_sin);
+	free(m);
+}
+
+const struct fw_param *fw_model_param(const struct fw_model *m,
+				      const char *name)
+{
+	for (int i = 0; i < m->np; i++)
+		if (!strcmp(m->params[i].name, name))
+			return &m->params[i];
+	return NULL;
+}
+
+int fw_model_grads(struct fw_model *m)
+{
+	if (m->g)
+		return 0;
+	m->g = calloc((size_t)m->nw, sizeof(float));
+	if (!m->g)
+		return -1;
+	bind(m, m->g, m->lg, &m->gembed, &m->gnorm, &m->glm_head);
+	return 0;
+}
+
+void fw_model_zero_grad(struct fw_model *m)
+{
+	if (m->g)
+		memset(m->g, 0, sizeof(float) * (size_t)m->nw);
+}
+
+/* ---- load / save --------------------------------------------------------------- */
+
+struct shards {
+	int n;
+	struct fw_st *st[64];
+};
+
+static int open_shards(struct shards *sh, const char *dir, char *err,
+		       size_t errlen)
+{
+	char path[4096];
+	struct stat sb;
+
+	sh->n = 0;
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	if (stat(path, &sb) == 0) {
+		if (!(sh->st[0] = fw_st_open(path, err, errlen)))
+			return -1;
+		sh->n = 1;
+		return 0;
+	}
+	snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
+	json_error_t je;
+	json_t *o = json_load_file(path, 0, &je), *wm, *v;
+	const char *k;
+
+	if (!o) {
+		seterr(err, errlen, "%s/model.safetensors: %s", dir, strerror(ENOENT));
+		return -1;
+	}
+	wm = json_object_get(o, "weight_map");
+	if (!json_is_object(wm)) {
+		seterr(err, errlen, "%s: no weight_map", path);
+		json_decref(o);
+		return -1;
+	}
+	json_object_foreach(wm, k, v) {
+		int seen = 0;
+		char sp[4096];
+
+		if (!json_is_string(v) || strchr(json_string_value(v), '/')) {
+			seterr(err, errlen, "%s: bad file for '%s'", path, k);
+			json_decref(o);
+			return -1;
+		}
+		snprintf(sp, sizeof(sp), "%s/%s", dir, json_string_value(v));
+		for (int i = 0; i < sh->n; i++)
+			seen |= !strcmp(sh->st[i]->path, sp);
+		if (seen)
+			continue;
+		if (sh->n == 64 || !(sh->st[sh->n] = fw_st_open(sp, err, errlen))) {
+			if (sh->n == 64)
+				seterr(err, errlen, "%s: too many shards", path);
+			json_decref(o);
+			return -1;
+		}
+		sh->n++;
+	}
+	json_decref(o);
+	return 0;
+}
+
+struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen)
+{
+	char path[4096];
+	struct fw_config c;
+	struct fw_model *m;
+	struct shards sh = { 0 };
+
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	if (fw_config_load(&c, path, err, errlen))
+		return NULL;
+	if (!(m = model_alloc(&c, err, errlen)))
+		return NULL;
+	bind(m, m->w, m->lw, &m->embed, &m->norm, &m->lm_head);
+	if (open_shards(&sh, dir, err, errlen))
+		goto fail;
+	for (int i = 0; i < m->np; i++) {
+		struct fw_param *p = &m->params[i];
+		const struct fw_st_tensor *t = NULL;
+		struct fw_st *in = NULL;
+
+		for (int s = 0; s < sh.n && !t; s++)
+			if ((t = fw_st_find(sh.st[s], p->name)))
+				in = sh.st[s];
+		if (!t) {
+			seterr(err, errlen, "%s: tensor '%s' is missing",
+			       sh.st[0]->path, p->name);
+			goto fail;
+		}
+		if (t->ndim != p->ndim || t->shape[0] != p->shape[0] ||
+		    (p->ndim == 2 && t->shape[1] != p->shape[1])) {
+			char got[64] = "", want[32];
+			size_t o = 0;
+
+			for (int d = 0; d < t->ndim && o < sizeof(got) - 16; d++)
+				o += snprintf(got + o, sizeof(got) - o, "%s%lld",
+					      d ? ", " : "", (long long)t->shape[d]);
+			if (p->ndim == 2)
+				snprintf(want, sizeof(want), "%d, %d", p->shape[0], p->shape[1]);
+			else
+				snprintf(want, sizeof(want), "%d", p->shape[0]);
+			seterr(err, errlen, "%s: tensor '%s': shape [%s], config.json "
+			       "implies [%s]", in->path, p->name, got, want);
+			goto fail;
+		}
+		if (fw_st_read_f32(in, t, m->w + p->off, err, errlen))
+			goto fail;
+	}
+	for (int s = 0; s < sh.n; s++)
+		fw_st_free(sh.st[s]);
+	return m;
+fail:
+	for (int s = 0; s < sh.n; s++)
+		fw_st_free(sh.st[s]);
+	fw_model_free(m);
+	return NULL;
+}
+
+int fw_model_save(const struct fw_model *m, const char *dir,
+		  enum fw_dtype dtype, char *err, size_t errlen)
+{
+	char path[4096];
+	struct fw_st_out *t = calloc(m->np, sizeof(*t));
+	int rc;
+	const char *tn = dtype == FW_F32 ? "float32" : dtype == FW_BF16 ? "bfloat16" : "float16";
+
+	if (!t) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < m->np; i++) {
+		t[i].name = m->params[i].name;
+		t[i].ndim = m->params[i].ndim;
+		t[i].shape[0] = m->params[i].shape[0];
+		t[i].shape[1] = m->params[i].shape[1];
+		t[i].data = m->w + m->params[i].off;
+	}
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	rc = fw_config_save(&m->cfg, path, tn, err, errlen);
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	if (!rc)
+		rc = fw_st_write(path, t, m->np, dtype, err, errlen);
+	free(t);
+	return rc;
+}
+
+/* ---- activations -------------------------------------------------------------- */
+
+
+
+/* Carves n floats from the block (or counts them when base is NULL),
+ * each slice 64-byte aligned. */
+static float *carve(char *base, size_t *off, size_t n)
+{
+	float *p = base ? (float *)(base + *off) : NULL;
+
+	*off += (n * sizeof(float) + 63) & ~(size_t)63;
+	return p;
+}
+
+static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
+{
+	const struct fw_config *c = &m->cfg;
+	struct fw_acts *a = m->acts;
+	size_t N = (size_t)B * T, C = c->C, I = c->I, V = c->vocab;
+	size_t qd = (size_t)c->nh * c->hd, kd = (size_t)c->nkv * c->hd;
+	size_t Lk = c->L, off;
+	char *base = NULL;
+
+	if (a && a->B == B && a->T == T)
+		return 0;
+	if (a) {
+		free(a->block);
+		memset(a, 0, sizeof(*a));
+	} else if (!(a = m->acts = calloc(1, sizeof(*a)))) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		off = 0;
+		a->pos = (int32_t *)carve(base, &off, N);
+		a->tokens = (int32_t *)carve(base, &off, N);
+		a->targets = (int32_t *)carve(base, &off, N);
+		a->wts = carve(base, &off, N);
+		a->x = carve(base, &off, (Lk + 1) * N * C);
+		a->xm = carve(base, &off, Lk * N * C);
+		a->ln1 = carve(base, &off, Lk * N * C);
+		a->ln2 = carve(base, &off, Lk * N * C);
+		a->rs1 = carve(base, &off, Lk * N);
+		a->rs2 = carve(base, &off, Lk * N);
+		if (c->qk_norm) {
+			a->qr = carve(base, &off, Lk * N * qd);
+			a->kr = carve(base, &off, Lk * N * kd);
+			a->rsq = carve(base, &off, Lk * N * c->nh);
+			a->rsk = carve(base, &off, Lk * N * c->nkv);
+			a->dqr = carve(base, &off, N * qd);
+			a->dkr = carve(base, &off, N * kd);
+		}
+		a->q = carve(base, &off, Lk * N * qd);
+		a->k = carve(base, &off, Lk * N * kd);
+		a->v = carve(base, &off, Lk * N * kd);
+		a->att = carve(base, &off, Lk * N * c->nh * T);
+		a->y = carve(base, &off, Lk * N * qd);
+		a->gate = carve(base, &off, Lk * N * I);
+		a->up = carve(base, &off, Lk * N * I);
+		a->h = carve(base, &off, Lk * N * I);
+		a->xf = carve(base, &off, N * C);
+		a->rsf = carve(base, &off, N);
+		a->logits = carve(base, &off, N * V);
+		a->logp = carve(base, &off, N);
+		a->lse = carve(base, &off, N);
+		a->dlogp = carve(base, &off, N);
+		a->tmp = carve(base, &off, N * C);
+		a->dres = carve(base, &off, N * C);
+		a->dln = carve(base, &off, N * C);
+		a->dy = carve(base, &off, N * qd);
+		a->dq = carve(base, &off, N * qd);
+		a->dk = carve(base, &off, N * kd);
+		a->dv = carve(base, &off, N * kd);
+		a->dh = carve(base, &off, N * I);
+		a->dgate = carve(base, &off, N * I);
+		a->dup = carve(base, &off, N * I);
+		a->dscr = carve(base, &off, N * c->nh * T);
+		if (!pass && !(base = aligned_alloc(64, off))) {
+			seterr(err, errlen, "out of memory for activations "
+			       "(%zu MB)", off >> 20);
+			return -1;
+		}
+	}
+	a->block = base;
+	a->bytes = off;
+	a->B = B;
+	a->T = T;
+	a->keep = 1;
+	return 0;
+}
+
+size_t fw_model_act_bytes(const struct fw_model *m)
+{
+	return m->acts ? m->acts->bytes : 0;
+}
+
+static void add3(float *out, const float *a, const float *b, long n)
+{
+	for (long i = 0; i < n; i++)
+		out[i] = a[i] + b[i];
+}
+
+int fw_model_forward(struct fw_model *m, const int32_t *tokens,
+		     const int32_t *targets, const float *weights, int B,
+		     int T, float norm_in, float *logp, float *loss,
+		     char *err, size_t errlen)
+{
+	const struct fw_config *c = &m->cfg;
+	int N = B * T, C = c->C, I = c->I, V = c->vocab, nh = c->nh,
+	    nkv = c->nkv, hd = c->hd, qd = nh * hd, kd = nkv * hd;
+	struct fw_acts *a;
+
+	if (B <= 0 || T <= 0) {
+		seterr(err, errlen, "empty batch");
+		return -1;
+	}
+	if (T > c->max_pos) {
+		seterr(err, errlen, "sequence of %d tokens exceeds "
+		       "max_position_embeddings %d", T, c->max_pos);
+		return -1;
+	}
+	for (int i = 0; i < N; i++)
+		if (tokens[i] < 0 || tokens[i] >= V ||
+		    (targets && targets[i] >= V)) {
+			seterr(err, errlen, "token %d at position %d is outside "
+			       "the vocabulary (%d)", tokens[i] < 0 || tokens[i] >= V ?
+			       tokens[i] : targets[i], i, V);
+			return -1;
+		}
+	if (plan(m, B, T, err, errlen))
+		return -1;
+	a = m->acts;
+	a->ready = 0;
+	memcpy(a->tokens, tokens, sizeof(int32_t) * N);
+	for (int i = 0; i < N; i++) {
+		a->pos[i] = i % T;
+		a->targets[i] = targets ? targets[i] : -1;
+		a->wts[i] = weights ? weights[i] : 1.0f;
+	}
+	fw_embed_fwd(a->x, tokens, m->embed, N, C);
+	for (int l = 0; l < c->L; l++) {
+		struct fw_layer_w *w = &m->lw[l];
+		size_t nc = (size_t)N * C;
+		float *x = a->x + l * nc, *xm = a->xm + l * nc, *xn = x + nc;
+		float *ln1 = a->ln1 + l * nc, *ln2 = a->ln2 + l * nc;
+		float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kd;
+		float *v = a->v + (size_t)l * N * kd, *y = a->y + (size_t)l * N * qd;
+		float *qr = c->qk_norm ? a->qr + (size_t)l * N * qd : q;
+		float *kr = c->qk_norm ? a->kr + (size_t)l * N * kd : k;
+		float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
+		float *h = a->h + (size_t)l * N * I;
+
+		fw_rmsnorm_fwd(ln1, a->rs1 + (size_t)l * N, x, w->ln1, N, C, c->eps);
+		fw_matmul_fwd(qr, ln1, w->wq, w->bq, N, C, qd);
+		fw_matmul_fwd(kr, ln1, w->wk, w->bk, N, C, kd);
+		fw_matmul_fwd(v, ln1, w->wv, w->bv, N, C, kd);
+		if (c->qk_norm) {
+			fw_rmsnorm_fwd(q, a->rsq + (size_t)l * N * nh, qr, w->qn, N * nh, hd, c->eps);
+			fw_rmsnorm_fwd(k, a->rsk + (size_t)l * N * nkv, kr, w->kn, N * nkv, hd, c->eps);
+		}
+		fw_rope_fwd(q, a->pos, m->rope_cos, m->rope_sin, N, nh, hd);
+		fw_rope_fwd(k, a->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
+		fw_attn_fwd(y, a->att + (size_t)l * N * nh * T, q, k, v, B, T, nh, nkv, hd);
+		fw_matmul_fwd(a->tmp, y, w->wo, w->bo, N, qd, C);
+		add3(xm, x, a->tmp, (long)nc);
+		fw_rmsnorm_fwd(ln2, a->rs2 + (size_t)l * N, xm, w->ln2, N, C, c->eps);
+		fw_matmul_fwd(gate, ln2, w->wg, NULL, N, C, I);
+		fw_matmul_fwd(up, ln2, w->wu, NULL, N, C, I);
+		fw_swiglu_fwd(h, gate, up, (long)N * I);
+		fw_matmul_fwd(a->tmp, h, w->wd, NULL, N, I, C);
+		add3(xn, xm, a->tmp, (long)nc);
+	}
+	fw_rmsnorm_fwd(a->xf, a->rsf, a->x + (size_t)c->L * N * C, m->norm, N, C, c->eps);
+	fw_matmul_fwd(a->logits, a->xf, m->lm_head, NULL, N, C, V);
+	if (!targets)
+		return 0;
+	fw_xent_fwd(a->logp, a->lse, a->logits, a->targets, N, V);
+	double s = 0, wsum = 0;
+	for (int i = 0; i < N; i++)
+		if (a->targets[i] >= 0) {
+			s += (double)a->wts[i] * a->logp[i];
+			wsum += a->wts[i];
+		}
+	a->norm = norm_in > 0 ? norm_in : wsum != 0 ? (float)wsum : 1.0f;
+	if (logp)
+		memcpy(logp, a->logp, sizeof(float) * N);
+	if (loss)
+		*loss = (float)(-s / a->norm);
+	a->ready = 1;
+	return 0;
+}
+
+const float *fw_model_logits(const struct fw_model *m)
+{
+	return m->acts ? m->acts->logits : NULL;
+}
+
+int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
+{
+	const struct fw_config *c = &m->cfg;
+	struct fw_acts *a = m->acts;
+	int B, T, N, C = c->C, I = c->I, V = c->vocab, nh = c->nh,
+	    nkv = c->nkv, hd = c->hd, qd = nh * hd, kd = nkv * hd;
+
+	if (!a || !a->ready) {
+		seterr(err, errlen, "backward without a forward with targets");
+		return -1;
+	}
+	if (fw_model_grads(m)) {
+		seterr(err, errlen, "out of memory for gradients");
+		return -1;
+	}
+	a->ready = 0;
+	B = a->B;
+	T = a->T;
+	N = B * T;
+	for (int i = 0; i < N; i++)
+		a->dlogp[i] = a->targets[i] >= 0 ? -a->wts[i] / a->norm : 0.0f;
+	fw_xent_bwd(a->logits, a->logits, a->lse, a->targets, a->dlogp, N, V);
+	memset(a->dln, 0, sizeof(float) * N * C);
+	fw_matmul_bwd(a->dln, m->glm_head, NULL, a->logits, a->xf, m->lm_head, N, C, V);
+	memset(a->dres, 0, sizeof(float) * N * C);
+	fw_rmsnorm_bwd(a->dres, m->gnorm, a->dln, a->x + (size_t)c->L * N * C,
+		       m->norm, a->rsf, N, C);
+	for (int l = c->L - 1; l >= 0; l--) {
+		struct fw_layer_w *w = &m->lw[l], *g = &m->lg[l];
+		size_t nc = (size_t)N * C;
+		float *x = a->x + l * nc, *xm = a->xm + l * nc;
+		float *ln1 = a->ln1 + l * nc, *ln2 = a->ln2 + l * nc;
+		float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kd;
+		float *v = a->v + (size_t)l * N * kd, *y = a->y + (size_t)l * N * qd;
+		float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
+		float *h = a->h + (size_t)l * N * I;
+		float *dq = a->dq, *dk = a->dk;
+
+		memset(a->dh, 0, sizeof(float) * N * I);
+		fw_matmul_bwd(a->dh, g->wd, NULL, a->dres, h, w->wd, N, I, C);
+		memset(a->dgate, 0, sizeof(float) * N * I);
+		memset(a->dup, 0, sizeof(float) * N * I);
+		fw_swiglu_bwd(a->dgate, a->dup, a->dh, gate, up, (long)N * I);
+		memset(a->dln, 0, sizeof(float) * nc);
+		fw_matmul_bwd(a->dln, g->wg, NULL, a->dgate, ln2, w->wg, N, C, I);
+		fw_matmul_bwd(a->dln, g->wu, NULL, a->dup, ln2, w->wu, N, C, I);
+		fw_rmsnorm_bwd(a->dres, g->ln2, a->dln, xm, w->ln2, a->rs2 + (size_t)l * N, N, C);
+
+		memset(a->dy, 0, sizeof(float) * N * qd);
+		fw_matmul_bwd(a->dy, g->wo, g->bo, a->dres, y, w->wo, N, qd, C);
+		memset(a->dq, 0, sizeof(float) * N * qd);
+		memset(a->dk, 0, sizeof(float) * N * kd);
+		memset(a->dv, 0, sizeof(float) * N * kd);
+		fw_attn_bwd(a->dq, a->dk, a->dv, a->dscr, a->dy,
+			    a->att + (size_t)l * N * nh * T, q, k, v, B, T, nh, nkv, hd);
+		fw_rope_bwd(a->dq, a->pos, m->rope_cos, m->rope_sin, N, nh, hd);
+		fw_rope_bwd(a->dk, a->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
+		if (c->qk_norm) {
+			memset(a->dqr, 0, sizeof(float) * N * qd);
+			memset(a->dkr, 0, sizeof(float) * N * kd);
+			fw_rmsnorm_bwd(a->dqr, g->qn, a->dq, a->qr + (size_t)l * N * qd,
+				       w->qn, a->rsq + (size_t)l * N * nh, N * nh, hd);
+			fw_rmsnorm_bwd(a->dkr, g->kn, a->dk, a->kr + (size_t)l * N * kd,
+				       w->kn, a->rsk + (size_t)l * N * nkv, N * nkv, hd);
+			dq = a->dqr;
+			dk = a->dkr;
+		}
+		memset(a->dln, 0, sizeof(float) * nc);
+		fw_matmul_bwd(a->dln, g->wq, g->bq, dq, ln1, w->wq, N, C, qd);
+		fw_matmul_bwd(a->dln, g->wk, g->bk, dk, ln1, w->wk, N, C, kd);
+		fw_matmul_bwd(a->dln, g->wv, g->bv, a->dv, ln1, w->wv, N, C, kd);
+		fw_rmsnorm_bwd(a->dres, g->ln1, a->dln, x, w->ln1, a->rs1 + (size_t)l * N, N, C);
+	}
+	fw_embed_bwd(m->gembed, a->dres, a->tokens, N, C);
+	return 0;
+}
+
+/* ---- incremental decoding -------------------------------------------------------- */
+
+#define CHUNK 64 /* prompt rows per prefill pass */
+
+struct fw_gen {
+	struct fw_model *m;
+	int nseq, maxT, len, R;
+	float *kc, *vc;            /* (L, nseq, maxT, nkv, hd) */
+	float *x, *ln, *q, *k, *v, *y, *tmp, *gate, *up, *h, *rs, *rsq, *rsk;
+	float *scr, *last, *logits;
+	int32_t *pos;
+	void *block;
+};
+
+void fw_gen_free(struct fw_gen *g)
+{
+	if (!g)
+		return;
+	free(g->block);
+	free(g);
+}
+
+struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
+			  size_t errlen)
+{
+	const struct fw_config *c = &m->cfg;
+	struct fw_gen *g;
+	size_t R, C = c->C, I = c->I, qd = (size_t)c->nh * c->hd,
+	       kd = (size_t)c->nkv * c->hd, off = 0;
+	char *base = NULL;
+
+	if (nseq <= 0 || maxT <= 0 || maxT > c->max_pos) {
+		seterr(err, errlen, "bad decoding shape: %d sequences of %d "
+		       "positions (max_position_embeddings %d)", nseq, maxT, c->max_pos);
+		return NULL;
+	}
+	if (!(g = calloc(1, sizeof(*g)))) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	g->m = m;
+	g->nseq = nseq;
+	g->maxT = maxT;
+	g->R = (int)(R = nseq > CHUNK ? nseq : CHUNK);
+	for (int pass = 0; pass < 2; pass++) {
+		off = 0;
+		g->kc = carve(base, &off, (size_t)c->L * nseq * maxT * kd);
+		g->vc = carve(base, &off, (size_t)c->L * nseq * maxT * kd);
+		g->x = carve(base, &off, R * C);
+		g->ln = carve(base, &off, R * C);
+		g->tmp = carve(base, &off, R * C);
+		g->q = carve(base, &off, R * qd);
+		g->y = carve(base, &off, R * qd);
+		g->k = carve(base, &off, R * kd);
+		g->v = carve(base, &off, R * kd);
+		g->gate = carve(base, &off, R * I);
+		g->up = carve(base, &off, R * I);
+		g->h = carve(base, &off, R * I);
+		g->rs = carve(base, &off, R);
+		g->rsq = carve(base, &off, R * c->nh);
+		g->rsk = carve(base, &off, R * c->nkv);
+		g->scr = carve(base, &off, R * c->nh * (size_t)maxT);
+		g->last = carve(base, &off, (size_t)nseq * C);
+		g->logits = carve(base, &off, (size_t)nseq * c->vocab);
+		g->pos = (int32_t *)carve(base, &off, R);
+		if (!pass && !(base = aligned_alloc(64, off))) {
+			seterr(err, errlen, "out of memory for the decoding state "
+			       "(%zu MB)", off >> 20);
+			free(g);
+			return NULL;
+		}
+	}
+	g->block = base;
+	return g;
+}
+
+/* Runs Tq new tokens (B, Tq) at positions pos0.. through the model against
+ * the cache (sequences 0..B-1), writing their keys and values into it and
+ * the logits of each sequence's last new token into g->logits (B, V). */
+static void gen_run(struct fw_gen *g, const int32_t *tok, int B, int Tq,
+		    int pos0)
+{
+	struct fw_model *m = g->m;
+	const struct fw_config *c = &m->cfg;
+	int N = B * Tq, C = c->C, I = c->I, nh = c->nh, nkv = c->nkv,
+	    hd = c->hd, qd = nh * hd, kd = nkv * hd, T = g->maxT;
+
+	for (int i = 0; i < N; i++)
+		g->pos[i] = pos0 + i % Tq;
+	fw_embed_fwd(g->x, tok, m->embed, N, C);
+	for (int l = 0; l < c->L; l++) {
+		struct fw_layer_w *w = &m->lw[l];
+		float *kc = g->kc + (size_t)l * g->nseq * T * kd;
+		float *vc = g->vc + (size_t)l * g->nseq * T * kd;
+
+		fw_rmsnorm_fwd(g->ln, g->rs, g->x, w->ln1, N, C, c->eps);
+		fw_matmul_fwd(g->q, g->ln, w->wq, w->bq, N, C, qd);
+		fw_matmul_fwd(g->k, g->ln, w->wk, w->bk, N, C, kd);
+		fw_matmul_fwd(g->v, g->ln, w->wv, w->bv, N, C, kd);
+		if (c->qk_norm) {
+			fw_rmsnorm_fwd(g->q, g->rsq, g->q, w->qn, N * nh, hd, c->eps);
+			fw_rmsnorm_fwd(g->k, g->rsk, g->k, w->kn, N * nkv, hd, c->eps);
+		}
+		fw_rope_fwd(g->q, g->pos, m->rope_cos, m->rope_sin, N, nh, hd);
+		fw_rope_fwd(g->k, g->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
+		for (int b = 0; b < B; b++) {
+			size_t at = ((size_t)b * T + pos0) * kd;
+
+			memcpy(kc + at, g->k + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
+			memcpy(vc + at, g->v + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
+		}
+		fw_attn_cached(g->y, g->scr, g->q, kc, vc, B, Tq, pos0, T, nh, nkv, hd);
+		fw_matmul_fwd(g->tmp, g->y, w->wo, w->bo, N, qd, C);
+		add3(g->x, g->x, g->tmp, (long)N * C);
+		fw_rmsnorm_fwd(g->ln, g->rs, g->x, w->ln2, N, C, c->eps);
+		fw_matmul_fwd(g->gate, g->ln, w->wg, NULL, N, C, I);
+		fw_matmul_fwd(g->up, g->ln, w->wu, NULL, N, C, I);
+		fw_swiglu_fwd(g->h, g->gate, g->up, (long)N * I);
+		fw_matmul_fwd(g->tmp, g->h, w->wd, NULL, N, I, C);
+		add3(g->x, g->x, g->tmp, (long)N * C);
+	}
+	for (int b = 0; b < B; b++)
+		memcpy(g->last + (size_t)b * C, g->x + ((size_t)b * Tq + Tq - 1) * C,
+		       sizeof(float) * C);
+	fw_rmsnorm_fwd(g->last, g->rs, g->last, m->norm, B, C, c->eps);
+	fw_matmul_fwd(g->logits, g->last, m->lm_head, NULL, B, C, c->vocab);
+}
+
+static int check_ids(const struct fw_model *m, const int32_t *t, int n,
+		     char *err, size_t errlen)
+{
+	for (int i = 0; i < n; i++)
+		if (t[i] < 0 || t[i] >= m->cfg.vocab) {
+			seterr(err, errlen, "token %d is outside the vocabulary (%d)",
+			       t[i], m->cfg.vocab);
+			return -1;
+		}
+	return 0;
+}
+
+int fw_gen_prefill(struct fw_gen *g, const int32_t *prompt, int n, char *err,
+		   size_t errlen)
+{
+	const struct fw_config *c = &g->m->cfg;
+	size_t kd = (size_t)c->nkv * c->hd, T = g->maxT;
+
+	if (n <= 0 || n > g->maxT) {
+		seterr(err, errlen, "prompt of %d tokens (1 to %d fit)", n, g->maxT);
+		return -1;
+	}
+	if (check_ids(g->m, prompt, n, err, errlen))
+		return -1;
+	for (int p = 0; p < n; p += CHUNK)
+		gen_run(g, prompt + p, 1, n - p < CHUNK ? n - p : CHUNK, p);
+	/* Every other sequence starts from the same prefix. */
+	for (int l = 0; l < c->L; l++)
+		for (int b = 1; b < g->nseq; b++) {
+			size_t l0 = (size_t)l * g->nseq * T * kd, at = l0 + (size_t)b * T * kd;
+
+			memcpy(g->kc + at, g->kc + l0, sizeof(float) * n * kd);
+			memcpy(g->vc + at, g->vc + l0, sizeof(float) * n * kd);
+		}
+	for (int b = 1; b < g->nseq; b++)
+		memcpy(g->logits + (size_t)b * c->vocab, g->logits,
+		       sizeof(float) * c->vocab);
+	g->len = n;
+	return 0;
+}
+
+int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
+		size_t errlen)
+{
+	if (g->len <= 0 || g->len >= g->maxT) {
+		seterr(err, errlen, g->len ? "the cache is full (%d positions)"
+		       : "step before prefill (%d)", g->maxT);
+		return -1;
+	}
+	if (check_ids(g->m, tok, g->nseq, err, errlen))
+		return -1;
+	gen_run(g, tok, g->nseq, 1, g->len);
+	g->len++;
+	return 0;
+}
+
+const float *fw_gen_logits(const struct fw_gen *g)
+{
+	return g->logits;
+}
+
+int fw_gen_len(const struct fw_gen *g)
+{
+	return g->len;
+}
+
+/* ---- sampling ---------------------------------------------------------------- */
+
+struct cand {
+	float p;
+	int32_t id;
+};
+
+static int by_p_desc(const void *a, const void *b)
+{
+	float x = ((const struct cand *)a)->p, y = ((const struct cand *)b)->p;
+
+	if (x != y)
+		return x < y ? 1 : -1;
+	return ((const struct cand *)a)->id - ((const struct cand *)b)->id;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+int32_t fw_sample(const float *logits, int V, const struct fw_sampler *s,
+		  uint64_t *rng, float *scratch, float *logp)
+{
+	struct cand *c = (struct cand *)scratch;
+	float mx = -INFINITY;
+	double z = 0;
+	int32_t best = 0, pick;
+	int n = V;
+
+	for (int j = 0; j < V; j++)
+		if (logits[j] > mx) {
+			mx = logits[j];
+			best = j;
+		}
+	if (logp) {
+		for (int j = 0; j < V; j++)
+			z += exp((double)logits[j] - mx);
+	}
+	if (s->temp <= 0) {
+		pick = best;
+		goto done;
+	}
+	double tot = 0;
+	for (int j = 0; j < V; j++) {
+		c[j].p = expf((logits[j] - mx) / s->temp);
+		c[j].id = j;
+		tot += c[j].p;
+	}
+	if ((s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f) {
+		qsort(c, V, sizeof(*c), by_p_desc);
+		if (s->top_k > 0 && s->top_k < n)
+			n = s->top_k;
+		if (s->top_p < 1.0f) {
+			double keep = 0, all = 0;
+			int k;
+
+			for (k = 0; k < n; k++)
+				all += c[k].p;
+			for (k = 0; k < n; k++) {
+				keep += c[k].p;
+				if (keep >= s->top_p * all)
+					break;
+			}
+			n = k < n ? k + 1 : n;
+		}
+		tot = 0;
+		for (int k = 0; k < n; k++)
+			tot += c[k].p;
+	}
+	double u = ((xorshift(rng) >> 11) * (1.0 / 9007199254740992.0)) * tot, acc = 0;
+	pick = c[n - 1].id;
+	for (int k = 0; k < n; k++) {
+		acc += c[k].p;
+		if (u < acc) {
+			pick = c[k].id;
+			break;
+		}
+	}
+done:
+	if (logp)
+		*logp = (float)((double)logits[pick] - mx - log(z));
+	return pick;
+}

@@ -1,0 +1,213 @@
+/*
+ * fw_model.h — the decoder-only transformer (Llama / Qwen2 / Qwen3 family):
+ * Hugging Face config.json and safetensors in and out, fresh random init,
+ * batched forward with per-token log-probs and a weighted loss, backward
+ * into gradients, and incremental decoding with a key-value cache.
+ *
+ * Architecture: token embedding; L blocks of x += o_proj(attn(rope(q), rope(k), v))
+ * over RMSNorm(x), then x += down(silu(gate(h)) * up(h)) over RMSNorm(x);
+ * a final RMSNorm and lm_head (or the embedding, when tied).  Qwen2 adds
+ * q/k/v biases, Qwen3 an RMSNorm over each q and k head before RoPE.
+ * Weights are held in f32 whatever the file's dtype.
+ *
+ * Memory: parameters and gradients are one flat buffer each; activations
+ * for a batch shape (B, T) are planned and allocated once, on the first
+ * forward of that shape or larger, and reused.  Decoding state (struct
+ * fw_gen) is allocated once per (sequences, max length).  Nothing is
+ * allocated per token.
+ *
+ * Threading: one model is used by one thread at a time; the kernels use
+ * the pool of kernels.h inside each call.
+ */
+#ifndef FW_MODEL_H
+#define FW_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fw_safetensors.h"
+
+enum fw_arch { FW_ARCH_LLAMA, FW_ARCH_QWEN2, FW_ARCH_QWEN3 };
+
+/* What config.json says, in the units the model uses. */
+struct fw_config {
+	enum fw_arch arch;
+	char arch_name[48];   /* "LlamaForCausalLM", ... */
+	int vocab;            /* vocab_size */
+	int C;                /* hidden_size */
+	int I;                /* intermediate_size */
+	int L;                /* num_hidden_layers */
+	int nh;               /* num_attention_heads */
+	int nkv;              /* num_key_value_heads (default nh) */
+	int hd;               /* head_dim (default C / nh) */
+	int max_pos;          /* max_position_embeddings */
+	double rope_theta;    /* rope_theta (default 10000) */
+	float eps;            /* rms_norm_eps */
+	int tied;             /* tie_word_embeddings */
+	int qkv_bias;         /* q/k/v projections have biases (Qwen2, Llama attention_bias) */
+	int o_bias;           /* o_proj has a bias (Llama attention_bias) */
+	int qk_norm;          /* per-head RMSNorm of q and k (Qwen3) */
+	float init_range;     /* initializer_range (default 0.02) */
+	int bos, eos;         /* bos_token_id, eos_token_id, -1 when absent */
+	char dtype[16];       /* torch_dtype as written ("float32" default) */
+};
+
+/* Reads a Hugging Face config.json.  Returns 0, or -1 with err ("PATH:
+ * reason") naming what is missing, malformed or unsupported (architecture,
+ * rope_scaling, sliding window, mlp_bias). */
+int fw_config_load(struct fw_config *c, const char *path, char *err,
+		   size_t errlen);
+
+/* As fw_config_load, from a JSON text of len bytes; name is used in
+ * errors. */
+int fw_config_parse(struct fw_config *c, const char *json, size_t len,
+		    const char *name, char *err, size_t errlen);
+
+/* Writes c as a Hugging Face config.json at path (temp file, renamed).
+ * dtype, when not NULL, replaces torch_dtype.  Returns 0, or -1 with err
+ * filled. */
+int fw_config_save(const struct fw_config *c, const char *path,
+		   const char *dtype, char *err, size_t errlen);
+
+/* One named parameter tensor, a view into the flat buffer. */
+struct fw_param {
+	char name[96];        /* Hugging Face name, "model.layers.0.mlp.up_proj.weight" */
+	int ndim;             /* 1 or 2 */
+	int shape[2];
+	long off;             /* offset in floats into w (and g) */
+	long n;               /* number of floats */
+};
+
+struct fw_layer_w {
+	float *ln1, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *qn, *kn;
+	float *ln2, *wg, *wu, *wd;
+};
+
+struct fw_acts;
+
+struct fw_model {
+	struct fw_config cfg;
+	int np;                    /* number of parameter tensors */
+	struct fw_param *params;   /* np entries, in file order */
+	long nw;                   /* floats in w */
+	float *w;                  /* all parameters */
+	float *g;                  /* their gradients, NULL until fw_model_grads() */
+	struct fw_layer_w *lw, *lg;/* per-layer views into w and g (L each) */
+	float *embed, *norm, *lm_head;     /* lm_head == embed when tied */
+	float *gembed, *gnorm, *glm_head;
+	float *rope_cos, *rope_sin;        /* (max_pos, hd/2) */
+	struct fw_acts *acts;              /* planned activations, or NULL */
+};
+
+/* A fresh model for config c with weights drawn as Hugging Face initialises
+ * them (normal(0, initializer_range) for matrices, ones for norms, zero
+ * biases) from seed.  The same (c, seed) gives the same weights.  Returns
+ * a model (fw_model_free), or NULL with err filled. */
+struct fw_model *fw_model_new(const struct fw_config *c, uint64_t seed,
+			      char *err, size_t errlen);
+
+/* Loads DIR/config.json and DIR/model.safetensors (or every
+ * model-*.safetensors shard of DIR/model.safetensors.index.json).  Every
+ * expected tensor must be present with the shape the config implies, in
+ * F32, BF16 or F16.  Returns a model (fw_model_free), or NULL with err
+ * naming the file and tensor at fault. */
+struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen);
+
+/* Writes config.json and model.safetensors (dtype F32, BF16 or F16) into
+ * the existing directory dir, each via a temp file and rename.  Tied
+ * models do not write lm_head.weight.  Returns 0, or -1 with err filled. */
+int fw_model_save(const struct fw_model *m, const char *dir,
+		  enum fw_dtype dtype, char *err, size_t errlen);
+
+/* Frees the model and everything it owns.  fw_model_free(NULL) does
+ * nothing. */
+void fw_model_free(struct fw_model *m);
+
+/* Returns the parameter called name, or NULL. */
+const struct fw_param *fw_model_param(const struct fw_model *m,
+				      const char *name);
+
+/* Allocates the gradient buffer g (zeroed) if it is not yet there.
+ * Returns 0, or -1 when out of memory. */
+int fw_model_grads(struct fw_model *m);
+
+/* Sets every gradient to zero (backward accumulates).  Needs g. */
+void fw_model_zero_grad(struct fw_model *m);
+
+/*
+ * Forward over a batch.  tokens (B, T) are input ids; targets (B, T) the
+ * ids to score at each position (usually tokens shifted by one), < 0 to
+ * ignore a position, or NULL for no scoring; weights (B, T) per-token loss
+ * weights or NULL for 1.  Writes, when not NULL: logp (B, T) the log-prob
+ * of each target (0 where ignored), and *loss = -sum(w * logp) / norm with
+ * norm = sum of w over scored positions when norm_in <= 0 (a weighted
+ * mean), else norm_in.  Activations are kept for fw_model_backward().
+ * Returns 0, or -1 with err filled (an id out of range, T beyond
+ * max_position_embeddings, out of memory).
+ */
+int fw_model_forward(struct fw_model *m, const int32_t *tokens,
+		     const int32_t *targets, const float *weights, int B,
+		     int T, float norm_in, float *logp, float *loss,
+		     char *err, size_t errlen);
+
+/* Logits (B*T, V) of the last fw_model_forward, or NULL.  Valid until the
+ * next forward or backward (backward overwrites them). */
+const float *fw_model_logits(const struct fw_model *m);
+
+/* Backward of the last fw_model_forward (which had targets): ADDS the
+ * gradient of its loss to m->g (allocated by fw_model_grads() if needed).
+ * Returns 0, or -1 with err filled. */
+int fw_model_backward(struct fw_model *m, char *err, size_t errlen);
+
+/* Bytes held by planned activations (0 before the first forward). */
+size_t fw_model_act_bytes(const struct fw_model *m);
+
+/* ---- incremental decoding ------------------------------------------------- */
+
+struct fw_gen;
+
+/* Decoding state for nseq sequences of up to maxT positions (maxT <=
+ * max_position_embeddings): key-value cache and every buffer a step needs.
+ * The model must outlive it.  Returns a state (fw_gen_free), or NULL with
+ * err filled. */
+struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
+			  size_t errlen);
+
+/* Frees g.  fw_gen_free(NULL) does nothing. */
+void fw_gen_free(struct fw_gen *g);
+
+/* Runs the prompt (n ids) once and gives every sequence that prefix:
+ * positions 0 .. n-1 of the cache, and the logits of the prompt's last
+ * position (fw_gen_logits) for each sequence.  Resets earlier state.
+ * Returns 0, or -1 with err filled (empty prompt, n > maxT, bad id). */
+int fw_gen_prefill(struct fw_gen *g, const int32_t *prompt, int n,
+		   char *err, size_t errlen);
+
+/* Appends one token to each sequence (tok has nseq ids) and computes the
+ * next logits.  Returns 0, or -1 with err filled (cache full, bad id). */
+int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
+		size_t errlen);
+
+/* Logits (nseq, V) for the next position of each sequence. */
+const float *fw_gen_logits(const struct fw_gen *g);
+
+/* Number of positions each sequence holds so far. */
+int fw_gen_len(const struct fw_gen *g);
+
+/* Sampling settings: temp 0 means greedy; top_k 0 and top_p >= 1 mean no
+ * truncation. */
+struct fw_sampler {
+	float temp;
+	float top_p;
+	int top_k;
+};
+
+/* Draws a token from logits (V) under s, using and advancing *rng (any
+ * nonzero seed; same seed, same draws).  scratch holds 2*V floats.  When
+ * logp is not NULL it receives the log-prob of the drawn token under the
+ * model itself (temperature 1, no truncation), the number training
+ * recomputes.  Returns the token id; cannot fail. */
+int32_t fw_sample(const float *logits, int V, const struct fw_sampler *s,
+		  uint64_t *rng, float *scratch, float *logp);
+
+#endif

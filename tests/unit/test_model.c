@@ -1,0 +1,394 @@
+/*
+ * test_model.c — the model without PyTorch: config errors, safetensors
+ * round trips and bad files, whole-model gradients against finite
+ * differences, the key-value cache against the full forward, sampling.
+ * (tests/model.bats compares the same model with a PyTorch build of it.)
+ */
+#include <stdint.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "fw_model.h"
+#include "kernels.h"
+#include "test.h"
+
+static char err[512];
+static char tmpdir[256];
+
+static const char *tmp(void)
+{
+	if (!tmpdir[0]) {
+		snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_model.XXXXXX");
+		if (!mkdtemp(tmpdir))
+			abort();
+	}
+	return tmpdir;
+}
+
+static const char *cfg_json(const char *arch, int tied, int extra_big)
+{
+	static char buf[1024];
+
+	snprintf(buf, sizeof(buf),
+		 "{\"architectures\": [\"%s\"], \"vocab_size\": 37, "
+		 "\"hidden_size\": 16, \"intermediate_size\": 24, "
+		 "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+		 "\"num_key_value_heads\": 2, \"head_dim\": %d, "
+		 "\"max_position_embeddings\": 128, \"rope_theta\": 10000.0, "
+		 "\"rms_norm_eps\": 1e-6, \"initializer_range\": %s, "
+		 "\"tie_word_embeddings\": %s}",
+		 arch, extra_big ? 6 : 4, extra_big ? "0.3" : "0.02",
+		 tied ? "true" : "false");
+	return buf;
+}
+
+static struct fw_model *tiny(const char *arch, int tied, float range)
+{
+	struct fw_config c;
+	const char *j = cfg_json(arch, tied, range > 0.1f);
+
+	if (fw_config_parse(&c, j, strlen(j), "cfg", err, sizeof(err))) {
+		printf("# %s\n", err);
+		return NULL;
+	}
+	return fw_model_new(&c, 7, err, sizeof(err));
+}
+
+TEST(config_reads_the_three_architectures)
+{
+	struct fw_config c;
+	const char *j = cfg_json("Qwen2ForCausalLM", 1, 0);
+
+	CHECK_EQ_INT(fw_config_parse(&c, j, strlen(j), "c", err, sizeof(err)), 0);
+	CHECK_EQ_INT(c.arch, FW_ARCH_QWEN2);
+	CHECK(c.qkv_bias && !c.o_bias && !c.qk_norm && c.tied);
+	CHECK_EQ_INT(c.nkv, 2);
+	j = cfg_json("Qwen3ForCausalLM", 0, 0);
+	CHECK_EQ_INT(fw_config_parse(&c, j, strlen(j), "c", err, sizeof(err)), 0);
+	CHECK(c.qk_norm && !c.qkv_bias && !c.tied);
+	j = cfg_json("LlamaForCausalLM", 0, 0);
+	CHECK_EQ_INT(fw_config_parse(&c, j, strlen(j), "c", err, sizeof(err)), 0);
+	CHECK(!c.qk_norm && !c.qkv_bias);
+	CHECK_NEAR(c.rope_theta, 10000.0, 0);
+}
+
+TEST(config_errors_name_the_file_and_the_problem)
+{
+	struct fw_config c;
+	const char *j = cfg_json("GPT2LMHeadModel", 0, 0);
+
+	CHECK_EQ_INT(fw_config_parse(&c, j, strlen(j), "x/config.json", err, sizeof(err)), -1);
+	CHECK(strstr(err, "x/config.json: unsupported architecture 'GPT2LMHeadModel'") != NULL);
+	const char *r = "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 10, "
+			"\"hidden_size\": 8, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+			"\"num_attention_heads\": 2, \"rope_scaling\": {\"type\": \"llama3\"}}";
+	CHECK_EQ_INT(fw_config_parse(&c, r, strlen(r), "c.json", err, sizeof(err)), -1);
+	CHECK(strstr(err, "rope_scaling") != NULL);
+	const char *m = "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 10}";
+	CHECK_EQ_INT(fw_config_parse(&c, m, strlen(m), "c.json", err, sizeof(err)), -1);
+	CHECK(strstr(err, "'hidden_size' missing") != NULL);
+	CHECK_EQ_INT(fw_config_parse(&c, "[1]", 3, "c.json", err, sizeof(err)), -1);
+}
+
+TEST(fresh_models_are_seeded_and_hf_shaped)
+{
+	struct fw_model *a = tiny("Qwen2ForCausalLM", 1, 0), *b = tiny("Qwen2ForCausalLM", 1, 0);
+	const struct fw_param *p;
+
+	CHECK(a && b);
+	CHECK(memcmp(a->w, b->w, sizeof(float) * a->nw) == 0);
+	CHECK(fw_model_param(a, "lm_head.weight") == NULL);
+	CHECK(a->lm_head == a->embed);
+	p = fw_model_param(a, "model.layers.1.self_attn.k_proj.bias");
+	CHECK(p && p->shape[0] == 8 && a->w[p->off] == 0);
+	p = fw_model_param(a, "model.layers.0.input_layernorm.weight");
+	CHECK(p && a->w[p->off] == 1.0f);
+	p = fw_model_param(a, "model.layers.0.mlp.down_proj.weight");
+	CHECK(p && p->shape[0] == 16 && p->shape[1] == 24);
+	double ss = fw_sumsq(a->embed, 37 * 16) / (37 * 16);
+	CHECK(sqrt(ss) > 0.015 && sqrt(ss) < 0.025);
+	fw_model_free(a);
+	fw_model_free(b);
+	fw_model_free(NULL);
+}
+
+TEST(save_and_load_round_trip_in_every_dtype)
+{
+	struct fw_model *a = tiny("Qwen3ForCausalLM", 0, 0.3f), *b;
+	enum fw_dtype dts[3] = { FW_F32, FW_BF16, FW_F16 };
+
+	for (int d = 0; d < 3; d++) {
+		CHECK_EQ_INT(fw_model_save(a, tmp(), dts[d], err, sizeof(err)), 0);
+		b = fw_model_load(tmp(), err, sizeof(err));
+		CHECK(b != NULL);
+		if (!b) {
+			printf("# %s\n", err);
+			continue;
+		}
+		CHECK_EQ_INT(b->nw, a->nw);
+		double worst = 0;
+		for (long i = 0; i < a->nw; i++) {
+			double e = fabs(b->w[i] - a->w[i]) / fmax(fabs(a->w[i]), 1e-3);
+			if (e > worst)
+				worst = e;
+		}
+		CHECK(worst <= (d == 0 ? 0 : d == 1 ? 1.0 / 256 : 1.0 / 2048));
+		CHECK_EQ_INT(b->cfg.arch, FW_ARCH_QWEN3);
+		fw_model_free(b);
+	}
+	fw_model_free(a);
+}
+
+TEST(f16_and_bf16_conversions_round_to_nearest_even)
+{
+	CHECK(fw_f32_to_bf16(1.0f) == 0x3f80);
+	CHECK(fw_bf16_to_f32(0x3f80) == 1.0f);
+	CHECK(fw_f32_to_f16(1.0f) == 0x3c00);
+	CHECK(fw_f32_to_f16(65504.0f) == 0x7bff);
+	CHECK(fw_f32_to_f16(1e6f) == 0x7c00);
+	CHECK(fw_f16_to_f32(0x0001) == ldexpf(1, -24));
+	CHECK(fw_f32_to_f16(ldexpf(1, -24)) == 0x0001);
+	CHECK(fw_f32_to_f16(-2.0f) == 0xc000);
+	CHECK(fw_f16_to_f32(0x3555) == 0.333251953125f);
+	/* 1 + 2^-11 is halfway between two f16 values: to the even one. */
+	CHECK(fw_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00);
+	CHECK(fw_f32_to_f16(1.0f + 3 * ldexpf(1, -11)) == 0x3c02);
+	for (int h = 0; h < 0x7c00; h += 7)
+		if (fw_f32_to_f16(fw_f16_to_f32((uint16_t)h)) != h) {
+			CHECK(!"f16 round trip");
+			break;
+		}
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	fwrite(p, 1, n, f);
+	fclose(f);
+}
+
+static char *read_file(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	char *b;
+
+	fseek(f, 0, SEEK_END);
+	*n = (size_t)ftell(f);
+	rewind(f);
+	b = malloc(*n + 1);
+	if (fread(b, 1, *n, f) != *n)
+		abort();
+	fclose(f);
+	return b;
+}
+
+TEST(bad_safetensors_files_give_errors_naming_file_and_tensor)
+{
+	struct fw_model *a = tiny("LlamaForCausalLM", 0, 0), *b;
+	char path[512];
+	size_t n;
+	char *img;
+
+	CHECK_EQ_INT(fw_model_save(a, tmp(), FW_F32, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/model.safetensors", tmp());
+	img = read_file(path, &n);
+
+	write_file(path, img, n - 10); /* truncated data */
+	CHECK((b = fw_model_load(tmp(), err, sizeof(err))) == NULL);
+	CHECK(strstr(err, "model.safetensors: tensor '") && strstr(err, "truncated"));
+
+	write_file(path, img, 5); /* not even a header length */
+	CHECK((b = fw_model_load(tmp(), err, sizeof(err))) == NULL);
+	CHECK(strstr(err, "not a safetensors file") != NULL);
+
+	char *bad = malloc(n);
+	memcpy(bad, img, n);
+	bad[8] = '['; /* header is not an object */
+	write_file(path, bad, n);
+	CHECK((b = fw_model_load(tmp(), err, sizeof(err))) == NULL);
+	CHECK(strstr(err, "header is not a JSON object") != NULL);
+
+	memcpy(bad, img, n);
+	bad[3] = 0x7f; /* absurd header length */
+	write_file(path, bad, n);
+	CHECK((b = fw_model_load(tmp(), err, sizeof(err))) == NULL);
+	CHECK(strstr(err, "header length") != NULL);
+
+	/* A config with a different width: shapes disagree. */
+	struct fw_model *w = tiny("LlamaForCausalLM", 0, 0);
+	w->cfg.I = 32;
+	write_file(path, img, n);
+	char cpath[512];
+	snprintf(cpath, sizeof(cpath), "%s/config.json", tmp());
+	CHECK_EQ_INT(fw_config_save(&w->cfg, cpath, NULL, err, sizeof(err)), 0);
+	CHECK((b = fw_model_load(tmp(), err, sizeof(err))) == NULL);
+	CHECK(strstr(err, "tensor 'model.layers.0.mlp.gate_proj.weight': shape [24, 16], "
+		      "config.json implies [32, 16]") != NULL);
+
+	/* An integer tensor where weights belong. */
+	float zero[16] = { 0 };
+	struct fw_st_out t = { "x", 1, { 16 }, zero };
+	CHECK_EQ_INT(fw_st_write(path, &t, 1, FW_F32, err, sizeof(err)), 0);
+	img = (free(img), read_file(path, &n));
+	char *f32 = memmem(img, n, "\"F32\"", 5);
+	CHECK(f32 != NULL);
+	if (f32)
+		memcpy(f32, "\"I32\"", 5);
+	write_file(path, img, n);
+	struct fw_st *st = fw_st_open(path, err, sizeof(err));
+	CHECK(st != NULL);
+	float out[16];
+	CHECK_EQ_INT(fw_st_read_f32(st, &st->t[0], out, err, sizeof(err)), -1);
+	CHECK(strstr(err, "tensor 'x': unsupported dtype I32") != NULL);
+	fw_st_free(st);
+	free(bad);
+	free(img);
+	fw_model_free(a);
+	fw_model_free(w);
+}
+
+/* Whole-model gradient against central differences of the loss. */
+static void gradcheck(const char *arch, int tied)
+{
+	struct fw_model *m = tiny(arch, tied, 0.3f);
+	int B = 2, T = 5;
+	int32_t tok[10] = { 1, 5, 9, 36, 2, 0, 3, 3, 8, 30 };
+	int32_t tgt[10] = { 5, 9, 36, 2, -1, 3, 3, 8, 30, 4 };
+	float wts[10] = { 1, 0.5f, 2, 1, 1, -0.5f, 1, 1, 1, 0.25f };
+	float loss, lp, lm;
+	int bad = 0, checked = 0;
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	CHECK_EQ_INT(fw_model_forward(m, tok, tgt, wts, B, T, 0, NULL, &loss, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), 0);
+	for (int i = 0; i < m->np; i++) {
+		const struct fw_param *p = &m->params[i];
+
+		for (long j = 0; j < p->n; j += p->n / 3 + 1) {
+			float *x = m->w + p->off + j, x0 = *x, h = 1e-2f;
+
+			*x = x0 + h;
+			fw_model_forward(m, tok, tgt, wts, B, T, 0, NULL, &lp, err, sizeof(err));
+			*x = x0 - h;
+			fw_model_forward(m, tok, tgt, wts, B, T, 0, NULL, &lm, err, sizeof(err));
+			*x = x0;
+			double fd = ((double)lp - lm) / (2 * h), an = m->g[p->off + j];
+
+			checked++;
+			if (fabs(fd - an) > 2e-2 * fmax(fabs(fd), 0.05)) {
+				if (bad++ < 5)
+					printf("# %s %s[%ld]: analytic %.6g numeric %.6g\n",
+					       arch, p->name, j, an, fd);
+			}
+		}
+	}
+	CHECK(checked > 40);
+	CHECK_EQ_INT(bad, 0);
+	fw_model_free(m);
+}
+
+TEST(llama_gradients_match_finite_differences) { gradcheck("LlamaForCausalLM", 0); }
+TEST(qwen2_gradients_match_finite_differences) { gradcheck("Qwen2ForCausalLM", 1); }
+TEST(qwen3_gradients_match_finite_differences) { gradcheck("Qwen3ForCausalLM", 0); }
+
+TEST(kv_cache_decoding_matches_the_full_forward)
+{
+	const char *archs[3] = { "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM" };
+
+	for (int a = 0; a < 3; a++) {
+		struct fw_model *m = tiny(archs[a], a != 0, 0.3f);
+		int32_t seq[80];
+		int n = 70, P = 67; /* a prompt longer than one prefill chunk */
+
+		for (int i = 0; i < n; i++)
+			seq[i] = (i * 7 + 3) % 37;
+		CHECK_EQ_INT(fw_model_forward(m, seq, NULL, NULL, 1, n, 0, NULL, NULL, err, sizeof(err)), 0);
+		float *full = malloc(sizeof(float) * n * 37);
+		memcpy(full, fw_model_logits(m), sizeof(float) * n * 37);
+
+		struct fw_gen *g = fw_gen_new(m, 3, 72, err, sizeof(err));
+		CHECK(g != NULL);
+		CHECK_EQ_INT(fw_gen_prefill(g, seq, P, err, sizeof(err)), 0);
+		double worst = 0;
+		for (int t = P - 1; t < n; t++) {
+			for (int b = 0; b < 3; b++)
+				for (int v = 0; v < 37; v++) {
+					double e = fabs(fw_gen_logits(g)[b * 37 + v] - full[t * 37 + v]);
+					if (e > worst)
+						worst = e;
+				}
+			if (t + 1 < n) {
+				int32_t nx[3] = { seq[t + 1], seq[t + 1], seq[t + 1] };
+				CHECK_EQ_INT(fw_gen_step(g, nx, err, sizeof(err)), 0);
+			}
+		}
+		CHECK(worst < 1e-4);
+		if (worst >= 1e-4)
+			printf("# %s: worst logit difference %g\n", archs[a], worst);
+		CHECK_EQ_INT(fw_gen_len(g), n);
+		int32_t bad[3] = { 1, 99, 2 };
+		CHECK_EQ_INT(fw_gen_step(g, bad, err, sizeof(err)), -1);
+		CHECK(strstr(err, "token 99 is outside the vocabulary") != NULL);
+		fw_gen_free(g);
+		free(full);
+		fw_model_free(m);
+	}
+}
+
+TEST(sampling_greedy_topk_topp_and_seeds)
+{
+	float logits[5] = { 0.0f, 2.0f, 1.0f, -1.0f, 1.9f }, scr[10], lp;
+	struct fw_sampler greedy = { 0, 1, 0 }, k1 = { 1, 1, 1 }, full = { 1, 1, 0 },
+			  p = { 1, 0.5f, 0 };
+	uint64_t r1 = 42, r2 = 42;
+	int counts[5] = { 0 };
+	double z = 0;
+
+	for (int j = 0; j < 5; j++)
+		z += exp(logits[j]);
+	CHECK_EQ_INT(fw_sample(logits, 5, &greedy, &r1, scr, &lp), 1);
+	CHECK_NEAR(lp, 2.0 - log(z), 1e-6);
+	CHECK_EQ_INT(fw_sample(logits, 5, &k1, &r1, scr, NULL), 1);
+	for (int i = 0; i < 20000; i++)
+		counts[fw_sample(logits, 5, &full, &r1, scr, NULL)]++;
+	for (int j = 0; j < 5; j++)
+		CHECK_NEAR(counts[j] / 20000.0, exp(logits[j]) / z, 0.015);
+	/* top-p 0.5: the two most likely tokens (0.37 + 0.33 of the mass). */
+	memset(counts, 0, sizeof(counts));
+	for (int i = 0; i < 2000; i++)
+		counts[fw_sample(logits, 5, &p, &r1, scr, NULL)]++;
+	CHECK(counts[0] == 0 && counts[2] == 0 && counts[3] == 0);
+	CHECK(counts[1] > 0 && counts[4] > 0);
+	r1 = 42;
+	for (int i = 0; i < 50; i++)
+		CHECK_EQ_INT(fw_sample(logits, 5, &full, &r1, scr, NULL),
+			     fw_sample(logits, 5, &full, &r2, scr, NULL));
+}
+
+TEST(forward_rejects_bad_ids_and_long_sequences)
+{
+	struct fw_model *m = tiny("LlamaForCausalLM", 0, 0);
+	int32_t t[2] = { 3, 37 };
+	int32_t *big = calloc(129, sizeof(int32_t));
+
+	CHECK_EQ_INT(fw_model_forward(m, t, NULL, NULL, 1, 2, 0, NULL, NULL, err, sizeof(err)), -1);
+	CHECK(strstr(err, "token 37 at position 1") != NULL);
+	CHECK_EQ_INT(fw_model_forward(m, big, NULL, NULL, 1, 129, 0, NULL, NULL, err, sizeof(err)), -1);
+	CHECK(strstr(err, "max_position_embeddings") != NULL);
+	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), -1);
+	free(big);
+	fw_model_free(m);
+}
+
+TEST(cleanup)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp());
+	CHECK(system(cmd) == 0);
+}
+
+TEST_MAIN()
