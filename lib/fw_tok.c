@@ -567,7 +567,7 @@ static int load_model(struct loader *L, json_t *model, json_t *added)
 
 	json_object_foreach(vocab, k, v) {
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) >= (1 << 24))
+		    json_integer_value(v) >= (1 << 21))
 			FAIL(L, "model: vocab entry '%s' has no valid id", k);
 		if (json_integer_value(v) > maxid)
 			maxid = json_integer_value(v);
@@ -577,7 +577,7 @@ static int load_model(struct loader *L, json_t *model, json_t *added)
 	json_array_foreach(added, i, v) {
 		json_t *id = json_object_get(v, "id");
 		if (!json_is_integer(id) || json_integer_value(id) < 0 ||
-		    json_integer_value(id) >= (1 << 24))
+		    json_integer_value(id) >= (1 << 21))
 			FAIL(L, "added_tokens[%zu]: no valid id", i);
 		if (json_integer_value(id) > maxid)
 			maxid = json_integer_value(id);
@@ -1278,6 +1278,8 @@ int fw_tok_encode(const struct fw_tok *ct, const void *text, size_t len, unsigne
 
 	if ((flags & FW_TOK_ADD_BOS) && t->bos >= 0 && fw_tok_ids_push(out, t->bos, sc.mask) < 0)
 		return -1;
+	if (!len)
+		return 0;
 	while (i < len && t->nadded) {
 		unsigned char c = (unsigned char)s[i];
 		const struct added *hit = NULL;
