@@ -132,7 +132,10 @@ static json_t *conv_openai_chat(const json_t *doc, char *err, size_t errlen)
 		mpath = "request.messages";
 	}
 	if (!json_is_array(msgs)) {
-		snprintf(err, errlen, "'%s' is %s, not array", mpath, msgs ? ing_type_name(msgs) : "missing");
+		if (msgs)
+			snprintf(err, errlen, "'%s' is %s, not array", mpath, ing_type_name(msgs));
+		else
+			snprintf(err, errlen, "'%s' is missing", mpath);
 		return NULL;
 	}
 	if (!choices && resp)
@@ -327,7 +330,8 @@ int ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpath, 
 	char path[64];
 
 	if (!json_is_array(msgs))
-		return ERR("'%s' is %s, not array", mpath, msgs ? ing_type_name(msgs) : "missing");
+		return msgs ? ERR("'%s' is %s, not array", mpath, ing_type_name(msgs))
+			    : ERR("'%s' is missing", mpath);
 	json_array_foreach(msgs, i, m) {
 		snprintf(path, sizeof path, "%s[%zu]", mpath, i);
 		const char *role = ing_str(m, "role");
@@ -516,7 +520,10 @@ static json_t *conv_sharegpt(const json_t *doc, char *err, size_t errlen)
 		cpath = "conversation";
 	}
 	if (!json_is_array(conv)) {
-		snprintf(err, errlen, "'%s' is %s, not array", cpath, conv ? ing_type_name(conv) : "missing");
+		if (conv)
+			snprintf(err, errlen, "'%s' is %s, not array", cpath, ing_type_name(conv));
+		else
+			snprintf(err, errlen, "'conversations' is missing");
 		return NULL;
 	}
 	json_t *traj = ing_traj_new("sharegpt");

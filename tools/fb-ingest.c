@@ -444,8 +444,9 @@ static void summary(struct state *st, long orphans)
 	for (int f = 1; f < FW_FMT_N; f++) {
 		if (!st->files[f] && !st->bad[f])
 			continue;
-		fprintf(stderr, "%s: %s: %lu trajectories from %lu file%s, %lu duplicates dropped, "
-			"%lu skipped\n", fw_prog, fw_fmt_name(f), st->recs[f], st->files[f],
+		fprintf(stderr, "%s: %s: %lu %s from %lu file%s, %lu duplicates dropped, "
+			"%lu skipped\n", fw_prog, fw_fmt_name(f), st->recs[f],
+			st->recs[f] == 1 ? "trajectory" : "trajectories", st->files[f],
 			st->files[f] == 1 ? "" : "s", st->dups[f], st->bad[f]);
 	}
 	fw_feedback_stats(st->fb, &fs);
