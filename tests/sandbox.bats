@@ -86,6 +86,26 @@ serve() {
   done
 }
 
+@test "secrets root owns on the host stay out: /etc/shadow, /etc/ssl/private" {
+  run -1 --separate-stderr fw-run -- sh -c '
+    for f in /etc/shadow /etc/gshadow /etc/ssl/private /etc/sudoers; do
+      [ -e "$f" ] && echo "present $f"
+    done
+    exit 1'
+  [ -z "$(field stdout)" ]
+}
+
+@test "killing fw-run takes the whole sandbox down with it" {
+  fw-run -- sh -c 'sleep 734 & sleep 735' > /dev/null &
+  pid=$!
+  for _ in $(seq 50); do pgrep -f 'sleep 735' >/dev/null && break; sleep 0.1; done
+  pgrep -f 'sleep 735'
+  kill -9 "$pid"
+  wait "$pid" || true
+  for _ in $(seq 50); do pgrep -f 'sleep 73[45]' >/dev/null || break; sleep 0.1; done
+  ! pgrep -f 'sleep 73[45]'
+}
+
 @test "capabilities are gone: no remount, no mount, no new user namespace" {
   run -1 --separate-stderr fw-run -- sh -c '
     grep -E "^Cap(Eff|Prm|Bnd):" /proc/self/status
