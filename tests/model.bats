@@ -1,0 +1,174 @@
+#!/usr/bin/env bats
+# ckpt and the model: checkpoints in the Hugging Face layout, and every
+# number of a forward/backward pass checked against a PyTorch build of the
+# same model (tests/ref/model_ref.py).
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  export LC_ALL=C FW_THREADS=2
+  M="$BATS_TEST_DIRNAME/../samples/models"
+  REF="$BATS_TEST_DIRNAME/ref/model_ref.py"
+  PY=/usr/bin/python3
+  T="$BATS_TEST_TMPDIR"
+  TEXT='def add(a, b):\n    return a + b  # the quick brown fox jumps over it!!!!'
+  # weights of every sign, with zeros, over the 2 x 36 tokens of $TEXT
+  W=$(seq 0 71 | awk '{ printf "%s%g", (NR > 1 ? "," : ""), ($1 % 5) * 0.5 - 0.5 }')
+}
+
+# a checkpoint of config $1 with weights large enough for peaked outputs
+sharp() {
+  jq '.initializer_range = 0.5' "$M/$1.json" > "$T/$1.json"
+  ckpt init "$T/$1.json" "$T/$1" --seed 11
+}
+
+@test "ckpt init writes config.json, model.safetensors and tokenizer.json" {
+  run ckpt init "$M/tiny-llama.json" "$T/m" --seed 1
+  assert_success
+  [ -s "$T/m/config.json" ] && [ -s "$T/m/model.safetensors" ] && [ -s "$T/m/tokenizer.json" ]
+  run jq -r '.architectures[0], .hidden_size, .torch_dtype' "$T/m/config.json"
+  assert_output $'LlamaForCausalLM\n64\nfloat32'
+  run ckpt info "$T/m"
+  assert_success
+  assert_line 'architecture: LlamaForCausalLM'
+  # 2 x 264 x 64 embeddings + 64 + 2 layers x (2 x 64 + 4096 + 2 x 2048 + 4096 + 3 x 176 x 64)
+  assert_line 'parameters: 126272'
+  assert_line 'dtype: F32'
+  assert_line 'tokenizer: 264 ids, bos -1, eos 256'
+}
+
+@test "the same seed gives byte-identical checkpoints, another seed does not" {
+  ckpt init "$M/tiny-qwen2.json" "$T/a" --seed 4
+  ckpt init "$M/tiny-qwen2.json" "$T/b" --seed 4
+  ckpt init "$M/tiny-qwen2.json" "$T/c" --seed 5
+  cmp "$T/a/model.safetensors" "$T/b/model.safetensors"
+  run ! cmp -s "$T/a/model.safetensors" "$T/c/model.safetensors"
+}
+
+@test "llama: logits, loss, every gradient and kv-cache log-probs match pytorch" {
+  sharp tiny-llama
+  ckpt dump "$T/tiny-llama" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
+  run "$PY" "$REF" "$T/tiny-llama" "$T/d.st"
+  echo "$output"
+  assert_success
+  assert_line --partial 'ok   logits max relative error'
+  assert_line --partial 'ok   kv-cache logp vs full forward'
+}
+
+@test "qwen2 (qkv bias, tied embeddings): every number matches pytorch" {
+  sharp tiny-qwen2
+  ckpt dump "$T/tiny-qwen2" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
+  run "$PY" "$REF" "$T/tiny-qwen2" "$T/d.st"
+  echo "$output"
+  assert_success
+  assert_line --partial 'ok   gradients worst relative error'
+}
+
+@test "qwen3 (q/k norm, head_dim apart from hidden_size): every number matches pytorch" {
+  sharp tiny-qwen3
+  ckpt dump "$T/tiny-qwen3" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
+  run "$PY" "$REF" "$T/tiny-qwen3" "$T/d.st"
+  echo "$output"
+  assert_success
+}
+
+@test "the reference notices a wrong number" {
+  sharp tiny-llama
+  ckpt dump "$T/tiny-llama" --text "$(printf "$TEXT")" --batch 2 -o "$T/d.st"
+  # same config, other weights: the dump no longer fits the checkpoint
+  ckpt init "$T/tiny-llama.json" "$T/other" --seed 12
+  run -1 "$PY" "$REF" "$T/other" "$T/d.st"
+  assert_line --partial 'FAIL logits'
+}
+
+@test "ckpt convert to bf16 and f16 halves the file and still matches pytorch" {
+  sharp tiny-qwen3
+  ckpt convert --dtype bf16 "$T/tiny-qwen3" "$T/bf"
+  ckpt convert --dtype f16 "$T/tiny-qwen3" "$T/hf"
+  run ckpt info "$T/bf"
+  assert_line 'dtype: BF16'
+  run jq -r .torch_dtype "$T/hf/config.json"
+  assert_output float16
+  full=$(stat -c %s "$T/tiny-qwen3/model.safetensors")
+  half=$(stat -c %s "$T/bf/model.safetensors")
+  [ $((half * 2)) -lt $((full + 4096)) ] && [ $((half * 2)) -gt $((full - 4096)) ]
+  cmp "$T/tiny-qwen3/tokenizer.json" "$T/bf/tokenizer.json"
+  for d in bf hf; do
+    ckpt dump "$T/$d" --text "$(printf "$TEXT")" --batch 2 -o "$T/$d.st"
+    run "$PY" "$REF" "$T/$d" "$T/$d.st"
+    echo "$output"
+    assert_success
+  done
+}
+
+@test "ckpt score adds logprobs that pytorch agrees with, and reports bad records" {
+  sharp tiny-qwen2
+  printf '%s\n' '{"kind":"traj","id":"a","text":"hello there, how are you?","keep":{"x":[1]}}' \
+    '{"id":"b","tokens":[1,2,3,4,5,200,7]}' '{"id":"c","tokens":[1,2,999]}' '{"id":"d"}' \
+    | rec from-json > "$T/in.rec"
+  run -1 --separate-stderr ckpt score "$T/tiny-qwen2" "$T/in.rec" -o "$T/out.rec"
+  assert_equal "$(echo "$stderr" | head -1)" "ckpt: $T/in.rec: record 3 (byte 79): 'tokens' holds an id outside the vocabulary"
+  [[ "$stderr" == *"record 4 (byte 98): record has neither 'tokens' nor 'text'"* ]]
+  rec json "$T/out.rec" > "$T/out.jsonl"
+  run jq -c '[.id, (.tokens | length), (.logprobs | length), .keep]' "$T/out.jsonl"
+  assert_output $'["a",25,24,{"x":[1]}]\n["b",7,6,null]'
+  run "$PY" "$REF" "$T/tiny-qwen2" --scores "$T/out.jsonl"
+  echo "$output"
+  assert_success
+}
+
+@test "ckpt sample: same seed same text, greedy ignores the seed, stops at -n" {
+  sharp tiny-llama
+  a=$(ckpt sample "$T/tiny-llama" --prompt 'def ' -n 30 --seed 3 --temp 1 --top-p 0.9 --top-k 50 | od -An -tx1)
+  b=$(ckpt sample "$T/tiny-llama" --prompt 'def ' -n 30 --seed 3 --temp 1 --top-p 0.9 --top-k 50 | od -An -tx1)
+  c=$(ckpt sample "$T/tiny-llama" --prompt 'def ' -n 30 --seed 4 --temp 1 --top-p 0.9 --top-k 50 | od -An -tx1)
+  assert_equal "$a" "$b"
+  [ "$a" != "$c" ]
+  g1=$(ckpt sample "$T/tiny-llama" --prompt 'def ' -n 20 --temp 0 --seed 1 | od -An -tx1)
+  g2=$(ckpt sample "$T/tiny-llama" --prompt 'def ' -n 20 --temp 0 --seed 2 | od -An -tx1)
+  assert_equal "$g1" "$g2"
+  run ckpt sample "$T/tiny-llama" --prompt 'x' -n 5 --count 3 --seed 9
+  assert_success
+  [ "${#lines[@]}" -le 3 ]
+}
+
+@test "a truncated model.safetensors is an error naming the file and the tensor" {
+  ckpt init "$M/tiny-llama.json" "$T/m"
+  size=$(stat -c %s "$T/m/model.safetensors")
+  truncate -s $((size - 100)) "$T/m/model.safetensors"
+  run -1 --separate-stderr ckpt info "$T/m"
+  assert_output ''
+  [[ "$stderr" == "ckpt: $T/m/model.safetensors: tensor 'lm_head.weight': data_offsets outside"* ]]
+}
+
+@test "a header that is not JSON, and a shape that disagrees with config.json, are errors" {
+  ckpt init "$M/tiny-llama.json" "$T/m"
+  printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a": nonsense }' > "$T/m/model.safetensors"
+  run -1 ckpt info "$T/m"
+  assert_output --partial "$T/m/model.safetensors: header is not a JSON object"
+  ckpt init "$M/tiny-llama.json" "$T/n"
+  jq '.intermediate_size = 128' "$T/n/config.json" > "$T/n/c" && mv "$T/n/c" "$T/n/config.json"
+  run -1 ckpt info "$T/n"
+  assert_output "ckpt: $T/n/model.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight': shape [176, 64], config.json implies [128, 64]"
+}
+
+@test "an unsupported architecture is refused by name" {
+  jq '.architectures = ["MistralForCausalLM"]' "$M/tiny-llama.json" > "$T/c.json"
+  run -1 ckpt init "$T/c.json" "$T/m"
+  assert_output "ckpt: $T/c.json: unsupported architecture 'MistralForCausalLM' (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM are)"
+  [ ! -e "$T/m" ]
+}
+
+@test "usage: --help on stdout, a bad option or command exits 2" {
+  run ckpt --help
+  assert_success
+  assert_line --index 0 --partial 'usage: ckpt init CONFIG.json OUTDIR'
+  run -2 ckpt frobnicate
+  run -2 ckpt convert "$T/a" "$T/b"
+  assert_output --partial 'convert needs --dtype'
+  run -2 ckpt sample --temp abc x
+  run ckpt --version
+  assert_success
+}
