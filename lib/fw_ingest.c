@@ -385,6 +385,8 @@ long fw_ingest_redact(json_t *traj, struct fw_redact *r, struct fw_redact_counts
 
 const char *ing_type_name(const json_t *v)
 {
+	if (!v)
+		return "missing";
 	switch (json_typeof(v)) {
 	case JSON_OBJECT: return "object";
 	case JSON_ARRAY: return "array";

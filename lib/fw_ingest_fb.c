@@ -570,7 +570,8 @@ int fw_feedback_load(struct fw_feedback *fb, const char *path, fw_bad_line_fn ba
 		}
 	}
 	if (rc == 0) {
-		qsort(L.bads, L.nbads, sizeof *L.bads, cmp_bad);
+		if (L.nbads)
+			qsort(L.bads, L.nbads, sizeof *L.bads, cmp_bad);
 		for (size_t i = 0; i < L.nbads; i++) {
 			fb->st.bad++;
 			if (bad && bad(ctx, path, L.bads[i].line, L.bads[i].why)) {

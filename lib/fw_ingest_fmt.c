@@ -61,6 +61,8 @@ static int chat_message(json_t *traj, const json_t *m, const char *path, char **
 	size_t i;
 	json_t *c;
 
+	if (!m)
+		return ERR("'%s' is missing", path);
 	if (!json_is_object(m))
 		return ERR("'%s' is %s, not object", path, ing_type_name(m));
 	if (!role)

@@ -482,7 +482,7 @@ int main(int argc, char **argv)
 	};
 	struct state st = {.redact = 1};
 	const char *out = NULL, *orphans = NULL;
-	const char **fbfiles = calloc((size_t)argc + 1, sizeof *fbfiles);
+	const char *fbfiles[argc + 1];
 	int nfb = 0, level = -1, c;
 	char err[512];
 
@@ -509,29 +509,29 @@ int main(int argc, char **argv)
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}
 	}
+	st.status = FW_EXIT_DATA;
 	if (st.redact && !(st.rd = fw_redact_new(err, sizeof err))) {
 		fw_warn("%s", err);
-		return FW_EXIT_DATA;
+		goto done;
 	}
 	st.fb = fw_feedback_new();
 	st.seen = json_object();
 	if (!st.fb || !st.seen) {
 		fw_warn("out of memory");
-		return FW_EXIT_DATA;
+		goto done;
 	}
 	for (int i = 0; i < nfb; i++) {
 		int rc = fw_feedback_load(st.fb, fbfiles[i], fb_bad_line, &st, err, sizeof err);
-		if (rc < 0) {
+		if (rc < 0)
 			fw_warn("%s: %s", fbfiles[i], err);
-			return FW_EXIT_DATA;
-		}
-		if (rc > 0)
-			return FW_EXIT_DATA; /* --strict: nothing written yet */
+		if (rc)
+			goto done; /* nothing written yet */
 	}
 	if (!(st.w = fw_writer_open(out, level, err, sizeof err))) {
 		fw_warn("%s", err);
-		return FW_EXIT_DATA;
+		goto done;
 	}
+	st.status = FW_EXIT_OK;
 	if (optind == argc)
 		ingest_file(&st, "-");
 	for (int i = optind; i < argc && !st.stop; i++)
@@ -556,10 +556,10 @@ int main(int argc, char **argv)
 	}
 	if (!st.quiet)
 		summary(&st, norph);
+done:
 	fw_redact_free(st.rd);
 	fw_feedback_free(st.fb);
 	json_decref(st.seen);
 	fw_buf_free(&st.mp);
-	free(fbfiles);
 	return st.status;
 }
