@@ -570,6 +570,19 @@ int fw_audit_kept_tree(struct fw_audit *a, struct fw_store *s, const char *tree_
 	return rc;
 }
 
+double fw_audit_kept_share(const struct fw_audit *a)
+{
+	size_t total = 0, kept = 0;
+	for (size_t i = 0; i < a->removed_grams.cap; i++) {
+		uint64_t h = a->removed_grams.v[i];
+		if (!h)
+			continue;
+		total++;
+		kept += hset_has(&a->kept_grams, h);
+	}
+	return total ? (double)kept / (double)total : 0;
+}
+
 /* Identifiers of the removed code that the kept code does not have. */
 static size_t unique_removed_ids(struct fw_audit *a)
 {

@@ -103,6 +103,14 @@ int fw_audit_kept_tree(struct fw_audit *a, struct fw_store *s, const char *tree_
 		       char *err, size_t errlen);
 
 /*
+ * Share (0..1) of the removed code's line n-grams that the kept code holds
+ * too: near 1 when the removed code is duplicated elsewhere in the tree (a
+ * task one could solve by copying).  0 when the removed code has no
+ * significant lines.  Cannot fail.
+ */
+double fw_audit_kept_share(const struct fw_audit *a);
+
+/*
  * Searches len bytes for removed code; name says where they come from.
  * Returns 1 and appends "NAME: WHAT" to found (may be NULL) when they hold
  * removed code, else 0; -1 when memory runs out.

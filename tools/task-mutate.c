@@ -1,0 +1,917 @@
+/*
+ * task-mutate — git repositories in, validated `task` records out.
+ *
+ * For each repository: import its HEAD tree into the task store, run its
+ * test suite twice in the clean room (tests that differ are flaky), find
+ * functions with ctags, and for every candidate mutation check that some
+ * passing tests now fail (f2p), that the rest keep passing (p2p), that an
+ * empty patch fails, and that no file or object of the workspace holds
+ * the removed code.  See task-mutate(1).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fw_cli.h"
+#include "fw_mp.h"
+#include "fw_mutate.h"
+#include "fw_report.h"
+#include "fw_store.h"
+#include "fw_stream.h"
+#include "fw_workspace.h"
+
+static const char usage_text[] =
+	"usage: task-mutate --test-cmd CMD [--strategy S]... [--report junit|tap]\n"
+	"                   [--lang L] [--store DIR] [--max N] [--seed S] [-j N]\n"
+	"                   [--shard K/N] [--split train=F,eval=F,private=F]\n"
+	"                   [--timeout SEC] [--allow-dirty] [-o OUT] [-z] [-v]\n"
+	"                   [--progress] REPO...\n"
+	"       task-mutate -h | --help | --version\n";
+
+/* Why a candidate was not kept; the order is the summary's. */
+enum reason {
+	R_NOTHING = 0, /* nothing to remove (empty or trivial body) */
+	R_LEAK,        /* removed code still present (duplicate, cache, object) */
+	R_BROKEN,      /* mutated suite reported no results or no passing test */
+	R_TIMEOUT,     /* mutated suite hit the timeout or a resource limit */
+	R_NO_F2P,      /* no passing test fails after the mutation */
+	R_EMPTY_PATCH, /* a rerun without any change passes the failing tests */
+	R_ERROR,       /* store or sandbox failure */
+	R_COUNT,
+	R_KEPT = R_COUNT,
+};
+
+static const char *const reason_names[R_COUNT] = {
+	"nothing-to-remove", "leak", "broken", "timeout", "no-f2p", "empty-patch-passes",
+	"error",
+};
+
+struct opts {
+	const char *test_cmd;
+	unsigned strategies; /* bit per enum fw_strategy */
+	enum fw_report_format fmt;
+	enum fw_lang lang;
+	const char *store;
+	uint64_t max;
+	uint64_t seed;
+	uint64_t jobs;
+	uint64_t shard_k, shard_n;
+	double split[3]; /* train, eval, private */
+	double timeout;
+	int allow_dirty, verbose, progress, level;
+	const char *out;
+};
+
+struct cand {
+	enum fw_strategy strategy;
+	size_t sym;          /* index into syms (delete-file: first symbol of the file) */
+	const char *path;    /* the file (points into syms) */
+	size_t helpers[16];
+	size_t nh;
+	/* results */
+	int done;
+	enum reason reason;
+	char detail[512];
+	struct fw_buf rec;
+};
+
+/* One repository's run. */
+struct job {
+	const struct opts *o;
+	const char *repo, *store_abs;
+	char tree[FW_OID_HEX], base[FW_OID_HEX];
+	char tmp[4096];
+	struct fw_symbols syms;
+	struct fw_text *files;
+	size_t nfiles;
+	struct fw_report *base_pass; /* tests passing in both original runs */
+	struct cand *c;
+	size_t nc;
+	size_t next;
+	pthread_mutex_t mu;
+	struct fw_progress prog;
+	size_t ndone;
+	int fatal;
+	char fatal_msg[512];
+};
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void pack_str(msgpack_packer *pk, const char *s)
+{
+	size_t n = strlen(s);
+	msgpack_pack_str(pk, n);
+	msgpack_pack_str_body(pk, s, n);
+}
+
+static void pack_strs(msgpack_packer *pk, const struct fw_strlist *l)
+{
+	msgpack_pack_array(pk, l->n);
+	for (size_t i = 0; i < l->n; i++)
+		pack_str(pk, l->v[i]);
+}
+
+static const char *split_of(const struct opts *o, const char *id)
+{
+	uint64_t h = fw_hash64(id, strlen(id));
+	double u = (double)(h >> 11) / 9007199254740992.0, sum = o->split[0] + o->split[1] +
+							    o->split[2];
+	u *= sum;
+	if (u < o->split[0])
+		return "train";
+	if (u < o->split[0] + o->split[1])
+		return "eval";
+	return "private";
+}
+
+/* Does the path's file text, for the helper search and the mutations. */
+static const struct fw_text *text_of(const struct job *j, const char *path)
+{
+	for (size_t i = 0; i < j->nfiles; i++)
+		if (strcmp(j->files[i].path, path) == 0)
+			return &j->files[i];
+	return NULL;
+}
+
+static int failing(const struct fw_report *r, const char *id)
+{
+	const struct fw_test_result *t = fw_report_find(r, id);
+	return !t || t->outcome == FW_FAIL || t->outcome == FW_ERROR;
+}
+
+static int passing(const struct fw_report *r, const char *id)
+{
+	const struct fw_test_result *t = fw_report_find(r, id);
+	return t && t->outcome == FW_PASS;
+}
+
+static enum reason reject(struct cand *c, enum reason r, const char *fmt, const char *a)
+{
+	snprintf(c->detail, sizeof c->detail, fmt, a);
+	return r;
+}
+
+/* Builds the mutation of candidate c.  Returns 0, 1 (nothing to remove)
+ * or -1. */
+static int build_mutation(struct job *j, struct cand *c, struct fw_mutation *m)
+{
+	const struct fw_text *t = text_of(j, c->path);
+	if (!t)
+		return -1;
+	const struct fw_symbol *sym = &j->syms.v[c->sym];
+	switch (c->strategy) {
+	case FW_STUB_BODY:
+		return fw_mutate_stub(sym, t->data, t->len, m);
+	case FW_DELETE_FUNCTION:
+		return fw_mutate_delete(FW_DELETE_FUNCTION, sym, NULL, 0, t->data, t->len, m);
+	case FW_DELETE_FEATURE: {
+		const struct fw_symbol *h[16];
+		for (size_t i = 0; i < c->nh; i++)
+			h[i] = &j->syms.v[c->helpers[i]];
+		return fw_mutate_delete(FW_DELETE_FEATURE, sym, h, c->nh, t->data, t->len, m);
+	}
+	case FW_DELETE_FILE: {
+		size_t a = c->sym, b = a;
+		while (b < j->syms.n && strcmp(j->syms.v[b].path, c->path) == 0)
+			b++;
+		return fw_mutate_delete_file(c->path, t->data, t->len, &j->syms.v[a], b - a, m);
+	}
+	default:
+		return -1;
+	}
+}
+
+static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
+{
+	const struct opts *o = j->o;
+	struct cand *c = &j->c[idx];
+	struct fw_mutation m = { 0 };
+	struct fw_audit *audit = NULL;
+	struct fw_report *m1 = fw_report_new(), *m2 = fw_report_new();
+	struct fw_strlist f2p = { 0 }, p2p = { 0 }, leaks = { 0 };
+	char err[512] = "", mut[FW_OID_HEX], ws[4200], detail[512] = "";
+	char *patch = NULL, *prompt = NULL;
+	enum reason r = R_ERROR;
+	int k;
+
+	snprintf(ws, sizeof ws, "%s/c%zu", j->tmp, idx);
+	k = build_mutation(j, c, &m);
+	if (k == 1) {
+		r = reject(c, R_NOTHING, "%s", "no code to remove");
+		goto out;
+	}
+	if (k < 0 || !m1 || !m2) {
+		r = reject(c, R_ERROR, "%s", "cannot build the mutation");
+		goto out;
+	}
+	struct fw_edit ed = { m.path, m.data, m.len };
+	if (fw_store_edit(s, j->tree, &ed, 1, mut, err, sizeof err) < 0) {
+		r = reject(c, R_ERROR, "%s", err);
+		goto out;
+	}
+	if (strcmp(mut, j->tree) == 0) {
+		r = reject(c, R_NOTHING, "%s", "the mutation changes nothing");
+		goto out;
+	}
+	audit = fw_audit_new();
+	if (!audit || fw_audit_removed(audit, m.removed, strlen(m.removed)) < 0 ||
+	    fw_audit_kept_tree(audit, s, mut, err, sizeof err) < 0) {
+		r = reject(c, R_ERROR, "%s", err[0] ? err : "out of memory");
+		goto out;
+	}
+	if (fw_audit_kept_share(audit) >= 0.5) {
+		r = reject(c, R_LEAK, "%s", "the removed code is still in the tree");
+		goto out;
+	}
+	if (fw_workspace_create(s, mut, ws, NULL, NULL, err, sizeof err) < 0) {
+		r = reject(c, R_ERROR, "%s", err);
+		goto out;
+	}
+	k = fw_audit_workspace(audit, ws, &leaks, err, sizeof err);
+	if (k != 0) {
+		r = k < 0 ? reject(c, R_ERROR, "%s", err)
+			  : reject(c, R_LEAK, "%s", leaks.v[0]);
+		goto out;
+	}
+
+	/* Run 1: the mutated suite must report results and break something. */
+	k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout, m1, detail, sizeof detail,
+			 err, sizeof err);
+	if (k < 0) {
+		r = reject(c, R_ERROR, "%s", err);
+		goto out;
+	}
+	if (k == FW_SUITE_TIMEOUT) {
+		r = reject(c, R_TIMEOUT, "%s", detail);
+		goto out;
+	}
+	if (k == FW_SUITE_NO_REPORT || fw_report_count(m1, FW_PASS) == 0) {
+		r = reject(c, R_BROKEN, "%s", k ? detail : "no test passes after the mutation");
+		goto out;
+	}
+	size_t nf1 = 0;
+	for (size_t i = 0; i < j->base_pass->n; i++)
+		nf1 += failing(m1, j->base_pass->tests[i].id);
+	if (nf1 == 0) {
+		r = reject(c, R_NO_F2P, "%s", "no passing test fails after the mutation");
+		goto out;
+	}
+	/* Run 2: grading an empty patch — the same workspace, untouched —
+	 * must fail the same tests. */
+	k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout, m2, detail, sizeof detail,
+			 err, sizeof err);
+	if (k < 0) {
+		r = reject(c, R_ERROR, "%s", err);
+		goto out;
+	}
+	if (k == FW_SUITE_TIMEOUT) {
+		r = reject(c, R_TIMEOUT, "%s", detail);
+		goto out;
+	}
+	if (k == FW_SUITE_NO_REPORT) {
+		r = reject(c, R_BROKEN, "%s", detail);
+		goto out;
+	}
+	for (size_t i = 0; i < j->base_pass->n; i++) {
+		const char *id = j->base_pass->tests[i].id;
+		if (failing(m1, id) && failing(m2, id))
+			fw_strlist_add(&f2p, id);
+		else if (passing(m1, id) && passing(m2, id))
+			fw_strlist_add(&p2p, id);
+	}
+	if (f2p.n == 0) {
+		r = reject(c, R_EMPTY_PATCH, "%s", "the failing tests pass when run again");
+		goto out;
+	}
+	if (fw_store_diff(s, mut, j->tree, &patch, err, sizeof err) < 0) {
+		r = reject(c, R_ERROR, "%s", err);
+		goto out;
+	}
+	prompt = fw_task_prompt(&m, (const char *const *)f2p.v, f2p.n);
+	if (!prompt) {
+		r = reject(c, R_ERROR, "%s", "out of memory");
+		goto out;
+	}
+
+	/* The id names the repository tree and the mutation. */
+	char key[200], id[17];
+	snprintf(key, sizeof key, "%s\n%s\n%s", j->tree, mut, fw_strategy_name(m.strategy));
+	snprintf(id, sizeof id, "%016llx", (unsigned long long)fw_hash64(key, strlen(key)));
+	char ref[64];
+	snprintf(ref, sizeof ref, "tasks/%s", id);
+	if (fw_store_keep(s, ref, mut, err, sizeof err) < 0) {
+		r = reject(c, R_ERROR, "%s", err);
+		goto out;
+	}
+
+	msgpack_packer pk;
+	fw_buf_packer(&pk, &c->rec);
+	msgpack_pack_map(&pk, 18);
+	pack_str(&pk, "kind"); pack_str(&pk, "task");
+	pack_str(&pk, "id"); pack_str(&pk, id);
+	pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
+	pack_str(&pk, "repo"); pack_str(&pk, j->repo);
+	pack_str(&pk, "base"); pack_str(&pk, j->base);
+	pack_str(&pk, "store"); pack_str(&pk, j->store_abs);
+	pack_str(&pk, "orig_tree"); pack_str(&pk, j->tree);
+	pack_str(&pk, "tree"); pack_str(&pk, mut);
+	pack_str(&pk, "strategy"); pack_str(&pk, fw_strategy_name(m.strategy));
+	pack_str(&pk, "targets");
+	msgpack_pack_array(&pk, m.ntargets);
+	for (size_t i = 0; i < m.ntargets; i++) {
+		const struct fw_target *t = &m.targets[i];
+		msgpack_pack_map(&pk, 5);
+		pack_str(&pk, "path"); pack_str(&pk, t->path);
+		pack_str(&pk, "symbol"); pack_str(&pk, t->symbol);
+		pack_str(&pk, "lang"); pack_str(&pk, fw_lang_name(t->lang));
+		pack_str(&pk, "start"); msgpack_pack_int(&pk, t->start);
+		pack_str(&pk, "end"); msgpack_pack_int(&pk, t->end);
+	}
+	pack_str(&pk, "prompt"); pack_str(&pk, prompt);
+	pack_str(&pk, "test_cmd"); pack_str(&pk, o->test_cmd);
+	pack_str(&pk, "report"); pack_str(&pk, o->fmt == FW_REPORT_TAP ? "tap" : "junit");
+	pack_str(&pk, "f2p"); pack_strs(&pk, &f2p);
+	pack_str(&pk, "p2p"); pack_strs(&pk, &p2p);
+	pack_str(&pk, "solution"); pack_str(&pk, patch);
+	pack_str(&pk, "split"); pack_str(&pk, split_of(o, id));
+	pack_str(&pk, "lang"); pack_str(&pk, fw_lang_name(m.targets[0].lang));
+	r = R_KEPT;
+out:
+	fw_rmtree(ws);
+	free(patch);
+	free(prompt);
+	fw_strlist_free(&f2p);
+	fw_strlist_free(&p2p);
+	fw_strlist_free(&leaks);
+	fw_report_free(m1);
+	fw_report_free(m2);
+	fw_audit_free(audit);
+	fw_mutation_clear(&m);
+	return r;
+}
+
+/* Validated candidates among the finished prefix of the order. */
+static uint64_t validated_prefix(const struct job *j)
+{
+	uint64_t v = 0;
+	for (size_t i = 0; i < j->nc && j->c[i].done; i++)
+		v += j->c[i].reason == R_KEPT;
+	return v;
+}
+
+static void *worker(void *arg)
+{
+	struct job *j = arg;
+	char err[512];
+	struct fw_store *s = fw_store_open(j->o->store, 0, err, sizeof err);
+	for (;;) {
+		pthread_mutex_lock(&j->mu);
+		if (!s && !j->fatal) {
+			j->fatal = 1;
+			snprintf(j->fatal_msg, sizeof j->fatal_msg, "%s", err);
+		}
+		if (j->fatal || j->next >= j->nc ||
+		    (j->o->max && validated_prefix(j) >= j->o->max)) {
+			pthread_mutex_unlock(&j->mu);
+			break;
+		}
+		size_t i = j->next++;
+		pthread_mutex_unlock(&j->mu);
+		enum reason r = validate(j, s, i);
+		pthread_mutex_lock(&j->mu);
+		j->c[i].reason = r;
+		j->c[i].done = 1;
+		j->ndone++;
+		fw_progress_tick(&j->prog, j->ndone, 0);
+		pthread_mutex_unlock(&j->mu);
+	}
+	fw_store_free(s);
+	return NULL;
+}
+
+/* Reads every text file of the tree for the helper search. */
+static int load_texts(struct job *j, struct fw_store *s, char *err, size_t errlen)
+{
+	struct fw_file *f;
+	size_t n;
+	if (fw_store_files(s, j->tree, &f, &n, err, errlen) < 0)
+		return -1;
+	j->files = calloc(n ? n : 1, sizeof *j->files);
+	if (!j->files) {
+		fw_files_free(f, n);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (fw_lang_of_path(f[i].path) == FW_LANG_UNKNOWN)
+			continue;
+		char *data;
+		size_t len;
+		if (fw_store_read(s, j->tree, f[i].path, &data, &len, err, errlen) < 0)
+			continue;
+		if (memchr(data, '\0', len)) {
+			free(data);
+			continue;
+		}
+		j->files[j->nfiles++] = (struct fw_text){ strdup(f[i].path), data, len };
+	}
+	fw_files_free(f, n);
+	return 0;
+}
+
+static void free_texts(struct job *j)
+{
+	for (size_t i = 0; i < j->nfiles; i++) {
+		free((char *)j->files[i].path);
+		free((char *)j->files[i].data);
+	}
+	free(j->files);
+}
+
+static int add_cand(struct job *j, enum fw_strategy st, size_t sym, const size_t *h, size_t nh)
+{
+	struct cand *c = realloc(j->c, (j->nc + 1) * sizeof *c);
+	if (!c)
+		return -1;
+	j->c = c;
+	c = &c[j->nc];
+	memset(c, 0, sizeof *c);
+	c->strategy = st;
+	c->sym = sym;
+	c->path = j->syms.v[sym].path;
+	c->nh = nh < 16 ? nh : 16;
+	memcpy(c->helpers, h, c->nh * sizeof *h);
+	/* --shard keeps candidates whose key hashes to K mod N */
+	char key[4400];
+	snprintf(key, sizeof key, "%s\n%s\n%s\n%s\n%d", j->tree, fw_strategy_name(st), c->path,
+		 st == FW_DELETE_FILE ? "" : j->syms.v[sym].name, j->syms.v[sym].start);
+	if (j->o->shard_n > 1 && fw_hash64(key, strlen(key)) % j->o->shard_n != j->o->shard_k)
+		return 0;
+	j->nc++;
+	return 0;
+}
+
+static int make_candidates(struct job *j)
+{
+	const struct opts *o = j->o;
+	for (int st = 0; st < FW_NSTRATEGIES; st++) {
+		if (!(o->strategies & (1u << st)))
+			continue;
+		for (size_t i = 0; i < j->syms.n; i++) {
+			const struct fw_symbol *y = &j->syms.v[i];
+			if (fw_is_test_path(y->path) || !text_of(j, y->path))
+				continue;
+			if (st == FW_DELETE_FILE) {
+				if (i > 0 && strcmp(j->syms.v[i - 1].path, y->path) == 0)
+					continue; /* one candidate per file */
+				if (add_cand(j, st, i, NULL, 0) < 0)
+					return -1;
+				continue;
+			}
+			if (!strcmp(y->name, "main") && y->lang != FW_LANG_PYTHON)
+				continue;
+			size_t h[16], nh = 0;
+			if (st == FW_DELETE_FEATURE) {
+				nh = fw_private_helpers(&j->syms, i, j->files, j->nfiles, h, 16);
+				if (nh == 0)
+					continue;
+			}
+			if (add_cand(j, st, i, h, nh) < 0)
+				return -1;
+		}
+	}
+	/* --seed fixes the order in which candidates are tried */
+	uint64_t s = o->seed;
+	for (size_t i = j->nc; i > 1; i--) {
+		size_t k = (size_t)(splitmix(&s) % i);
+		struct cand t = j->c[i - 1];
+		j->c[i - 1] = j->c[k];
+		j->c[k] = t;
+	}
+	return 0;
+}
+
+/* Runs the original suite twice and keeps what passes both times. */
+static int baseline(struct job *j, const char *ws)
+{
+	const struct opts *o = j->o;
+	struct fw_report *r1 = fw_report_new(), *r2 = fw_report_new();
+	char err[512] = "", detail[512] = "";
+	int rc = -1;
+	j->base_pass = fw_report_new();
+	if (!r1 || !r2 || !j->base_pass)
+		goto out;
+	for (int run = 0; run < 2; run++) {
+		int k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout, run ? r2 : r1, detail,
+				     sizeof detail, err, sizeof err);
+		if (k < 0) {
+			fw_warn("%s: %s", j->repo, err);
+			goto out;
+		}
+		if (k == FW_SUITE_TIMEOUT) {
+			fw_warn("%s: the original test suite did not finish: %s", j->repo, detail);
+			goto out;
+		}
+		if (k == FW_SUITE_NO_REPORT) {
+			fw_warn("%s: no tests found: %s", j->repo, detail);
+			goto out;
+		}
+	}
+	size_t flaky = 0, bad = 0;
+	for (size_t i = 0; i < r1->n; i++) {
+		const struct fw_test_result *a = &r1->tests[i];
+		const struct fw_test_result *b = fw_report_find(r2, a->id);
+		if (!b || b->outcome != a->outcome) {
+			flaky++;
+			continue;
+		}
+		if (a->outcome != FW_PASS) {
+			bad += a->outcome == FW_FAIL || a->outcome == FW_ERROR;
+			continue;
+		}
+		char *id = strdup(a->id);
+		if (!id)
+			goto out;
+		/* the report takes the id; sorted order is kept */
+		if (j->base_pass->n == j->base_pass->cap) {
+			size_t cap = j->base_pass->cap ? 2 * j->base_pass->cap : 64;
+			struct fw_test_result *t = realloc(j->base_pass->tests, cap * sizeof *t);
+			if (!t) {
+				free(id);
+				goto out;
+			}
+			j->base_pass->tests = t;
+			j->base_pass->cap = cap;
+		}
+		j->base_pass->tests[j->base_pass->n++] = (struct fw_test_result){ id, FW_PASS, 0, NULL };
+	}
+	if (flaky)
+		fw_warn("%s: %zu flaky tests (differ between two runs) are excluded", j->repo, flaky);
+	if (bad)
+		fw_warn("%s: %zu tests fail on the original and are excluded", j->repo, bad);
+	if (j->base_pass->n == 0) {
+		fw_warn("%s: no test passes on the original", j->repo);
+		goto out;
+	}
+	rc = 0;
+out:
+	fw_report_free(r1);
+	fw_report_free(r2);
+	return rc;
+}
+
+/* Counts of one run, for the summary. */
+struct tally {
+	uint64_t cand, ok, why[R_COUNT];
+};
+
+static int run_repo(const struct opts *o, const char *repo, const char *store_abs,
+		    struct fw_writer *w, struct tally *t)
+{
+	struct job j;
+	memset(&j, 0, sizeof j);
+	j.o = o;
+	j.repo = repo;
+	j.store_abs = store_abs;
+	pthread_mutex_init(&j.mu, NULL);
+	char err[512] = "", ws[4200];
+	int rc = -1, dirty = 0;
+	struct fw_store *s = fw_store_open(o->store, 1, err, sizeof err);
+	if (!s) {
+		fw_warn("%s", err);
+		goto out;
+	}
+	if (fw_store_import(s, repo, "HEAD", j.tree, j.base, &dirty, err, sizeof err) < 0) {
+		fw_warn("%s: %s", repo, err);
+		goto out;
+	}
+	if (dirty && !o->allow_dirty) {
+		fw_warn("%s: work tree has uncommitted changes (commit them, or --allow-dirty "
+			"to use HEAD as committed)", repo);
+		goto out;
+	}
+	char ref[64];
+	snprintf(ref, sizeof ref, "base/%s", j.tree);
+	if (fw_store_keep(s, ref, j.tree, err, sizeof err) < 0) {
+		fw_warn("%s: %s", repo, err);
+		goto out;
+	}
+	const char *tmpdir = getenv("TMPDIR");
+	snprintf(j.tmp, sizeof j.tmp, "%s/task-mutate.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+	if (!mkdtemp(j.tmp)) {
+		fw_warn("cannot make a temporary directory: %s", strerror(errno));
+		j.tmp[0] = '\0';
+		goto out;
+	}
+	snprintf(ws, sizeof ws, "%s/orig", j.tmp);
+	if (fw_workspace_create(s, j.tree, ws, NULL, NULL, err, sizeof err) < 0) {
+		fw_warn("%s: %s", repo, err);
+		goto out;
+	}
+	if (fw_ctags(ws, o->lang, &j.syms, err, sizeof err) < 0) {
+		fw_warn("%s: %s", repo, err);
+		goto out;
+	}
+	if (load_texts(&j, s, err, sizeof err) < 0) {
+		fw_warn("%s: %s", repo, err);
+		goto out;
+	}
+	if (baseline(&j, ws) < 0)
+		goto out;
+	fw_rmtree(ws);
+	if (make_candidates(&j) < 0) {
+		fw_warn("%s: out of memory", repo);
+		goto out;
+	}
+	fw_store_free(s);
+	s = NULL;
+
+	fw_progress_start(&j.prog, o->progress);
+	size_t nt = o->jobs ? o->jobs : 1;
+	pthread_t th[64];
+	if (nt > 64)
+		nt = 64;
+	size_t started = 0;
+	for (; started < nt; started++)
+		if (pthread_create(&th[started], NULL, worker, &j) != 0)
+			break;
+	if (started == 0)
+		worker(&j);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	fw_progress_end(&j.prog);
+	if (j.fatal) {
+		fw_warn("%s: %s", repo, j.fatal_msg);
+		goto out;
+	}
+
+	/* Output in candidate order, up to --max; the summary counts the same
+	 * prefix, so it does not depend on -j. */
+	uint64_t kept = 0;
+	for (size_t i = 0; i < j.nc && j.c[i].done; i++) {
+		if (o->max && kept >= o->max)
+			break;
+		struct cand *c = &j.c[i];
+		t->cand++;
+		if (c->reason == R_KEPT) {
+			if (fw_writer_put(w, c->rec.p, c->rec.n) < 0) {
+				fw_warn("write error: %s", fw_writer_error(w));
+				goto out;
+			}
+			kept++;
+			t->ok++;
+			continue;
+		}
+		t->why[c->reason]++;
+		if (o->verbose) {
+			const struct fw_symbol *y = &j.syms.v[c->sym];
+			fw_warn("%s: %s %s%s%s: %s: %s", repo, fw_strategy_name(c->strategy), c->path,
+				c->strategy == FW_DELETE_FILE ? "" : ":",
+				c->strategy == FW_DELETE_FILE ? "" : y->name,
+				reason_names[c->reason], c->detail);
+		}
+	}
+	rc = 0;
+out:
+	fw_store_free(s);
+	for (size_t i = 0; i < j.nc; i++)
+		fw_buf_free(&j.c[i].rec);
+	free(j.c);
+	free_texts(&j);
+	fw_symbols_free(&j.syms);
+	fw_report_free(j.base_pass);
+	if (j.tmp[0])
+		fw_rmtree(j.tmp);
+	pthread_mutex_destroy(&j.mu);
+	return rc;
+}
+
+static int parse_split(const char *s, double out[3])
+{
+	static const char *const names[3] = { "train", "eval", "private" };
+	double v[3] = { 0, 0, 0 };
+	char *dup = strdup(s), *save = NULL;
+	if (!dup)
+		return -1;
+	int ok = 1;
+	for (char *tok = strtok_r(dup, ",", &save); tok && ok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		ok = 0;
+		if (!eq)
+			break;
+		*eq = '\0';
+		for (int i = 0; i < 3; i++) {
+			if (strcmp(tok, names[i]) == 0 && fw_parse_double(eq + 1, &v[i]) == 0 &&
+			    v[i] >= 0)
+				ok = 1;
+		}
+	}
+	free(dup);
+	if (!ok || v[0] + v[1] + v[2] <= 0)
+		return -1;
+	memcpy(out, v, sizeof v);
+	return 0;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", fw_prog);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fputs(usage_text, stderr);
+	return FW_EXIT_USAGE;
+}
+
+/* Repositories named by the `repo` fields of a record stream. */
+static int repos_from_stream(const char *path, struct fw_strlist *repos)
+{
+	char err[256];
+	struct fw_reader *r = fw_reader_open(path, NULL, err, sizeof err);
+	if (!r) {
+		fw_warn("%s: %s", path, err);
+		return -1;
+	}
+	struct fw_rec rec;
+	int k, rc = 0;
+	while ((k = fw_reader_next(r, &rec)) == 1) {
+		struct fw_mpv v;
+		const char *s;
+		size_t n;
+		if (fw_mp_get(rec.v, "repo", &v) != 1 || fw_mp_str(v, &s, &n) < 0) {
+			fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "no 'repo' string");
+			rc = -1;
+			continue;
+		}
+		char *p = strndup(s, n);
+		if (!p || fw_strlist_add(repos, p) < 0)
+			rc = -1;
+		free(p);
+	}
+	if (k < 0) {
+		fw_warn_reader(r);
+		rc = -1;
+	}
+	fw_reader_close(r);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	fw_cli_init("task-mutate");
+	struct opts o = {
+		.fmt = FW_REPORT_JUNIT, .store = "tasks.git", .jobs = 1,
+		.split = { 0.8, 0.1, 0.1 }, .timeout = 300, .level = -1,
+	};
+	enum { O_TEST_CMD = 256, O_STRATEGY, O_REPORT, O_LANG, O_STORE, O_MAX, O_SEED, O_SHARD,
+	       O_SPLIT, O_TIMEOUT, O_ALLOW_DIRTY, O_PROGRESS, O_VERSION };
+	static const struct option longopts[] = {
+		{ "test-cmd", required_argument, NULL, O_TEST_CMD },
+		{ "strategy", required_argument, NULL, O_STRATEGY },
+		{ "report", required_argument, NULL, O_REPORT },
+		{ "lang", required_argument, NULL, O_LANG },
+		{ "store", required_argument, NULL, O_STORE },
+		{ "max", required_argument, NULL, O_MAX },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "shard", required_argument, NULL, O_SHARD },
+		{ "split", required_argument, NULL, O_SPLIT },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "allow-dirty", no_argument, NULL, O_ALLOW_DIRTY },
+		{ "output", required_argument, NULL, 'o' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "progress", no_argument, NULL, O_PROGRESS },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch, st;
+	while ((ch = getopt_long(argc, argv, "j:o:zvh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_TEST_CMD: o.test_cmd = optarg; break;
+		case O_STRATEGY:
+			if ((st = fw_strategy_parse(optarg)) < 0)
+				return usage_error("unknown strategy '%s' (stub-body, delete-function, "
+						   "delete-file, delete-feature)", optarg);
+			o.strategies |= 1u << st;
+			break;
+		case O_REPORT:
+			if (!strcmp(optarg, "tap")) o.fmt = FW_REPORT_TAP;
+			else if (!strcmp(optarg, "junit")) o.fmt = FW_REPORT_JUNIT;
+			else return usage_error("unknown report format '%s' (junit, tap)", optarg);
+			break;
+		case O_LANG:
+			if ((o.lang = fw_lang_parse(optarg)) == FW_LANG_UNKNOWN)
+				return usage_error("unknown language '%s' (python, c, javascript, "
+						   "typescript, go)", optarg);
+			break;
+		case O_STORE: o.store = optarg; break;
+		case O_MAX:
+			if (fw_parse_u64(optarg, &o.max, 0) < 0)
+				return usage_error("bad count '%s'", optarg);
+			break;
+		case O_SEED:
+			if (fw_parse_u64(optarg, &o.seed, 0) < 0)
+				return usage_error("bad seed '%s'", optarg);
+			break;
+		case 'j':
+			if (fw_parse_u64(optarg, &o.jobs, 0) < 0 || o.jobs < 1 || o.jobs > 64)
+				return usage_error("bad job count '%s' (1..64)", optarg);
+			break;
+		case O_SHARD:
+			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
+				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
+		case O_SPLIT:
+			if (parse_split(optarg, o.split) < 0)
+				return usage_error("bad split '%s' (want train=F,eval=F,private=F)",
+						   optarg);
+			break;
+		case O_TIMEOUT:
+			if (fw_parse_double(optarg, &o.timeout) < 0 || o.timeout <= 0)
+				return usage_error("bad timeout '%s'", optarg);
+			break;
+		case O_ALLOW_DIRTY: o.allow_dirty = 1; break;
+		case 'o': o.out = optarg; break;
+		case 'z': o.level = 3; break;
+		case 'v': o.verbose = 1; break;
+		case O_PROGRESS: o.progress = 1; break;
+		case 'h': fputs(usage_text, stdout); return FW_EXIT_OK;
+		case O_VERSION: fw_print_version(); return FW_EXIT_OK;
+		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
+		}
+	}
+	if (!o.test_cmd)
+		return usage_error("%s", "--test-cmd is required");
+	if (optind >= argc)
+		return usage_error("%s", "no repository given");
+	if (!o.strategies)
+		o.strategies = (1u << FW_NSTRATEGIES) - 1;
+
+	struct fw_strlist repos = { 0 };
+	int status = FW_EXIT_OK;
+	for (int i = optind; i < argc; i++) {
+		struct stat sb;
+		if (strcmp(argv[i], "-") != 0 && stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode))
+			fw_strlist_add(&repos, argv[i]);
+		else if (strcmp(argv[i], "-") != 0 && stat(argv[i], &sb) < 0)
+			fw_warn("%s: %s", argv[i], strerror(errno)), status = FW_EXIT_DATA;
+		else if (repos_from_stream(argv[i], &repos) < 0)
+			status = FW_EXIT_DATA;
+	}
+
+	char err[512];
+	struct fw_store *s = fw_store_open(o.store, 1, err, sizeof err);
+	if (!s) {
+		fw_warn("%s", err);
+		fw_strlist_free(&repos);
+		return FW_EXIT_DATA;
+	}
+	fw_store_free(s);
+	char *store_abs = realpath(o.store, NULL);
+	struct fw_writer *w = fw_writer_open(o.out, o.level, err, sizeof err);
+	if (!w || !store_abs) {
+		fw_warn("%s", w ? strerror(errno) : err);
+		fw_writer_abort(w);
+		free(store_abs);
+		fw_strlist_free(&repos);
+		return FW_EXIT_DATA;
+	}
+	struct tally t = { 0 };
+	for (size_t i = 0; i < repos.n; i++) {
+		if (o.max && t.ok >= o.max)
+			break;
+		struct opts oi = o;
+		if (o.max)
+			oi.max = o.max - t.ok;
+		if (run_repo(&oi, repos.v[i], store_abs, w, &t) < 0)
+			status = FW_EXIT_DATA;
+		fw_writer_flush(w);
+	}
+	if (fw_writer_close(w, err, sizeof err) < 0) {
+		fw_warn("%s", err);
+		status = FW_EXIT_DATA;
+	}
+	uint64_t rejected = t.cand - t.ok;
+	fprintf(stderr, "%s: candidates %llu, validated %llu, rejected %llu", fw_prog,
+		(unsigned long long)t.cand, (unsigned long long)t.ok,
+		(unsigned long long)rejected);
+	for (int r = 0; r < R_COUNT; r++)
+		fprintf(stderr, "%s %s %llu", r ? "," : ":", reason_names[r],
+			(unsigned long long)t.why[r]);
+	fputc('\n', stderr);
+	free(store_abs);
+	fw_strlist_free(&repos);
+	if (fw_close_stdout() < 0)
+		status = FW_EXIT_DATA;
+	return status;
+}
