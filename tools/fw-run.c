@@ -18,8 +18,8 @@
 #define MAX_LIST 64
 
 static const char usage_text[] =
-	"usage: fw-run [--workspace DIR] [--timeout S] [--mem MB] [--cpu S] [--procs N]\n"
-	"              [--fsize MB] [--output-cap BYTES] [--allow HOST[:PORT]]...\n"
+	"usage: fw-run [--workspace DIR] [--timeout S] [--grace S] [--mem MB] [--cpu S]\n"
+	"              [--procs N] [--fsize MB] [--output-cap BYTES] [--allow HOST[:PORT]]...\n"
 	"              [--ro-bind SRC[:DST]]... [--env NAME=VALUE]... [--stdin FILE]\n"
 	"              [--msgpack] -- CMD [ARG...]\n"
 	"       fw-run --check\n"
