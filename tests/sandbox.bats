@@ -244,3 +244,17 @@ serve() {
   [ "$stderr" = "fw-run: workspace '$T/nope': No such file or directory" ]
   [ -z "$output" ]
 }
+
+@test "the sample repositories' suites pass inside the clean room" {
+  cp -r "$BATS_TEST_DIRNAME/../samples/repos/textkit" "$T/py"
+  run --separate-stderr fw-run --workspace "$T/py" --timeout 120 --mem 1024 --procs 256 -- \
+    python3 -m pytest -q -p no:cacheprovider
+  assert_success
+  [[ "$(field stdout)" == *" passed"* ]]
+  [ ! -e "$T/py/__pycache__" ]
+  cp -r "$BATS_TEST_DIRNAME/../samples/repos/tally" "$T/c"
+  run --separate-stderr fw-run --workspace "$T/c" --timeout 120 --procs 256 -- make -s test
+  assert_success
+  [[ "$(field stdout)" == *"ok "* ]]
+  [[ "$(field stdout)" != *"not ok"* ]]
+}
