@@ -120,6 +120,8 @@ int fw_strategy_parse(const char *s)
 
 /* ---- ctags ---------------------------------------------------------------------- */
 
+static int fix_spans(const char *dir, struct fw_symbols *out, char *err, size_t errlen);
+
 static int sym_cmp(const void *a, const void *b)
 {
 	const struct fw_symbol *x = a, *y = b;
@@ -192,7 +194,8 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 		const char *kind = json_string_value(json_object_get(t, "kind"));
 		json_int_t start = json_integer_value(json_object_get(t, "line"));
 		json_int_t end = json_integer_value(json_object_get(t, "end"));
-		if (name && path && kind && is_function_kind(kind) && start > 0 && end >= start) {
+		if (name && path && kind && is_function_kind(kind) && start > 0 &&
+		    (end >= start || end == 0)) {
 			if (strncmp(path, "./", 2) == 0)
 				path += 2;
 			enum fw_lang l = fw_lang_of_path(path);
@@ -242,6 +245,8 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 	}
 	if (out->n > 1)
 		qsort(out->v, out->n, sizeof *out->v, sym_cmp);
+	if (rc == 0)
+		rc = fix_spans(dir, out, err, errlen);
 	return rc;
 }
 
@@ -602,6 +607,80 @@ static int brace_body(const char *s, const struct lines *L, int start, int end,
 		}
 	}
 	return -1;
+}
+
+static char *read_text(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	struct fw_buf b = { 0 };
+	char tmp[65536];
+	size_t k;
+	while ((k = fread(tmp, 1, sizeof tmp, f)) > 0)
+		if (fw_buf_append(&b, tmp, k) < 0)
+			break;
+	fclose(f);
+	if (fw_buf_append(&b, "", 1) < 0) {
+		fw_buf_free(&b);
+		return NULL;
+	}
+	*len = b.n - 1;
+	return (char *)b.p;
+}
+
+/* ctags gives no end line for some languages (JavaScript, TypeScript in
+ * 5.9) and no class scope for Python functions: derive the end from the
+ * braces and a Python method from its indentation.  Symbols whose end
+ * cannot be found are dropped. */
+static int fix_spans(const char *dir, struct fw_symbols *out, char *err, size_t errlen)
+{
+	char *text = NULL, *cur = NULL;
+	size_t len = 0, w = 0;
+	struct lines L = { 0 };
+	for (size_t i = 0; i < out->n; i++) {
+		struct fw_symbol *y = &out->v[i];
+		if (!cur || strcmp(cur, y->path) != 0) {
+			free(text);
+			free(L.off);
+			L.off = NULL;
+			char p[8200];
+			snprintf(p, sizeof p, "%s/%s", dir, y->path);
+			text = read_text(p, &len);
+			free(cur);
+			cur = strdup(y->path);
+			if (text && lines_index(&L, text, len) < 0) {
+				free(text);
+				text = NULL;
+			}
+		}
+		int keep = text != NULL && y->start <= L.n;
+		if (keep && y->lang == FW_LANG_PYTHON)
+			y->method |= indent_of(text, &L, y->start) > 0;
+		if (keep && y->end == 0) {
+			size_t open, close;
+			keep = brace_body(text, &L, y->start, L.n, &open, &close) == 0;
+			if (keep) {
+				int e = y->start;
+				while (e < L.n && lend(&L, e) <= close)
+					e++;
+				y->end = e;
+			}
+		}
+		if (!keep) {
+			free(y->path);
+			free(y->name);
+			continue;
+		}
+		out->v[w++] = *y;
+	}
+	free(cur);
+	free(text);
+	free(L.off);
+	out->n = w;
+	(void)err;
+	(void)errlen;
+	return 0;
 }
 
 static int is_comment_line(const char *t, size_t n)
