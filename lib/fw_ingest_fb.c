@@ -87,8 +87,10 @@ static const char *const names[F_N][12] = {
 	[F_AT] = {"at", "time", "timestamp", "created_at", "created", "date", NULL},
 };
 
-/* Which field a column or key name is, or -1. */
-static int field_of(const char *name)
+/* Which field a column or key name is, or -1; *rank is its place in that
+ * field's list of names (lower wins when several name the same field, so
+ * "trace_id" beats an event's own "id"). */
+static int field_of(const char *name, int *rank)
 {
 	char low[64];
 	size_t i;
@@ -98,8 +100,10 @@ static int field_of(const char *name)
 	low[i] = 0;
 	for (int f = 0; f < F_N; f++)
 		for (int k = 0; names[f][k]; k++)
-			if (!strcmp(low, names[f][k]))
+			if (!strcmp(low, names[f][k])) {
+				*rank = k;
 				return f;
+			}
 	return -1;
 }
 
@@ -375,10 +379,13 @@ static int parse_csv(struct load *L, FILE *f, char *err, size_t errlen)
 			size_t i;
 			json_t *c;
 			ncols = (int)json_array_size(cells);
+			int rank[F_N];
 			json_array_foreach(cells, i, c) {
-				int fld = field_of(json_string_value(c));
-				if (fld >= 0 && col[fld] < 0)
+				int rk, fld = field_of(json_string_value(c), &rk);
+				if (fld >= 0 && (col[fld] < 0 || rk < rank[fld])) {
 					col[fld] = (int)i;
+					rank[fld] = rk;
+				}
 				if (fld == F_RATING && strstr(json_string_value(c), "star"))
 					L->stars = 1;
 			}
@@ -448,15 +455,18 @@ static int parse_jsonl(struct load *L, FILE *f, char *err, size_t errlen)
 			continue;
 		}
 		struct row r = {.line = lineno};
+		int rank[F_N];
 		const char *key;
 		json_t *v;
 		json_object_foreach(o, key, v) {
-			int fld = field_of(key);
-			if (fld < 0 || r.f[fld] || json_is_null(v))
+			int rk, fld = field_of(key, &rk);
+			if (fld < 0 || json_is_null(v) || (r.f[fld] && rk >= rank[fld]))
 				continue;
 			if (fld == F_RATING && !strcmp(key, "stars"))
 				L->stars = 1;
+			json_decref(r.f[fld]);
 			r.f[fld] = json_incref(v);
+			rank[fld] = rk;
 		}
 		json_decref(o);
 		note_scale(L, r.f[F_RATING]);
@@ -544,8 +554,8 @@ int fw_feedback_load(struct fw_feedback *fb, const char *path, fw_bad_line_fn ba
 		snprintf(err, errlen, "%s", strerror(errno));
 		return -1;
 	}
-	while ((c = getc(f)) != EOF && isspace(c))
-		;
+	while ((c = getc(f)) != EOF && (isspace(c) || c == 0xef || c == 0xbb || c == 0xbf))
+		; /* blanks and a UTF-8 byte order mark */
 	if (c != EOF)
 		ungetc(c, f);
 	if (c == '{')

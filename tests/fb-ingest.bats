@@ -210,3 +210,11 @@ all_samples() {
   [[ "$stderr" == *"unknown format 'yaml'"* ]]
   run -2 fb-ingest --bogus
 }
+
+@test "feedback files with a byte order mark, CRLF and an event id next to the trajectory id" {
+  printf '\xef\xbb\xbf{"id": "ev-1", "trace_id": "sg-fix5", "vote": "down", "user": "z"}\n' > "$T/f.jsonl"
+  printf '\xef\xbb\xbfid,rating,trajectory_id,user\r\nev-2,up,msg_fix3,y\r\n' > "$T/f.csv"
+  run -0 bash -c "fb-ingest -q --feedback '$T/f.jsonl' --feedback '$T/f.csv' '$FIX/sharegpt.jsonl' '$FIX/anthropic.jsonl' | rec json | jq -c '[.meta.source_id, [.feedback[] | [.rating, .user]]]'"
+  assert_line --index 0 '["sg-fix5",[[-1,"z"]]]'
+  assert_line --index 1 '["msg_fix3",[[1,"y"]]]'
+}
