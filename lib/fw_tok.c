@@ -241,6 +241,7 @@ struct added {
 	int32_t id;
 	uint32_t off, len; /* content bytes in pool */
 	uint8_t special;
+	uint8_t c0; /* first byte of the content */
 };
 
 struct fw_tok {
@@ -510,12 +511,11 @@ static int load_pretok(struct loader *L, json_t *p, int depth, int *bytelevel)
 	FAIL(L, "pre_tokenizer type '%s' is not supported", ty);
 }
 
-static int cmp_added(const void *a, const void *b, void *pool)
+static int cmp_added(const void *a, const void *b)
 {
 	const struct added *x = a, *y = b;
-	const unsigned char *p = pool;
-	if (p[x->off] != p[y->off])
-		return p[x->off] < p[y->off] ? -1 : 1;
+	if (x->c0 != y->c0)
+		return x->c0 < y->c0 ? -1 : 1;
 	if (x->len != y->len)
 		return x->len > y->len ? -1 : 1;
 	return x->id < y->id ? -1 : x->id > y->id;
@@ -691,13 +691,14 @@ static int load_model(struct loader *L, json_t *model, json_t *added)
 			FAIL(L, "out of memory");
 		t->added = na;
 		t->added[t->nadded++] = (struct added){ id, t->info[id].off, (uint32_t)n,
-							(uint8_t)special };
+							(uint8_t)special,
+							(uint8_t)json_string_value(c)[0] };
 	}
 	if (t->nadded)
-		qsort_r(t->added, t->nadded, sizeof *t->added, cmp_added, t->pool);
+		qsort(t->added, t->nadded, sizeof *t->added, cmp_added);
 	size_t j = 0;
 	for (int c = 0; c <= 256; c++) {
-		while (j < t->nadded && (unsigned char)t->pool[t->added[j].off] < c)
+		while (j < t->nadded && t->added[j].c0 < c)
 			j++;
 		t->first[c] = (uint32_t)j;
 	}

@@ -202,8 +202,10 @@ int32_t fw_chat_end(const struct fw_tok *t, enum fw_chat_template tmpl);
  * out, mask 1 on assistant content and its end token, 0 elsewhere.  With
  * add_generation_prompt, ends with the header of a new assistant turn (mask
  * 0), ready for sampling.  Content is encoded without matching special
- * tokens, so a turn cannot forge a header.  Each text segment is encoded on
- * its own (a pre-token never spans a header and content).
+ * tokens, so a turn cannot forge a header.  The text between two special
+ * tokens is encoded as one string, so the ids are those a template engine
+ * followed by the tokenizer gives; a token that straddles the header and the
+ * content of an assistant turn (a newline merged into "\n\n") is masked 1.
  *
  * ChatML:  <|im_start|>ROLE\nTEXT<|im_end|>\n; a tool turn is rendered as
  *          a user turn holding <tool_response>\nTEXT\n</tool_response>;

@@ -84,10 +84,20 @@ static int puts_(struct render *R, const char *s)
 	return put(R, s, strlen(s));
 }
 
-/* Encodes the scratch text with mask and empties it. */
-static int flush(struct render *R, int mask)
+/* Encodes the scratch text as one string and empties it.  With mask set,
+ * the tokens that end past the first from bytes (the header) are masked 1,
+ * so a token that straddles header and content counts as the policy's. */
+static int flush(struct render *R, int mask, size_t from)
 {
-	int rc = text(R, R->buf, R->n, mask);
+	size_t first = R->out->n, off = 0;
+	int rc = text(R, R->buf, R->n, 0);
+
+	for (size_t i = first; rc == 0 && mask && i < R->out->n; i++) {
+		size_t len = 0;
+		fw_tok_piece(R->t, R->out->ids[i], &len);
+		off += len;
+		R->out->mask[i] = off > from;
+	}
 	R->n = 0;
 	return rc;
 }
@@ -124,33 +134,33 @@ static int chatml(struct render *R, const struct fw_chat_turn *turns, size_t ntu
 			    (special(R, "<|im_start|>", 0) < 0 || puts_(R, "user") < 0))
 				return -1;
 			if (puts_(R, "\n<tool_response>\n") < 0 || put(R, tr->text, tr->len) < 0 ||
-			    puts_(R, "\n</tool_response>") < 0 || flush(R, 0) < 0)
+			    puts_(R, "\n</tool_response>") < 0 || flush(R, 0, 0) < 0)
 				return -1;
 			if ((i + 1 == nturns || !is(turns[i + 1].role, "tool")) &&
 			    (special(R, "<|im_end|>", 0) < 0 || text(R, "\n", 1, 0) < 0))
 				return -1;
 			continue;
 		}
-		if (special(R, "<|im_start|>", 0) < 0 || puts_(R, role) < 0 || puts_(R, "\n") < 0 ||
-		    flush(R, 0) < 0)
+		if (special(R, "<|im_start|>", 0) < 0 || puts_(R, role) < 0 || puts_(R, "\n") < 0)
 			return -1;
+		size_t hdr = R->n;
 		if (m && tr->tokens) {
-			if (sampled(R, tr, "<|im_end|>") < 0)
+			if (flush(R, 0, 0) < 0 || sampled(R, tr, "<|im_end|>") < 0)
 				return -1;
 		} else {
 			if (put(R, tr->text, tr->len) < 0)
 				return -1;
 			for (size_t j = 0; m && j < tr->ncalls; j++) {
 				const struct fw_chat_call *c = &tr->calls[j];
-				if (puts_(R, R->n ? "\n<tool_call>\n{\"name\": \"" :
-						    "<tool_call>\n{\"name\": \"") < 0 ||
+				if (puts_(R, R->n > hdr ? "\n<tool_call>\n{\"name\": \"" :
+							  "<tool_call>\n{\"name\": \"") < 0 ||
 				    puts_(R, c->name ? c->name : "") < 0 ||
 				    puts_(R, "\", \"arguments\": ") < 0 ||
 				    puts_(R, c->args ? c->args : "{}") < 0 ||
 				    puts_(R, "}\n</tool_call>") < 0)
 					return -1;
 			}
-			if (flush(R, m) < 0 || special(R, "<|im_end|>", m) < 0)
+			if (flush(R, m, hdr) < 0 || special(R, "<|im_end|>", m) < 0)
 				return -1;
 		}
 		if (text(R, "\n", 1, 0) < 0)
@@ -166,10 +176,12 @@ static int space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
+/* The header up to <|end_header_id|>; the "\n\n" after it is left in the
+ * scratch text to be encoded with the content. */
 static int header(struct render *R, const char *role)
 {
 	if (special(R, "<|start_header_id|>", 0) < 0 || text(R, role, strlen(role), 0) < 0 ||
-	    special(R, "<|end_header_id|>", 0) < 0 || text(R, "\n\n", 2, 0) < 0)
+	    special(R, "<|end_header_id|>", 0) < 0 || puts_(R, "\n\n") < 0)
 		return -1;
 	return 0;
 }
@@ -185,7 +197,7 @@ static int llama3(struct render *R, const struct fw_chat_turn *turns, size_t ntu
 		if (header(R, is(role, "tool") ? "ipython" : role) < 0)
 			return -1;
 		if (m && tr->tokens) {
-			if (sampled(R, tr, "<|eot_id|>") < 0)
+			if (flush(R, 0, 0) < 0 || sampled(R, tr, "<|eot_id|>") < 0)
 				return -1;
 			continue;
 		}
@@ -199,16 +211,16 @@ static int llama3(struct render *R, const struct fw_chat_turn *turns, size_t ntu
 			return -1;
 		for (size_t j = 0; m && j < tr->ncalls; j++) {
 			const struct fw_chat_call *c = &tr->calls[j];
-			if ((R->n && puts_(R, "\n") < 0) || puts_(R, "{\"name\": \"") < 0 ||
+			if ((R->n > 2 && puts_(R, "\n") < 0) || puts_(R, "{\"name\": \"") < 0 ||
 			    puts_(R, c->name ? c->name : "") < 0 ||
 			    puts_(R, "\", \"parameters\": ") < 0 ||
 			    puts_(R, c->args ? c->args : "{}") < 0 || puts_(R, "}") < 0)
 				return -1;
 		}
-		if (flush(R, m) < 0 || special(R, "<|eot_id|>", m) < 0)
+		if (flush(R, m, 2) < 0 || special(R, "<|eot_id|>", m) < 0)
 			return -1;
 	}
-	if (gen && header(R, "assistant") < 0)
+	if (gen && (header(R, "assistant") < 0 || flush(R, 0, 0) < 0))
 		return -1;
 	return 0;
 }

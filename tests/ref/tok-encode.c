@@ -9,12 +9,17 @@
  *   tok-encode --roundtrip TOKENIZER.json FILE...
  *	checks decode(encode(x)) == x on arbitrary bytes, with and without
  *	special-token matching.
+ *   tok-encode --chat chatml|llama3 TOKENIZER.json < CONVERSATIONS
+ *	renders each conversation of a JSON array of [{role, content}...]
+ *	with the generation prompt and writes one line of ids for each.
  *
  * Built by tests/tok.bats against libflywheel.a:
  *   cc -Ilib tests/ref/tok-encode.c build/libflywheel.a -ljansson -lpcre2-8 -lpthread
  * Exit 0 when every check holds, 1 otherwise, 2 on usage.
  */
 #include "fw_tok.h"
+
+#include <jansson.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,14 +99,70 @@ static int roundtrip(struct fw_tok *t, const char *path, const char *buf, size_t
 	return ok;
 }
 
+static int chat(struct fw_tok *t, const char *tmpl)
+{
+	json_error_t je;
+	json_t *all = json_loadf(stdin, 0, &je), *conv;
+	struct fw_tok_ids ids = { 0 };
+	char err[256];
+	size_t i;
+
+	if (!json_is_array(all)) {
+		fprintf(stderr, "tok-encode: stdin: line %d: %s\n", je.line,
+			all ? "not an array" : je.text);
+		json_decref(all);
+		return 1;
+	}
+	json_array_foreach(all, i, conv) {
+		size_t n = json_array_size(conv), j;
+		struct fw_chat_turn *turns = calloc(n ? n : 1, sizeof *turns);
+		json_t *m;
+		json_array_foreach(conv, j, m) {
+			json_t *c = json_object_get(m, "content");
+			turns[j].role = json_string_value(json_object_get(m, "role"));
+			turns[j].text = json_string_value(c);
+			turns[j].len = json_string_length(c);
+		}
+		ids.n = 0;
+		if (fw_chat_render(t, strcmp(tmpl, "llama3") == 0 ? FW_CHAT_LLAMA3 : FW_CHAT_CHATML,
+				   turns, n, 1, &ids, err, sizeof err) < 0) {
+			fprintf(stderr, "tok-encode: conversation %zu: %s\n", i, err);
+			free(turns);
+			json_decref(all);
+			return 1;
+		}
+		for (j = 0; j < ids.n; j++)
+			printf(j ? " %d" : "%d", (int)ids.ids[j]);
+		putchar('\n');
+		free(turns);
+	}
+	fw_tok_ids_release(&ids);
+	json_decref(all);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char err[512], line[4096];
 	int rt = argc > 1 && strcmp(argv[1], "--roundtrip") == 0;
+	int ch = argc == 4 && strcmp(argv[1], "--chat") == 0;
+
+	if (ch) {
+		struct fw_tok *t = fw_tok_load(argv[3], err, sizeof err);
+		if (!t) {
+			fprintf(stderr, "tok-encode: %s\n", err);
+			return 1;
+		}
+		int rc = chat(t, argv[2]);
+		fw_tok_free(t);
+		return rc;
+	}
 
 	if (argc < 2 + rt || (!rt && argc != 2)) {
 		fputs("usage: tok-encode TOKENIZER.json < FILELIST\n"
-		      "       tok-encode --roundtrip TOKENIZER.json FILE...\n", stderr);
+		      "       tok-encode --roundtrip TOKENIZER.json FILE...\n"
+		      "       tok-encode --chat chatml|llama3 TOKENIZER.json < CONVERSATIONS\n",
+		      stderr);
 		return 2;
 	}
 	struct fw_tok *t = strcmp(argv[1 + rt], "byte") == 0 ? fw_tok_new_byte()

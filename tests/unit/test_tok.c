@@ -686,6 +686,38 @@ TEST(llama3_renders_headers_trims_and_masks)
 	fw_tok_free(t);
 }
 
+TEST(chatml_encodes_header_and_content_as_one_string)
+{
+	/* a Qwen-style split and one merge: "\n\n" (ĊĊ) is id 256 */
+	const char *extra[] = { "\xc4\x8a\xc4\x8a", NULL };
+	const char *merges[] = { "\xc4\x8a \xc4\x8a", NULL };
+	const char *added[] = { "<|im_start|>:1", "<|im_end|>:1", NULL };
+	static const char qwen_pretok[] =
+		"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+		"{\"Regex\":\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|"
+		"\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"
+		"\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
+		"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}";
+	struct fw_tok *t = make_tok(extra, merges, 0, added, qwen_pretok, 0);
+	CHECK(t);
+	if (!t)
+		return;
+	struct fw_chat_turn turns[] = { T("user", "\nq"), T("assistant", "\n\nx") };
+	struct fw_tok_ids b = { 0 };
+	char err[128] = "";
+	CHECK(fw_chat_render(t, FW_CHAT_CHATML, turns, 2, 0, &b, err, sizeof err) == 0);
+	char *all = decode_mask(t, &b, -1), *pol = decode_mask(t, &b, 1);
+	CHECK_STR(all, "<|im_start|>user\n\nq<|im_end|>\n<|im_start|>assistant\n\n\nx<|im_end|>\n");
+	/* "user\n\nq": the two newlines are one token across header and content */
+	CHECK(b.n > 6 && b.ids[5] == 256 && b.ids[6] == 'q');
+	/* "\n\n\n" is ĊĊ + Ċ; the first straddles "assistant\n" and the content */
+	CHECK_STR(pol, "\n\n\nx<|im_end|>");
+	free(all);
+	free(pol);
+	fw_tok_ids_release(&b);
+	fw_tok_free(t);
+}
+
 TEST(sampled_tokens_are_used_verbatim)
 {
 	struct fw_tok *t = fw_tok_new_byte();
