@@ -333,16 +333,23 @@ static int find_exe(const char *name, char *out, size_t outlen)
 
 /*
  * A run gets cgroups of its own where the machine lets us make them: with
- * cgroup v1, one under the memory controller (only when a memory limit is
- * asked) and one under cpuacct (for CPU time of the whole tree, which
- * bwrap's exit status cannot carry); with cgroup v2, one directory for
- * both, the limit set when the memory controller is enabled there.
+ * cgroup v1, one under the memory controller (when a memory limit is
+ * asked), one under pids (when a process limit is asked) and one under
+ * cpuacct (for CPU time of the whole tree, which bwrap's exit status
+ * cannot carry); with cgroup v2, one directory for all three, each limit
+ * set where its controller is enabled.
+ *
+ * The pids cgroup matters: the sandbox's uid 0 is the host's root, and
+ * the kernel never applies RLIMIT_NPROC to root's processes.
  */
 struct cgroup {
-	char mem[PATH_MAX - 64]; /* memory cgroup, "" when none */
-	char cpu[PATH_MAX - 64]; /* accounting cgroup, "" when none */
-	int v2;
+	char mem[PATH_MAX - 64];  /* memory cgroup, "" when none */
+	char pids[PATH_MAX - 64]; /* pids cgroup, "" when none */
+	char cpu[PATH_MAX - 64];  /* accounting cgroup, "" when none */
+	int v2;                   /* v2: all three are one directory */
 };
+
+enum { CG_MEM = 1, CG_PIDS = 2 };
 
 /* Where this process sits in the hierarchy holding controller ctl (v1), or
  * in the unified hierarchy (ctl NULL).  Writes the directory; 0 or -1. */
@@ -473,42 +480,76 @@ static int make_child(const char *base, char *out, size_t outlen)
 	return 0;
 }
 
-/* Make the run's cgroups; a memory limit of bytes (0: none).  Returns 1
- * when the memory limit is in force, 0 when it is not (why says why). */
-static int cgroup_make(struct cgroup *cg, uint64_t bytes, char *why, size_t whylen)
+/* Set one limit in a fresh v1 child of controller ctl's hierarchy; the
+ * directory goes to out, "" when it cannot be made. */
+static void v1_limit(const char *ctl, const char *file, const char *val, char *out,
+		     size_t outlen)
 {
-	char base[PATH_MAX - 128], val[32];
-	int limited = 0;
+	char base[PATH_MAX - 128];
 
-	cg->mem[0] = cg->cpu[0] = 0;
+	out[0] = 0;
+	if (cgroup_self(ctl, base, sizeof base) != 0 || make_child(base, out, outlen) != 0)
+		return;
+	if (write_file(out, file, val) != 0) {
+		rmdir(out);
+		out[0] = 0;
+	}
+}
+
+/* Make the run's cgroups for a memory limit of bytes and a process limit
+ * of procs (0: none).  Returns the limits in force (CG_MEM | CG_PIDS);
+ * why says what could not be had. */
+static int cgroup_make(struct cgroup *cg, uint64_t bytes, long procs, char *why,
+		       size_t whylen)
+{
+	char base[PATH_MAX - 128], mval[32], pval[32];
+	int got = 0;
+
+	cg->mem[0] = cg->pids[0] = cg->cpu[0] = 0;
 	cg->v2 = 0;
-	snprintf(val, sizeof val, "%llu", (unsigned long long)bytes);
-	if (cgroup_self("memory", base, sizeof base) == 0 || cgroup_self("cpuacct", base, sizeof base) == 0) {
-		if (bytes && cgroup_self("memory", base, sizeof base) == 0 &&
-		    make_child(base, cg->mem, sizeof cg->mem) == 0) {
-			if (write_file(cg->mem, "memory.limit_in_bytes", val) == 0) {
-				/* memsw exists only with swap accounting */
-				write_file(cg->mem, "memory.memsw.limit_in_bytes", val);
-				limited = 1;
-			} else {
-				rmdir(cg->mem);
-				cg->mem[0] = 0;
-			}
+	snprintf(mval, sizeof mval, "%llu", (unsigned long long)bytes);
+	snprintf(pval, sizeof pval, "%ld", procs);
+	if (cgroup_self("cpuacct", base, sizeof base) == 0 ||
+	    cgroup_self("memory", base, sizeof base) == 0 ||
+	    cgroup_self("pids", base, sizeof base) == 0) {
+		if (bytes) {
+			v1_limit("memory", "memory.limit_in_bytes", mval, cg->mem, sizeof cg->mem);
+			/* memsw exists only with swap accounting */
+			if (cg->mem[0])
+				write_file(cg->mem, "memory.memsw.limit_in_bytes", mval);
 		}
+		if (procs > 0)
+			v1_limit("pids", "pids.max", pval, cg->pids, sizeof cg->pids);
 		if (cgroup_self("cpuacct", base, sizeof base) == 0)
 			make_child(base, cg->cpu, sizeof cg->cpu);
 	} else if (cgroup_self(NULL, base, sizeof base) == 0 &&
 		   make_child(base, cg->cpu, sizeof cg->cpu) == 0) {
 		cg->v2 = 1;
-		if (bytes && write_file(cg->cpu, "memory.max", val) == 0) {
+		if (bytes && write_file(cg->cpu, "memory.max", mval) == 0) {
 			write_file(cg->cpu, "memory.swap.max", "0");
 			snprintf(cg->mem, sizeof cg->mem, "%s", cg->cpu);
-			limited = 1;
 		}
+		if (procs > 0 && write_file(cg->cpu, "pids.max", pval) == 0)
+			snprintf(cg->pids, sizeof cg->pids, "%s", cg->cpu);
 	}
-	if (bytes && !limited)
+	got = (cg->mem[0] ? CG_MEM : 0) | (cg->pids[0] ? CG_PIDS : 0);
+	if (bytes && !(got & CG_MEM))
 		seterr(why, whylen, "no writable memory cgroup");
-	return limited;
+	else if (procs > 0 && !(got & CG_PIDS))
+		seterr(why, whylen, "no writable pids cgroup");
+	return got;
+}
+
+/* Processes (threads) in the run's pids cgroup, or -1. */
+static long cgroup_pids(const struct cgroup *cg)
+{
+	return cg->pids[0] ? (long)read_key(cg->pids, "pids.current", NULL) : -1;
+}
+
+/* Forks refused at the pids limit, or -1. */
+static long long cgroup_fork_fails(const struct cgroup *cg)
+{
+	return cg->pids[0] ? read_key(cg->pids, "pids.events", "max") : -1;
 }
 
 static long long cgroup_oom_kills(const struct cgroup *cg)
@@ -562,8 +603,9 @@ static void rm_cgroup(char *dir)
 static void cgroup_remove(struct cgroup *cg)
 {
 	if (cg->v2)
-		cg->mem[0] = 0; /* the same directory */
+		cg->mem[0] = cg->pids[0] = 0; /* the same directory */
 	rm_cgroup(cg->mem);
+	rm_cgroup(cg->pids);
 	rm_cgroup(cg->cpu);
 }
 
@@ -823,10 +865,14 @@ static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 
 	/* join the run's cgroups ("0" is the writer itself); bwrap and all
 	 * it starts inherit them */
-	if ((cg->mem[0] && write_file(cg->mem, "cgroup.procs", "0") != 0) ||
-	    (cg->cpu[0] && !(cg->v2 && cg->mem[0]) &&
-	     write_file(cg->cpu, "cgroup.procs", "0") != 0))
+	if (cg->v2) {
+		if (cg->cpu[0] && write_file(cg->cpu, "cgroup.procs", "0") != 0)
+			_exit(126);
+	} else if ((cg->mem[0] && write_file(cg->mem, "cgroup.procs", "0") != 0) ||
+		   (cg->pids[0] && write_file(cg->pids, "cgroup.procs", "0") != 0) ||
+		   (cg->cpu[0] && write_file(cg->cpu, "cgroup.procs", "0") != 0)) {
 		_exit(126);
+	}
 	if (o->cpu_s > 0)
 		set_limit(RLIMIT_CPU, (rlim_t)o->cpu_s, (rlim_t)o->cpu_s + 1);
 	if (o->mem_bytes > 0 && use_as)
@@ -879,7 +925,7 @@ static int err_says(const struct fw_sandbox_result *res, const char *const *pats
 }
 
 static void classify(const struct fw_sandbox_opts *o, struct fw_sandbox_result *res,
-		     long long oom_kills)
+		     long long oom_kills, long long fork_fails)
 {
 	static const char *mem_msgs[] = { "MemoryError", "Cannot allocate memory",
 					  "out of memory", "bad_alloc", "Out of memory", NULL };
@@ -900,7 +946,7 @@ static void classify(const struct fw_sandbox_opts *o, struct fw_sandbox_result *
 		res->cause = FW_SANDBOX_FSIZE;
 	else if (o->mem_bytes > 0 && failed && err_says(res, mem_msgs))
 		res->cause = FW_SANDBOX_MEMORY;
-	else if (o->procs > 0 && failed && err_says(res, proc_msgs))
+	else if (o->procs > 0 && failed && (fork_fails > 0 || err_says(res, proc_msgs)))
 		res->cause = FW_SANDBOX_PROCS;
 	else if (res->signal)
 		res->cause = FW_SANDBOX_KILLED;
@@ -910,7 +956,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		   struct fw_sandbox_result *res, char *err, size_t errlen)
 {
 	struct strv a = { 0 }, env = { 0 };
-	struct cgroup cg = { .mem = "", .cpu = "" };
+	struct cgroup cg = { .mem = "", .pids = "", .cpu = "" };
 	struct fw_proxy *proxy = NULL;
 	char bwrap[PATH_MAX], tmpdir[64] = "", sock[96] = "", why[256] = "";
 	char status[4096] = "";
@@ -920,7 +966,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	pid_t pid = -1;
 	double t0 = now(), kill_at = 0, pinned_since = 0, next_count = 0;
 	long long init_pid = 0, pidns = 0, exit_code = -1, oom_kills = -1;
-	int timed_out = 0, bomb = 0, killed_hard = 0, reaped = 0, wstatus = 0;
+	int cgot = 0, timed_out = 0, bomb = 0, killed_hard = 0, reaped = 0, wstatus = 0;
 	struct rusage ru;
 	struct capture cap[2];
 	struct files files = { .n = 0 };
@@ -968,7 +1014,8 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	    build_env(o, proxy != NULL, &env, err, errlen) != 0)
 		goto out;
 
-	if (cgroup_make(&cg, o->mem_bytes, why, sizeof why)) {
+	cgot = cgroup_make(&cg, o->mem_bytes, o->procs, why, sizeof why);
+	if (cgot & CG_MEM) {
 		res->cgroup = 1;
 		/* the cgroup caps resident memory; an address-space cap on
 		 * top breaks runtimes that reserve large mappings */
@@ -977,6 +1024,9 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		add_event(res, "cgroup", 0, "memory cgroup unavailable (%s): "
 			  "address-space limit only", why);
 	}
+	if (o->procs > 0 && !(cgot & CG_PIDS))
+		add_event(res, "cgroup", 0, "pids cgroup unavailable: a run above "
+			  "the process limit is killed when seen");
 
 	if (o->stdin_path) {
 		in = open(o->stdin_path, O_RDONLY | O_CLOEXEC);
@@ -1022,9 +1072,15 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 			kill_at = t + (o->grace_s > 0 ? o->grace_s : 0);
 		}
 		if (!reaped && o->procs > 0 && !timed_out && !bomb && t >= next_count) {
-			long n = ns_signal((ino_t)pidns, 0);
+			long n = (cgot & CG_PIDS) ? cgroup_pids(&cg) : ns_signal((ino_t)pidns, 0);
 			next_count = t + PROCS_POLL_S;
-			if (n >= o->procs) {
+			if (!(cgot & CG_PIDS) && n > o->procs) {
+				/* nothing enforces the limit: stop the run now */
+				bomb = 1;
+				add_event(res, "limit", t, "%ld processes over the limit of %ld: "
+					  "tree killed", n, o->procs);
+				kill_at = t;
+			} else if (n >= o->procs) {
 				if (!pinned_since)
 					pinned_since = t;
 				else if (t - pinned_since >= PROCS_PINNED_S) {
@@ -1150,7 +1206,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	else if (bomb)
 		res->cause = FW_SANDBOX_PROCS;
 	else
-		classify(o, res, oom_kills);
+		classify(o, res, oom_kills, cgroup_fork_fails(&cg));
 	if (res->cause == FW_SANDBOX_MEMORY && oom_kills > 0)
 		add_event(res, "limit", res->wall_s, "memory cgroup killed %lld process(es)",
 			  oom_kills);

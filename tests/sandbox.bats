@@ -206,6 +206,24 @@ serve() {
   ! pgrep -f 'sleep 732'
 }
 
+@test "the process limit holds although the sandbox's uid 0 is the host's root" {
+  run -1 --separate-stderr fw-run --procs 20 --timeout 20 -- /usr/bin/python3 -c '
+import os, sys, time
+n = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(10)
+            os._exit(0)
+        n += 1
+except BlockingIOError:
+    print(n)
+    sys.exit(1)
+print("unlimited", n)'
+  [ "$(field cause)" = procs ]
+  [ "$(field stdout)" -lt 20 ]
+}
+
 @test "an allocation beyond --mem ends with cause memory" {
   run -1 --separate-stderr fw-run --mem 64 --timeout 20 -- \
     /usr/bin/python3 -c 'x = bytearray(512 << 20); x[::4096] = b"x" * len(x[::4096]); print("survived")'
