@@ -9,8 +9,8 @@
  * PATH, HOME, LANG, TZ=UTC, PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1 plus
  * the caller's additions.  Resource limits (CPU, address space, processes,
  * file size, open files) are set with setrlimit in the child before exec;
- * memory is also capped with a cgroup where the machine offers a writable
- * one.  A wall-clock timeout sends SIGTERM to every process of the sandbox,
+ * memory and processes are also capped with cgroups where the machine
+ * offers writable ones (v1 or v2), and the run's CPU time is read from one.  A wall-clock timeout sends SIGTERM to every process of the sandbox,
  * then SIGKILL to its pid-namespace init after a grace period, which ends
  * the whole tree.  stdout and stderr are captured through pipes up to a cap;
  * the rest is drained and dropped and the capture is marked truncated.
@@ -76,7 +76,9 @@ struct fw_sandbox_opts {
 	double grace_s;       /* SIGTERM → SIGKILL, seconds (default 0.5) */
 	long cpu_s;           /* RLIMIT_CPU, seconds (default 0: none) */
 	uint64_t mem_bytes;   /* RLIMIT_AS and cgroup memory, bytes */
-	long procs;           /* RLIMIT_NPROC, processes in the sandbox */
+	long procs;           /* processes (threads) alive at once: a pids
+			       * cgroup where there is one, and RLIMIT_NPROC
+			       * (which the kernel never applies to root) */
 	uint64_t fsize_bytes; /* RLIMIT_FSIZE, bytes per file written */
 	long nofile;          /* RLIMIT_NOFILE (default 1024) */
 	size_t output_cap;    /* bytes kept per stream (default 1 MiB) */
