@@ -218,3 +218,29 @@ all_samples() {
   assert_line --index 0 '["sg-fix5",[[-1,"z"]]]'
   assert_line --index 1 '["msg_fix3",[[1,"y"]]]'
 }
+
+@test "every sample trajectory has the turns its episode was generated from" {
+  # expected-turns.jsonl is worked out by gen.py from the abstract episodes,
+  # one signature per turn: role|text length|thinking length|call names|argument lengths|error
+  all_samples -q --no-redact -o "$T/all.mp"
+  rec json "$T/all.mp" | jq -r '[.meta.source_id, .model, (.turns | map([.role, (.text | length),
+      ((.thinking // "") | length), ([.calls[]?.name] | join(",")), ([.calls[]?.args | length | tostring] | join(",")),
+      (if .role == "tool" then (if .is_error then "1" else "0" end) else "" end)] | map(tostring) | join("|")))] | @json' |
+    sort > "$T/got"
+  jq -r '[.source_id, .model, .turns] | @json' "$S/expected-turns.jsonl" | sort > "$T/want"
+  [ "$(wc -l < "$T/want")" -ge 300 ]
+  diff "$T/want" "$T/got"
+}
+
+@test "every tool turn answers a call of the assistant turn before it" {
+  all_samples -q --no-redact -o "$T/all.mp"
+  run -0 bash -c "rec json '$T/all.mp' | jq -s '[.[] | .turns as \$t | range(0; \$t | length) as \$i
+      | select(\$t[\$i].role == \"tool\")
+      | select(([\$t[:\$i][] | select(.role == \"assistant\")] | last | [.calls[]?.id] | index([\$t[\$i].call_id])) == null)] | length'"
+  assert_output 0
+  # and the check can fail: break one id
+  run -0 bash -c "rec json '$T/all.mp' | head -1 | jq -c '.turns[3].call_id = \"nope\"' | jq -s '[.[] | .turns as \$t | range(0; \$t | length) as \$i
+      | select(\$t[\$i].role == \"tool\")
+      | select(([\$t[:\$i][] | select(.role == \"assistant\")] | last | [.calls[]?.id] | index([\$t[\$i].call_id])) == null)] | length'"
+  assert_output 1
+}

@@ -573,6 +573,55 @@ def render_swe_agent(ep, meta, inst):
     return inst, doc
 
 
+# ---------------------------------------------------------- answer key --
+
+def swe_action(kind, a):
+    if kind == "bash":
+        return a["command"]
+    if kind == "read":
+        return "open " + a["path"]
+    return "edit 9:9\n    return _impl(%s, *args)\nend_of_edit" % a["new_str"]
+
+
+def signature(fmt, ep):
+    """The turns fb-ingest must produce for episode ep logged as fmt, one
+    string per turn: role|text length|thinking length|call names|argument
+    lengths|error flag.  Lengths count code points of the unredacted text;
+    arguments are compact JSON.  Worked out from the episode, not from any
+    log file, so it checks the converters independently."""
+    def jlen(a):
+        return len(json.dumps(a, separators=(",", ":"), ensure_ascii=False))
+
+    def sig(role, text="", thinking="", calls=(), err=None):
+        return "|".join([role, str(len(text)), str(len(thinking or "")),
+                         ",".join(n for n, _ in calls), ",".join(str(jlen(a)) for _, a in calls),
+                         "" if err is None else ("1" if err else "0")])
+
+    family = "claude-code" if fmt == "claude-code" else "openai"
+    think = fmt in ("openai-responses", "anthropic", "claude-code")
+    errs = fmt in ("anthropic", "claude-code")
+    out = []
+    for s in ep:
+        if s[0] == "system":
+            if fmt != "claude-code":
+                out.append(sig("system", s[1]))
+        elif s[0] == "user":
+            out.append(sig("user", "<issue>\n%s\n</issue>" % s[1] if fmt == "swe-agent" else s[1]))
+        elif s[0] == "assistant" and fmt == "swe-agent":
+            for j, (kind, a) in enumerate(s[2] or [("bash", {"command": "submit"})]):
+                act = swe_action(kind, a)
+                out.append(sig("assistant", s[1] if j == 0 else "", "",
+                               [(act.split(" ")[0].split("\n")[0], {"command": act})]))
+            if not s[2]:
+                out.append(sig("tool", "", err=False))
+        elif s[0] == "assistant":
+            out.append(sig("assistant", s[1], s[3] if think else "",
+                           [args_for(kind, a, family) for kind, a in s[2]]))
+        else:
+            out.append(sig("tool", s[1], err=bool(s[2]) and errs))
+    return out
+
+
 # ------------------------------------------------------------------ main --
 
 FORMATS = [("openai-chat", 90), ("openai-responses", 60), ("anthropic", 80),
@@ -596,6 +645,7 @@ def malformed(line):
 def main():
     os.makedirs(OUT, exist_ok=True)
     trajs = []  # (fmt, source id, model, scenario, created time, item)
+    keys = []  # turn signatures, one JSON line per trajectory
     n = 0
     for fmt, count in FORMATS:
         lines = []
@@ -629,6 +679,8 @@ def main():
                 with open(os.path.join(OUT, "swe-agent", inst + ".traj"), "w") as f:
                     f.write(json.dumps(doc, indent=2) + "\n")
             trajs.append((fmt, rid, model, scen, t, item["item"]))
+            keys.append(json.dumps({"source_id": rid, "format": fmt, "model": model,
+                                    "scenario": scen, "turns": signature(fmt, ep)}))
         n += count
         if fmt in ("openai-chat", "openai-responses", "anthropic", "sharegpt"):
             # exact duplicates (a retried log write) and one malformed line
@@ -653,6 +705,7 @@ def main():
             s = open(p).read()
             open(p, "w").write(s[: len(s) * 2 // 3])
             trajs = [x for x in trajs if not (x[0] == "swe-agent" and x[1] + ".traj" == last)]
+            keys = [k for k in keys if json.loads(k)["source_id"] + ".traj" != last]
 
     # --------------------------------------------------------- feedback --
     ext_users = ["u-%04d" % R.randrange(10000) for _ in range(70)]
@@ -729,6 +782,8 @@ def main():
     with open(os.path.join(OUT, "feedback-internal.csv"), "w") as f:
         f.write("\n".join(text))
 
+    with open(os.path.join(OUT, "expected-turns.jsonl"), "w") as f:
+        f.write("\n".join(keys) + "\n")
     with open(os.path.join(OUT, "planted-secrets.tsv"), "w") as f:
         f.write("# rule\tsecret (each must be absent from redacted fb-ingest output)\n")
         for rule, s in PLANTED:
