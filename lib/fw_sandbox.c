@@ -467,9 +467,35 @@ static long long read_key(const char *dir, const char *name, const char *key)
 	return v;
 }
 
+/* Remove the cgroups that runs of dead processes left behind (a caller
+ * killed mid-run cannot clean up).  Busy ones stay. */
+static void sweep(const char *base)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	DIR *d = opendir(base);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		int pid;
+		if (sscanf(e->d_name, "fw-sandbox-%d-", &pid) != 1 || pid == getpid())
+			continue;
+		if (kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if ((size_t)snprintf(path, sizeof path, "%s/%s", base, e->d_name) < sizeof path)
+			rmdir(path);
+	}
+	closedir(d);
+}
+
 static int make_child(const char *base, char *out, size_t outlen)
 {
 	static unsigned seq;
+
+	/* the first run of a process sweeps up after dead ones */
+	if (__atomic_load_n(&seq, __ATOMIC_RELAXED) < 4)
+		sweep(base);
 
 	if ((size_t)snprintf(out, outlen, "%s/fw-sandbox-%d-%u", base, (int)getpid(),
 			     __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >= outlen ||
