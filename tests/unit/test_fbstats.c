@@ -1,0 +1,151 @@
+/*
+ * test_fbstats.c — fw_stats against values computed independently with
+ * SciPy (tests/ref/fbstats.py prints them) and against the normal
+ * approximation for the bootstrap.
+ */
+#include <math.h>
+
+#include "test.h"
+#include "fw_stats.h"
+
+TEST(wilson_matches_scipy)
+{
+	static const struct { uint64_t k, n; double lo, hi; } ref[] = {
+		{0, 10, 0.000000000000, 0.277532799863},
+		{3, 10, 0.107791267406, 0.603221852539},
+		{10, 10, 0.722467200137, 1.000000000000},
+		{81, 263, 0.255288519878, 0.366209576983},
+		{1, 1000, 0.000176546371, 0.005642558598},
+		{500, 1000, 0.469069600368, 0.530930399632},
+	};
+	for (size_t i = 0; i < sizeof ref / sizeof *ref; i++) {
+		double lo, hi;
+		CHECK_EQ_INT(fw_wilson(ref[i].k, ref[i].n, FW_Z95, &lo, &hi), 0);
+		CHECK_NEAR(lo, ref[i].lo, 1e-10);
+		CHECK_NEAR(hi, ref[i].hi, 1e-10);
+	}
+}
+
+TEST(wilson_rejects_empty_and_impossible_counts)
+{
+	double lo = -1, hi = -1;
+	CHECK_EQ_INT(fw_wilson(0, 0, FW_Z95, &lo, &hi), -1);
+	CHECK(lo == 0 && hi == 1);
+	CHECK_EQ_INT(fw_wilson(5, 4, FW_Z95, &lo, &hi), -1);
+}
+
+TEST(normal_quantiles_match_scipy)
+{
+	static const double ref[][2] = {
+		{1e-10, -6.36134090240406}, {0.001, -3.09023230616781},
+		{0.025, -1.95996398454005}, {0.2, -0.841621233572914},
+		{0.5, 0},                   {0.8, 0.841621233572914},
+		{0.975, 1.95996398454005},  {0.999999, 4.75342430881709},
+	};
+	for (size_t i = 0; i < sizeof ref / sizeof *ref; i++)
+		CHECK_NEAR(fw_norm_ppf(ref[i][0]), ref[i][1], 1e-12);
+	CHECK_NEAR(fw_norm_ppf(0.975), FW_Z95, 1e-14);
+	CHECK(isinf(fw_norm_ppf(0)) && fw_norm_ppf(0) < 0);
+	CHECK(isnan(fw_norm_ppf(1.5)));
+	CHECK_NEAR(fw_norm_cdf(fw_norm_ppf(0.3)), 0.3, 1e-14);
+}
+
+TEST(binomial_cdf_matches_scipy)
+{
+	CHECK_NEAR(fw_binom_cdf(3, 10, 0.5), 0.171875, 1e-13);
+	CHECK_NEAR(fw_binom_cdf(0, 20, 0.5), 9.5367431640625e-07, 1e-13);
+	CHECK_NEAR(fw_binom_cdf(7, 30, 0.3), 0.281376708186881, 1e-12);
+	CHECK_NEAR(fw_binom_cdf(480, 1000, 0.5), 0.10872414660207, 1e-11);
+	CHECK_NEAR(fw_binom_cdf(15, 100, 0.1), 0.960109472888916, 1e-12);
+	CHECK(fw_binom_cdf(10, 10, 0.3) == 1);
+}
+
+TEST(mcnemar_exact_matches_scipy)
+{
+	CHECK(fw_mcnemar_exact(0, 0) == 1);
+	CHECK_NEAR(fw_mcnemar_exact(0, 5), 0.0625, 1e-14);
+	CHECK_NEAR(fw_mcnemar_exact(3, 12), 0.03515625, 1e-14);
+	CHECK_NEAR(fw_mcnemar_exact(12, 3), 0.03515625, 1e-14);
+	CHECK(fw_mcnemar_exact(10, 10) == 1);
+	CHECK_NEAR(fw_mcnemar_exact(25, 40), 0.08168153394154, 1e-11);
+	CHECK_NEAR(fw_mcnemar_exact(1, 30) / 2.98023223876953e-08, 1, 1e-10);
+}
+
+TEST(n_needed_matches_the_textbook_formula)
+{
+	/* Fleiss, two-sided alpha 0.05, power 0.8, no continuity correction:
+	 * 0.5 vs 0.6 needs 388 per group. */
+	CHECK_EQ_INT(fw_n_needed(0.5, 0.6, 0.05, 0.8), 388);
+	CHECK_EQ_INT(fw_n_needed(0.3, 0.35, 0.05, 0.8), 1377);
+	CHECK_EQ_INT(fw_n_needed(0.9, 0.8, 0.05, 0.8), 199);
+	CHECK_EQ_INT(fw_n_needed(0.1, 0.5, 0.05, 0.8), 20);
+	CHECK_EQ_INT(fw_n_needed(0.4, 0.4, 0.05, 0.8), 0);
+}
+
+/* n users voting once in each arm (arm A up with pa, arm B with pb). */
+static size_t one_vote_users(struct fw_cluster *c, size_t n, double pa, double pb)
+{
+	for (size_t i = 0; i < n; i++) {
+		c[i] = (struct fw_cluster){{0, 0}, {0, 0}};
+		int arm = i % 2;
+		size_t k = i / 2;
+		double p = arm ? pb : pa;
+		c[i].n[arm] = 1;
+		c[i].up[arm] = (double)k < p * (double)(n / 2);
+	}
+	return n;
+}
+
+static double work[4000];
+static struct fw_cluster cl[4000];
+
+TEST(bootstrap_with_independent_votes_agrees_with_the_normal_interval)
+{
+	/* 1000 votes per arm, 50% vs 60%: the normal interval of the
+	 * difference is 0.1 +- 1.96 sqrt(.25/1000 + .24/1000) = 0.1 +- 0.0434. */
+	size_t n = one_vote_users(cl, 2000, 0.5, 0.6);
+	double lo, hi;
+	CHECK_EQ_INT(fw_boot_diff(cl, n, 7, 4000, 0.95, work, &lo, &hi), 0);
+	double half = FW_Z95 * sqrt(0.25 / 1000 + 0.24 / 1000);
+	CHECK(fabs(lo - (0.1 - half)) < 0.006);
+	CHECK(fabs(hi - (0.1 + half)) < 0.006);
+}
+
+TEST(bootstrap_widens_when_a_users_votes_are_correlated)
+{
+	/* Same rates, but each of 200 users casts 10 identical votes: the
+	 * effective sample is 10 times smaller, so the interval is about
+	 * sqrt(10) times wider than the naive one over 2000 votes. */
+	size_t n = one_vote_users(cl, 200, 0.5, 0.6);
+	for (size_t i = 0; i < n; i++)
+		for (int a = 0; a < 2; a++)
+			cl[i].n[a] *= 10, cl[i].up[a] *= 10;
+	double lo, hi;
+	CHECK_EQ_INT(fw_boot_diff(cl, n, 7, 4000, 0.95, work, &lo, &hi), 0);
+	double naive = 2 * FW_Z95 * sqrt(0.25 / 1000 + 0.24 / 1000);
+	double ratio = (hi - lo) / naive;
+	CHECK(ratio > 2.6 && ratio < 3.8);
+	CHECK(lo < 0); /* 100 users per arm cannot tell 50% from 60% */
+}
+
+TEST(bootstrap_is_reproducible_for_a_seed)
+{
+	size_t n = one_vote_users(cl, 300, 0.4, 0.7);
+	double lo1, hi1, lo2, hi2, lo3, hi3;
+	CHECK_EQ_INT(fw_boot_diff(cl, n, 42, 1000, 0.95, work, &lo1, &hi1), 0);
+	CHECK_EQ_INT(fw_boot_diff(cl, n, 42, 1000, 0.95, work, &lo2, &hi2), 0);
+	CHECK_EQ_INT(fw_boot_diff(cl, n, 43, 1000, 0.95, work, &lo3, &hi3), 0);
+	CHECK(lo1 == lo2 && hi1 == hi2);
+	CHECK(lo1 != lo3 || hi1 != hi3);
+	CHECK(lo1 > 0.1 && hi1 < 0.5);
+}
+
+TEST(bootstrap_needs_votes_in_both_arms)
+{
+	double lo, hi;
+	struct fw_cluster only_a[2] = {{{1, 0}, {1, 0}}, {{0, 0}, {1, 0}}};
+	CHECK_EQ_INT(fw_boot_diff(only_a, 2, 1, 100, 0.95, work, &lo, &hi), -1);
+	CHECK_EQ_INT(fw_boot_diff(only_a, 0, 1, 100, 0.95, work, &lo, &hi), -1);
+}
+
+TEST_MAIN()
