@@ -158,8 +158,9 @@ long fw_feedback_join(struct fw_feedback *fb, const char *key, json_t *traj);
 /*
  * Hands each event never joined to fn as a new `feedback` record object
  * ({kind, v, id, trace, rating, raw, comment, user, origin, at, file,
- * line}) in load order, then forgets them.  Returns how many, or -1 when
- * fn returns non-zero or memory runs out.  fn owns nothing it is given.
+ * line}) in load order (fn may be NULL to only count them), then forgets
+ * them.  Returns how many, or -1 when fn returns non-zero or memory runs
+ * out.  fn owns nothing it is given.
  */
 long fw_feedback_orphans(struct fw_feedback *fb, int (*fn)(void *ctx, json_t *rec), void *ctx);
 

@@ -679,7 +679,7 @@ long fw_feedback_orphans(struct fw_feedback *fb, int (*fn)(void *ctx, json_t *re
 			json_object_set_new(rec, "id", json_string(hex));
 			free(s);
 		}
-		int stop = fn(ctx, rec);
+		int stop = fn ? fn(ctx, rec) : 0;
 		json_decref(rec);
 		if (stop)
 			return -1;
