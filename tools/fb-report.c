@@ -1,0 +1,1026 @@
+/*
+ * fb-report — what users tell us: failure categories of thumbs-down
+ * trajectories and A/B verdicts between models.  See fb-report(1).
+ *
+ * One pass over the traj records gathers per-category counts and the votes
+ * (arm, user, rating); the statistics come from fw_stats at the end.
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fw_cli.h"
+#include "fw_json.h"
+#include "fw_mp.h"
+#include "fw_stats.h"
+#include "fw_stream.h"
+
+static const char usage_text[] =
+	"usage: fb-report [--by PATH] [--paired-by PATH] [--records] [--seed S]\n"
+	"                 [--resamples N] [-o OUT] [--skip-bad] [FILE...]\n";
+
+static void usage(FILE *f)
+{
+	fputs(usage_text, f);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", fw_prog);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	usage(stderr);
+	return FW_EXIT_USAGE;
+}
+
+#define EXAMPLES 3
+#define LONG_TOTAL 16384  /* bytes of text in all turns */
+#define LONG_ANSWER 2000  /* bytes of the final answer */
+#define LOOP_REPEATS 3    /* the same call or answer this many times */
+
+/* ---- string interning ------------------------------------------------------- */
+
+struct intern {
+	char **s;
+	size_t n, cap;
+	uint32_t *t; /* open addressing: index + 1, 0 empty */
+	size_t tcap;
+};
+
+/* Index of s[0..n) in the table, added if new; -1 out of memory. */
+static int64_t intern(struct intern *in, const char *s, size_t n)
+{
+	if ((in->n + 1) * 2 > in->tcap) {
+		size_t nc = in->tcap ? in->tcap * 2 : 256;
+		uint32_t *nt = calloc(nc, sizeof *nt);
+		if (!nt)
+			return -1;
+		for (size_t i = 0; i < in->n; i++) {
+			size_t j = fw_hash64(in->s[i], strlen(in->s[i])) & (nc - 1);
+			while (nt[j])
+				j = (j + 1) & (nc - 1);
+			nt[j] = (uint32_t)i + 1;
+		}
+		free(in->t);
+		in->t = nt;
+		in->tcap = nc;
+	}
+	size_t j = fw_hash64(s, n) & (in->tcap - 1);
+	while (in->t[j]) {
+		const char *x = in->s[in->t[j] - 1];
+		if (strlen(x) == n && memcmp(x, s, n) == 0)
+			return in->t[j] - 1;
+		j = (j + 1) & (in->tcap - 1);
+	}
+	if (in->n == in->cap) {
+		size_t nc = in->cap ? in->cap * 2 : 64;
+		char **ns = realloc(in->s, nc * sizeof *ns);
+		if (!ns)
+			return -1;
+		in->s = ns;
+		in->cap = nc;
+	}
+	if (!(in->s[in->n] = strndup(s, n)))
+		return -1;
+	in->t[j] = (uint32_t)in->n + 1;
+	return (int64_t)in->n++;
+}
+
+static void intern_free(struct intern *in)
+{
+	for (size_t i = 0; i < in->n; i++)
+		free(in->s[i]);
+	free(in->s);
+	free(in->t);
+}
+
+/* ---- state ---------------------------------------------------------------------- */
+
+struct category {
+	char *name;
+	uint64_t count, ext, internal;
+	char *examples[EXAMPLES];
+	int nex;
+};
+
+struct vote {
+	uint32_t user, arm;
+	int up;
+};
+
+struct pairvote {
+	uint32_t key, arm;
+	uint32_t up, down;
+};
+
+struct state {
+	struct fw_path *by, *paired_by;
+	const char *by_src, *paired_src;
+	uint64_t seed;
+	unsigned resamples;
+	int records;
+	struct intern arms, users, keys;
+	struct category *cats;
+	size_t ncats, capcats;
+	struct vote *votes;
+	size_t nvotes, capvotes;
+	struct pairvote *pv;
+	size_t npv, cappv;
+	uint64_t ntraj, ndown, ndown_ext, ndown_int, nrated, anon;
+	pcre2_code *re_refusal, *re_toolerr, *re_timeout, *re_testrun, *re_testfail, *re_correction;
+	pcre2_match_data *md;
+	struct fw_buf tmp;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap * 2 : 256;
+	while (nc < need)
+		nc *= 2;
+	void *np = realloc(*p, nc * size);
+	if (!np)
+		return -1;
+	*p = np;
+	*cap = nc;
+	return 0;
+}
+
+/* ---- rules ----------------------------------------------------------------------- */
+
+static pcre2_code *re(const char *pat)
+{
+	int ec;
+	PCRE2_SIZE eo;
+	pcre2_code *c = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
+				      PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE |
+					      PCRE2_CASELESS,
+				      &ec, &eo, NULL);
+	if (c)
+		pcre2_jit_compile(c, PCRE2_JIT_COMPLETE);
+	return c;
+}
+
+static int matches(struct state *st, pcre2_code *c, const char *s, size_t n)
+{
+	return s && pcre2_match(c, (PCRE2_SPTR)s, n, 0, 0, st->md, NULL) >= 0;
+}
+
+static int str_of(struct fw_mpv m, const char *key, const char **s, size_t *n)
+{
+	struct fw_mpv v;
+	if (fw_mp_get(m, key, &v) != 1 || fw_mp_str(v, s, n) < 0) {
+		*s = NULL;
+		*n = 0;
+		return 0;
+	}
+	return 1;
+}
+
+/* The rule tags of a trajectory, as a bit set over rule_names. */
+static const char *rule_names[] = {
+	"tool error", "failing tests", "refusal", "timeout", "loop/repetition",
+	"user correction", "very long",
+};
+enum { R_TOOL_ERROR, R_FAILING, R_REFUSAL, R_TIMEOUT, R_LOOP, R_CORRECTION, R_LONG, NRULES };
+
+#define MAX_SEEN 512
+
+static unsigned classify(struct state *st, struct fw_mpv rec)
+{
+	unsigned bits = 0;
+	struct fw_mpv turns, t, v, calls, call;
+	struct fw_mp_iter it, ci;
+	uint64_t seen[MAX_SEEN];
+	uint8_t seen_n[MAX_SEEN];
+	size_t nseen = 0, total = 0;
+	const char *last_answer = NULL, *last_test = NULL;
+	size_t last_answer_n = 0, last_test_n = 0;
+	int answered = 0;
+	if (fw_mp_get(rec, "turns", &turns) != 1 || fw_mp_iter_init(&it, turns) < 0)
+		return 0;
+	while (fw_mp_iter_next(&it, &t) == 1) {
+		const char *role, *text;
+		size_t rn, tn;
+		int b = 0;
+		str_of(t, "role", &role, &rn);
+		str_of(t, "text", &text, &tn);
+		total += tn;
+		int is_user = role && rn == 4 && !memcmp(role, "user", 4);
+		int is_asst = role && rn == 9 && !memcmp(role, "assistant", 9);
+		int is_tool = role && rn == 4 && !memcmp(role, "tool", 4);
+		if (fw_mp_get(t, "is_error", &v) == 1 && fw_mp_bool(v, &b) == 0 && b)
+			bits |= 1u << R_TOOL_ERROR;
+		if (is_tool && text) {
+			/* Logs without an error flag still show the error text. */
+			if (matches(st, st->re_toolerr, text, tn))
+				bits |= 1u << R_TOOL_ERROR;
+			if (matches(st, st->re_timeout, text, tn))
+				bits |= 1u << R_TIMEOUT;
+			if (matches(st, st->re_testrun, text, tn)) {
+				last_test = text;
+				last_test_n = tn;
+			}
+		}
+		if (is_user && answered && matches(st, st->re_correction, text, tn))
+			bits |= 1u << R_CORRECTION;
+		if (!is_asst)
+			continue;
+		/* Repetition: the same call (name and arguments) or the same
+		 * non-empty answer text again and again. */
+		uint64_t keys[64];
+		int nk = 0;
+		if (tn)
+			keys[nk++] = fw_hash64(text, tn) ^ 0x5bd1e995;
+		int ncalls = 0;
+		if (fw_mp_get(t, "calls", &calls) == 1 && fw_mp_iter_init(&ci, calls) > 0) {
+			while (fw_mp_iter_next(&ci, &call) == 1 && nk < 64) {
+				const char *nm, *args;
+				size_t nn, an;
+				str_of(call, "name", &nm, &nn);
+				if (!str_of(call, "args", &args, &an) && fw_mp_get(call, "args", &v) == 1)
+					args = (const char *)v.p, an = v.n;
+				uint64_t h = fw_hash64(nm ? nm : "", nn) * 31 + fw_hash64(args ? args : "", an);
+				keys[nk++] = h;
+				total += an;
+				ncalls++;
+			}
+		}
+		for (int k = 0; k < nk; k++) {
+			size_t j;
+			for (j = 0; j < nseen; j++)
+				if (seen[j] == keys[k])
+					break;
+			if (j == nseen && nseen < MAX_SEEN) {
+				seen[nseen] = keys[k];
+				seen_n[nseen++] = 0;
+			}
+			if (j < nseen && ++seen_n[j] >= LOOP_REPEATS)
+				bits |= 1u << R_LOOP;
+		}
+		if (ncalls == 0) {
+			last_answer = text;
+			last_answer_n = tn;
+			if (tn)
+				answered = 1;
+		}
+	}
+	if (last_answer && matches(st, st->re_refusal, last_answer, last_answer_n))
+		bits |= 1u << R_REFUSAL;
+	if (last_test && matches(st, st->re_testfail, last_test, last_test_n))
+		bits |= 1u << R_FAILING;
+	if (total > LONG_TOTAL || last_answer_n > LONG_ANSWER)
+		bits |= 1u << R_LONG;
+	const char *stop;
+	size_t sn;
+	if (fw_mp_get(rec, "meta", &v) == 1 && str_of(v, "stop", &stop, &sn) &&
+	    matches(st, st->re_timeout, stop, sn))
+		bits |= 1u << R_TIMEOUT;
+	return bits;
+}
+
+static struct category *category(struct state *st, const char *name, size_t n)
+{
+	for (size_t i = 0; i < st->ncats; i++)
+		if (strlen(st->cats[i].name) == n && !memcmp(st->cats[i].name, name, n))
+			return &st->cats[i];
+	if (grow((void **)&st->cats, &st->capcats, st->ncats + 1, sizeof *st->cats) < 0)
+		return NULL;
+	struct category *c = &st->cats[st->ncats];
+	memset(c, 0, sizeof *c);
+	if (!(c->name = strndup(name, n)))
+		return NULL;
+	st->ncats++;
+	return c;
+}
+
+static int count_in(struct state *st, const char *name, size_t n, int ext, int internal,
+		    const char *id, size_t idn)
+{
+	struct category *c = category(st, name, n);
+	if (!c)
+		return -1;
+	c->count++;
+	c->ext += ext;
+	c->internal += internal;
+	if (c->nex < EXAMPLES && id && !(c->examples[c->nex++] = strndup(id, idn)))
+		return -1;
+	return 0;
+}
+
+/* The text of the value at path as a label: strings as they are, other
+ * values as JSON, a missing one as "(none)". */
+static int label(struct state *st, const struct fw_path *p, struct fw_mpv rec, const char **s,
+		 size_t *n)
+{
+	struct fw_mpv v;
+	char err[128];
+	if (!fw_path_get(p, rec, &v)) {
+		*s = "(none)";
+		*n = 6;
+		return 0;
+	}
+	if (fw_mp_str(v, s, n) == 0)
+		return 0;
+	fw_buf_reset(&st->tmp);
+	if (fw_json_from_mp(&st->tmp, v, err, sizeof err) < 0)
+		return -1;
+	*s = (const char *)st->tmp.p;
+	*n = st->tmp.n;
+	return 0;
+}
+
+static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t index,
+	       uint64_t offset)
+{
+	struct fw_mpv fb, f, v;
+	struct fw_mp_iter it;
+	const char *id, *s;
+	size_t idn, n;
+	int down = 0, down_ext = 0, down_int = 0;
+	st->ntraj++;
+	str_of(rec, "id", &id, &idn);
+	if (label(st, st->by, rec, &s, &n) < 0) {
+		fw_warn_rec(file, index, offset, "cannot read '%s'", st->by_src);
+		return -1;
+	}
+	int64_t arm = intern(&st->arms, s, n), key = -1;
+	if (arm < 0)
+		goto oom;
+	if (st->paired_by) {
+		if (label(st, st->paired_by, rec, &s, &n) < 0) {
+			fw_warn_rec(file, index, offset, "cannot read '%s'", st->paired_src);
+			return -1;
+		}
+		if ((key = intern(&st->keys, s, n)) < 0)
+			goto oom;
+	}
+	uint32_t ups = 0, downs = 0;
+	if (fw_mp_get(rec, "feedback", &fb) == 1) {
+		if (fw_mp_iter_init(&it, fb) < 0) {
+			fw_warn_rec(file, index, offset, "field 'feedback' is %s, not array",
+				    fw_mp_type_name(fw_mp_type(fb)));
+			return -1;
+		}
+		while (fw_mp_iter_next(&it, &f) == 1) {
+			double r;
+			if (fw_mp_get(f, "rating", &v) != 1 || fw_mp_double(v, &r) < 0 || r == 0)
+				continue;
+			const char *origin, *user;
+			size_t on, un;
+			str_of(f, "origin", &origin, &on);
+			int internal = origin && on == 8 && !memcmp(origin, "internal", 8);
+			if (r < 0) {
+				down = 1;
+				down_int |= internal;
+				down_ext |= !internal;
+			}
+			char anon[32];
+			if (!str_of(f, "user", &user, &un)) {
+				/* A vote without a user is its own cluster. */
+				un = (size_t)snprintf(anon, sizeof anon, "\x01anon-%llu",
+						      (unsigned long long)st->anon++);
+				user = anon;
+			}
+			int64_t u = intern(&st->users, user, un);
+			if (u < 0 ||
+			    grow((void **)&st->votes, &st->capvotes, st->nvotes + 1, sizeof *st->votes) < 0)
+				goto oom;
+			st->votes[st->nvotes++] = (struct vote){(uint32_t)u, (uint32_t)arm, r > 0};
+			st->nrated++;
+			ups += r > 0;
+			downs += r < 0;
+		}
+	}
+	if (key >= 0 && ups + downs > 0) {
+		if (grow((void **)&st->pv, &st->cappv, st->npv + 1, sizeof *st->pv) < 0)
+			goto oom;
+		st->pv[st->npv++] = (struct pairvote){(uint32_t)key, (uint32_t)arm, ups, downs};
+	}
+	if (!down)
+		return 0;
+	st->ndown++;
+	st->ndown_ext += down_ext;
+	st->ndown_int += down_int;
+	unsigned bits = classify(st, rec);
+	int any = 0;
+	for (int r = 0; r < NRULES; r++) {
+		if (!(bits & (1u << r)))
+			continue;
+		any = 1;
+		if (count_in(st, rule_names[r], strlen(rule_names[r]), down_ext, down_int, id, idn) < 0)
+			goto oom;
+	}
+	if (fw_mp_get(rec, "tags", &v) == 1 && fw_mp_iter_init(&it, v) > 0) {
+		while (fw_mp_iter_next(&it, &f) == 1) {
+			if (fw_mp_str(f, &s, &n) < 0 || n == 0)
+				continue;
+			int dup = 0;
+			for (int r = 0; r < NRULES; r++)
+				dup |= (bits & (1u << r)) && strlen(rule_names[r]) == n &&
+				       !memcmp(rule_names[r], s, n);
+			if (dup)
+				continue;
+			any = 1;
+			if (count_in(st, s, n, down_ext, down_int, id, idn) < 0)
+				goto oom;
+		}
+	}
+	if (!any && count_in(st, "other", 5, down_ext, down_int, id, idn) < 0)
+		goto oom;
+	return 0;
+oom:
+	fw_warn("out of memory");
+	return -1;
+}
+
+/* ---- results ----------------------------------------------------------------------- */
+
+struct arm_stat {
+	uint64_t up, votes, users;
+	double lo, hi;
+};
+
+struct pair_stat {
+	uint32_t a, b;
+	double pa, pb, diff, lo, hi, deff;
+	int ok;          /* the bootstrap ran */
+	int verdict;     /* 1: b preferred, -1: a preferred, 0: none */
+	uint64_t need;   /* votes per arm for a verdict, 0 unknown */
+	uint64_t users;
+	int paired;
+	uint64_t npairs, a_only, b_only;
+	double p_mcnemar;
+};
+
+static int cmp_cat(const void *x, const void *y)
+{
+	const struct category *a = x, *b = y;
+	if (a->count != b->count)
+		return a->count < b->count ? 1 : -1;
+	return strcmp(a->name, b->name);
+}
+
+static int cmp_vote_user(const void *x, const void *y)
+{
+	const struct vote *a = x, *b = y;
+	return a->user < b->user ? -1 : a->user > b->user;
+}
+
+static int cmp_pv(const void *x, const void *y)
+{
+	const struct pairvote *a = x, *b = y;
+	if (a->key != b->key)
+		return a->key < b->key ? -1 : 1;
+	return a->arm < b->arm ? -1 : a->arm > b->arm;
+}
+
+/* Arm indexes sorted by name. */
+static const struct intern *sort_names;
+static int cmp_arm(const void *x, const void *y)
+{
+	return strcmp(sort_names->s[*(const uint32_t *)x], sort_names->s[*(const uint32_t *)y]);
+}
+
+static int pair_stats(struct state *st, struct pair_stat *ps, const struct arm_stat *as,
+		      struct fw_cluster *cl, double *work)
+{
+	/* Clusters: users with a vote in arm a or b (votes sorted by user). */
+	size_t nc = 0;
+	for (size_t i = 0; i < st->nvotes;) {
+		size_t j = i;
+		struct fw_cluster c = {{0, 0}, {0, 0}};
+		for (; j < st->nvotes && st->votes[j].user == st->votes[i].user; j++) {
+			int side = st->votes[j].arm == ps->a ? 0 : st->votes[j].arm == ps->b ? 1 : -1;
+			if (side < 0)
+				continue;
+			c.n[side]++;
+			c.up[side] += (uint32_t)st->votes[j].up;
+		}
+		if (c.n[0] + c.n[1])
+			cl[nc++] = c;
+		i = j;
+	}
+	ps->users = nc;
+	ps->pa = as[ps->a].votes ? (double)as[ps->a].up / (double)as[ps->a].votes : 0;
+	ps->pb = as[ps->b].votes ? (double)as[ps->b].up / (double)as[ps->b].votes : 0;
+	ps->diff = ps->pb - ps->pa;
+	ps->ok = fw_boot_diff(cl, nc, st->seed, st->resamples, 0.95, work, &ps->lo, &ps->hi) == 0;
+	ps->verdict = !ps->ok ? 0 : ps->lo > 0 ? 1 : ps->hi < 0 ? -1 : 0;
+	/* Design effect: how much wider the cluster interval is than one over
+	 * independent votes; the sample size scales by it. */
+	ps->deff = 1;
+	if (ps->ok && as[ps->a].votes && as[ps->b].votes) {
+		double se = sqrt(ps->pa * (1 - ps->pa) / (double)as[ps->a].votes +
+				 ps->pb * (1 - ps->pb) / (double)as[ps->b].votes);
+		if (se > 0) {
+			double r = (ps->hi - ps->lo) / (2 * FW_Z95 * se);
+			if (r * r > 1)
+				ps->deff = r * r;
+		}
+	}
+	uint64_t n = fw_n_needed(ps->pa, ps->pb, 0.05, 0.8);
+	ps->need = n ? (uint64_t)ceil((double)n * ps->deff) : 0;
+	if (st->paired_by) {
+		/* One outcome per (item, arm): the majority of its votes. */
+		ps->paired = 1;
+		for (size_t i = 0; i < st->npv;) {
+			size_t j = i;
+			int oa = -1, ob = -1;
+			uint32_t ua = 0, da = 0, ub = 0, db = 0;
+			for (; j < st->npv && st->pv[j].key == st->pv[i].key; j++) {
+				if (st->pv[j].arm == ps->a)
+					ua += st->pv[j].up, da += st->pv[j].down;
+				else if (st->pv[j].arm == ps->b)
+					ub += st->pv[j].up, db += st->pv[j].down;
+			}
+			if (ua != da)
+				oa = ua > da;
+			if (ub != db)
+				ob = ub > db;
+			if (oa >= 0 && ob >= 0) {
+				ps->npairs++;
+				ps->a_only += oa && !ob;
+				ps->b_only += ob && !oa;
+			}
+			i = j;
+		}
+		ps->p_mcnemar = fw_mcnemar_exact(ps->a_only, ps->b_only);
+	}
+	return 0;
+}
+
+/* ---- records output -------------------------------------------------------------- */
+
+struct recw {
+	struct fw_buf body, rec;
+	msgpack_packer pk;
+	uint32_t n;
+};
+
+static void r_begin(struct recw *r)
+{
+	fw_buf_reset(&r->body);
+	fw_buf_packer(&r->pk, &r->body);
+	r->n = 0;
+}
+
+static void r_key(struct recw *r, const char *k)
+{
+	msgpack_pack_str(&r->pk, strlen(k));
+	msgpack_pack_str_body(&r->pk, k, strlen(k));
+	r->n++;
+}
+
+static void r_str(struct recw *r, const char *k, const char *v)
+{
+	r_key(r, k);
+	if (!v) {
+		msgpack_pack_nil(&r->pk);
+		return;
+	}
+	msgpack_pack_str(&r->pk, strlen(v));
+	msgpack_pack_str_body(&r->pk, v, strlen(v));
+}
+
+static void r_u64(struct recw *r, const char *k, uint64_t v)
+{
+	r_key(r, k);
+	msgpack_pack_uint64(&r->pk, v);
+}
+
+static void r_dbl(struct recw *r, const char *k, double v)
+{
+	r_key(r, k);
+	if (isnan(v))
+		msgpack_pack_nil(&r->pk);
+	else
+		msgpack_pack_double(&r->pk, v);
+}
+
+/* Writes {kind: "metrics", v: 1, id, report: section, ...body}; the id
+ * hashes the body, so the same figures give the same id. */
+static int r_end(struct recw *r, struct fw_writer *w, const char *section)
+{
+	char id[17];
+	uint64_t h = fw_hash64(section, strlen(section)) ^ fw_hash64(r->body.p, r->body.n);
+	snprintf(id, sizeof id, "%016llx", (unsigned long long)h);
+	msgpack_packer pk;
+	fw_buf_reset(&r->rec);
+	fw_buf_packer(&pk, &r->rec);
+	msgpack_pack_map(&pk, r->n + 4);
+	msgpack_pack_str(&pk, 4);
+	msgpack_pack_str_body(&pk, "kind", 4);
+	msgpack_pack_str(&pk, 7);
+	msgpack_pack_str_body(&pk, "metrics", 7);
+	msgpack_pack_str(&pk, 1);
+	msgpack_pack_str_body(&pk, "v", 1);
+	msgpack_pack_uint8(&pk, 1);
+	msgpack_pack_str(&pk, 2);
+	msgpack_pack_str_body(&pk, "id", 2);
+	msgpack_pack_str(&pk, 16);
+	msgpack_pack_str_body(&pk, id, 16);
+	msgpack_pack_str(&pk, 6);
+	msgpack_pack_str_body(&pk, "report", 6);
+	msgpack_pack_str(&pk, strlen(section));
+	msgpack_pack_str_body(&pk, section, strlen(section));
+	if (fw_buf_append(&r->rec, r->body.p, r->body.n) < 0)
+		return -1;
+	if (fw_writer_put(w, r->rec.p, r->rec.n) < 0) {
+		if (errno != EPIPE)
+			fw_warn("%s", fw_writer_error(w));
+		return -1;
+	}
+	return 0;
+}
+
+static int write_records(struct state *st, struct fw_writer *w, const uint32_t *order,
+			 const struct arm_stat *as, const struct pair_stat *ps, size_t nps)
+{
+	struct recw r = {0};
+	int rc = -1;
+	r_begin(&r);
+	r_u64(&r, "trajectories", st->ntraj);
+	r_u64(&r, "votes", st->nrated);
+	r_u64(&r, "down", st->ndown);
+	r_u64(&r, "down_external", st->ndown_ext);
+	r_u64(&r, "down_internal", st->ndown_int);
+	r_str(&r, "by", st->by_src);
+	r_str(&r, "paired_by", st->paired_src);
+	r_u64(&r, "seed", st->seed);
+	r_u64(&r, "resamples", st->resamples);
+	if (r_end(&r, w, "summary") < 0)
+		goto out;
+	for (size_t i = 0; i < st->ncats; i++) {
+		const struct category *c = &st->cats[i];
+		r_begin(&r);
+		r_str(&r, "category", c->name);
+		r_u64(&r, "count", c->count);
+		r_dbl(&r, "share", st->ndown ? (double)c->count / (double)st->ndown : NAN);
+		r_u64(&r, "external", c->ext);
+		r_u64(&r, "internal", c->internal);
+		r_key(&r, "examples");
+		msgpack_pack_array(&r.pk, (size_t)c->nex);
+		for (int k = 0; k < c->nex; k++) {
+			msgpack_pack_str(&r.pk, strlen(c->examples[k]));
+			msgpack_pack_str_body(&r.pk, c->examples[k], strlen(c->examples[k]));
+		}
+		if (r_end(&r, w, "category") < 0)
+			goto out;
+	}
+	for (size_t k = 0; k < st->arms.n; k++) {
+		uint32_t a = order[k];
+		r_begin(&r);
+		r_str(&r, "by", st->by_src);
+		r_str(&r, "arm", st->arms.s[a]);
+		r_u64(&r, "up", as[a].up);
+		r_u64(&r, "votes", as[a].votes);
+		r_dbl(&r, "rate", as[a].votes ? (double)as[a].up / (double)as[a].votes : NAN);
+		r_dbl(&r, "lo", as[a].lo);
+		r_dbl(&r, "hi", as[a].hi);
+		r_u64(&r, "users", as[a].users);
+		if (r_end(&r, w, "arm") < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < nps; i++) {
+		const struct pair_stat *p = &ps[i];
+		r_begin(&r);
+		r_str(&r, "a", st->arms.s[p->a]);
+		r_str(&r, "b", st->arms.s[p->b]);
+		r_dbl(&r, "diff", p->diff);
+		r_dbl(&r, "lo", p->ok ? p->lo : NAN);
+		r_dbl(&r, "hi", p->ok ? p->hi : NAN);
+		r_u64(&r, "users", p->users);
+		r_str(&r, "verdict", p->verdict > 0 ? "b" : p->verdict < 0 ? "a" : "none");
+		r_str(&r, "preferred", p->verdict > 0 ? st->arms.s[p->b] :
+				       p->verdict < 0 ? st->arms.s[p->a] : NULL);
+		r_u64(&r, "n_needed", p->verdict ? 0 : p->need);
+		r_dbl(&r, "design_effect", p->deff);
+		if (p->paired) {
+			r_u64(&r, "pairs", p->npairs);
+			r_u64(&r, "a_only", p->a_only);
+			r_u64(&r, "b_only", p->b_only);
+			r_dbl(&r, "mcnemar_p", p->p_mcnemar);
+		}
+		if (r_end(&r, w, "pair") < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	fw_buf_free(&r.body);
+	fw_buf_free(&r.rec);
+	return rc;
+}
+
+/* ---- table output --------------------------------------------------------------- */
+
+static void pct(char *buf, size_t n, double x)
+{
+	snprintf(buf, n, "%.1f%%", 100 * x);
+}
+
+static void write_table(struct state *st, FILE *f, const uint32_t *order,
+			const struct arm_stat *as, const struct pair_stat *ps, size_t nps)
+{
+	char a[32], b[32], c[32];
+	fprintf(f, "%llu trajectories, %llu votes, %llu thumbs-down trajectories "
+		   "(external %llu, internal %llu)\n",
+		(unsigned long long)st->ntraj, (unsigned long long)st->nrated,
+		(unsigned long long)st->ndown, (unsigned long long)st->ndown_ext,
+		(unsigned long long)st->ndown_int);
+	fprintf(f, "\nfailure categories of thumbs-down trajectories\n");
+	fprintf(f, "%-18s %6s %7s  %-15s %-15s %s\n", "category", "count", "share", "external",
+		"internal", "examples");
+	for (size_t i = 0; i < st->ncats; i++) {
+		const struct category *k = &st->cats[i];
+		char e[48], in[48];
+		pct(a, sizeof a, st->ndown ? (double)k->count / (double)st->ndown : 0);
+		pct(b, sizeof b, st->ndown_ext ? (double)k->ext / (double)st->ndown_ext : 0);
+		pct(c, sizeof c, st->ndown_int ? (double)k->internal / (double)st->ndown_int : 0);
+		snprintf(e, sizeof e, "%llu (%s)", (unsigned long long)k->ext, b);
+		snprintf(in, sizeof in, "%llu (%s)", (unsigned long long)k->internal, c);
+		fprintf(f, "%-18s %6llu %7s  %-15s %-15s", k->name, (unsigned long long)k->count, a,
+			e, in);
+		for (int x = 0; x < k->nex; x++)
+			fprintf(f, " %s", k->examples[x]);
+		fputc('\n', f);
+	}
+	fprintf(f, "\nthumbs-up rate by %s (Wilson 95%%)\n", st->by_src);
+	fprintf(f, "%-16s %6s %6s %7s  %-17s %6s\n", "arm", "up", "votes", "rate", "95% interval",
+		"users");
+	for (size_t k = 0; k < st->arms.n; k++) {
+		uint32_t i = order[k];
+		char iv[80];
+		pct(a, sizeof a, as[i].votes ? (double)as[i].up / (double)as[i].votes : 0);
+		pct(b, sizeof b, as[i].lo);
+		pct(c, sizeof c, as[i].hi);
+		snprintf(iv, sizeof iv, "[%s, %s]", b, c);
+		fprintf(f, "%-16s %6llu %6llu %7s  %-17s %6llu\n", st->arms.s[i],
+			(unsigned long long)as[i].up, (unsigned long long)as[i].votes,
+			as[i].votes ? a : "-", as[i].votes ? iv : "-", (unsigned long long)as[i].users);
+	}
+	if (!nps)
+		return;
+	fprintf(f, "\nA/B: rate(B) - rate(A), bootstrap 95%% over users (%u resamples, seed %llu)\n",
+		st->resamples, (unsigned long long)st->seed);
+	if (st->paired_by)
+		fprintf(f, "paired by %s: McNemar's exact test on the majority vote per item\n",
+			st->paired_src);
+	for (size_t i = 0; i < nps; i++) {
+		const struct pair_stat *p = &ps[i];
+		const char *A = st->arms.s[p->a], *B = st->arms.s[p->b];
+		snprintf(a, sizeof a, "%+.1f%%", 100 * p->diff);
+		fprintf(f, "%s vs %s: %s", A, B, a);
+		if (p->ok) {
+			snprintf(b, sizeof b, "%+.1f%%", 100 * p->lo);
+			snprintf(c, sizeof c, "%+.1f%%", 100 * p->hi);
+			fprintf(f, " [%s, %s], %llu users", b, c, (unsigned long long)p->users);
+		} else {
+			fprintf(f, " (no interval: an arm has no votes)");
+		}
+		if (p->paired)
+			fprintf(f, "; %llu pairs, %llu only %s, %llu only %s, McNemar p = %.3g",
+				(unsigned long long)p->npairs, (unsigned long long)p->a_only, A,
+				(unsigned long long)p->b_only, B, p->p_mcnemar);
+		if (p->verdict > 0)
+			fprintf(f, ": %s preferred over %s\n", B, A);
+		else if (p->verdict < 0)
+			fprintf(f, ": %s preferred over %s\n", A, B);
+		else if (p->need)
+			fprintf(f, ": no verdict (about %llu votes per arm needed)\n",
+				(unsigned long long)p->need);
+		else
+			fprintf(f, ": no verdict (no difference observed)\n");
+	}
+}
+
+static int finish(struct state *st, const char *out, int level)
+{
+	int rc = 0;
+	size_t na = st->arms.n;
+	uint32_t *order = calloc(na ? na : 1, sizeof *order);
+	struct arm_stat *as = calloc(na ? na : 1, sizeof *as);
+	size_t nps = na > 1 ? na * (na - 1) / 2 : 0;
+	struct pair_stat *ps = calloc(nps ? nps : 1, sizeof *ps);
+	struct fw_cluster *cl = calloc(st->users.n ? st->users.n : 1, sizeof *cl);
+	double *work = calloc(st->resamples, sizeof *work);
+	if (!order || !as || !ps || !cl || !work) {
+		fw_warn("out of memory");
+		rc = -1;
+		goto out;
+	}
+	qsort(st->cats, st->ncats, sizeof *st->cats, cmp_cat);
+	qsort(st->votes, st->nvotes, sizeof *st->votes, cmp_vote_user);
+	qsort(st->pv, st->npv, sizeof *st->pv, cmp_pv);
+	for (uint32_t i = 0; i < na; i++)
+		order[i] = i;
+	sort_names = &st->arms;
+	qsort(order, na, sizeof *order, cmp_arm);
+	for (size_t i = 0; i < st->nvotes; i++) {
+		struct vote *v = &st->votes[i];
+		as[v->arm].votes++;
+		as[v->arm].up += (uint64_t)v->up;
+		/* Votes are sorted by user: count a user once per arm. */
+		int first = 1;
+		for (size_t j = i; j > 0 && st->votes[j - 1].user == v->user; j--)
+			if (st->votes[j - 1].arm == v->arm) {
+				first = 0;
+				break;
+			}
+		as[v->arm].users += (uint64_t)first;
+	}
+	for (size_t i = 0; i < na; i++)
+		fw_wilson(as[i].up, as[i].votes, FW_Z95, &as[i].lo, &as[i].hi);
+	size_t k = 0;
+	for (size_t i = 0; i < na; i++)
+		for (size_t j = i + 1; j < na; j++) {
+			ps[k].a = order[i];
+			ps[k].b = order[j];
+			pair_stats(st, &ps[k], as, cl, work);
+			k++;
+		}
+	if (st->records) {
+		char err[512];
+		struct fw_writer *w = fw_writer_open(out, level, err, sizeof err);
+		if (!w) {
+			fw_warn("%s", err);
+			rc = -1;
+			goto out;
+		}
+		if (write_records(st, w, order, as, ps, nps) < 0) {
+			fw_writer_abort(w);
+			rc = -1;
+			goto out;
+		}
+		if (fw_writer_close(w, err, sizeof err) < 0) {
+			if (errno != EPIPE)
+				fw_warn("%s", err);
+			rc = -1;
+		}
+	} else {
+		FILE *f = stdout;
+		if (out && strcmp(out, "-") && !(f = fopen(out, "w"))) {
+			fw_warn("%s: %s", out, strerror(errno));
+			rc = -1;
+			goto out;
+		}
+		write_table(st, f, order, as, ps, nps);
+		if (f != stdout && fclose(f) != 0) {
+			fw_warn("%s: %s", out, strerror(errno));
+			rc = -1;
+		}
+	}
+out:
+	free(order);
+	free(as);
+	free(ps);
+	free(cl);
+	free(work);
+	return rc;
+}
+
+enum { OPT_BY = 256, OPT_PAIRED, OPT_RECORDS, OPT_SEED, OPT_RESAMPLES, OPT_SKIP_BAD, OPT_VERSION };
+
+int main(int argc, char **argv)
+{
+	fw_cli_init("fb-report");
+	static const struct option longopts[] = {
+		{"by", required_argument, NULL, OPT_BY},
+		{"paired-by", required_argument, NULL, OPT_PAIRED},
+		{"records", no_argument, NULL, OPT_RECORDS},
+		{"seed", required_argument, NULL, OPT_SEED},
+		{"resamples", required_argument, NULL, OPT_RESAMPLES},
+		{"output", required_argument, NULL, 'o'},
+		{"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	static struct state st;
+	const char *out = NULL;
+	int level = -1, skip_bad = 0, c;
+	uint64_t u;
+	char err[512];
+	st.by_src = ".model";
+	st.resamples = 2000;
+	while ((c = getopt_long(argc, argv, "o:zh", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_BY: st.by_src = optarg; break;
+		case OPT_PAIRED: st.paired_src = optarg; break;
+		case OPT_RECORDS: st.records = 1; break;
+		case OPT_SEED:
+			if (fw_parse_u64(optarg, &st.seed, 0) < 0)
+				return usage_error("bad seed '%s'", optarg);
+			break;
+		case OPT_RESAMPLES:
+			if (fw_parse_u64(optarg, &u, 1) < 0 || u < 100 || u > 10000000)
+				return usage_error("bad resample count '%s' (100..10000000)", optarg);
+			st.resamples = (unsigned)u;
+			break;
+		case 'o': out = optarg; break;
+		case 'z': level = 3; break;
+		case OPT_SKIP_BAD: skip_bad = 1; break;
+		case 'h':
+			usage(stdout);
+			return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case OPT_VERSION:
+			fw_print_version();
+			return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		default:
+			usage(stderr);
+			return FW_EXIT_USAGE;
+		}
+	}
+	if (!(st.by = fw_path_parse(st.by_src, err, sizeof err)))
+		return usage_error("--by: %s", err);
+	if (st.paired_src && !(st.paired_by = fw_path_parse(st.paired_src, err, sizeof err)))
+		return usage_error("--paired-by: %s", err);
+	/* The rules of the failure categories (fb-report(1) lists them). */
+	st.re_refusal = re("\\b(I'?m sorry|I am sorry|I (can'?t|cannot|won'?t|will not) "
+			   "(help|assist|do that|comply)|I'?m (not able|unable) to|I am (not able|unable) to)");
+	st.re_toolerr = re("^(error|fatal)\\b:?|: command not found|no such file or directory|"
+			   "permission denied|^\\w*(Error|Exception): ");
+	st.re_timeout = re("\\btimed out\\b|\\btime ?out\\b|deadline exceeded|wall[- ]clock limit");
+	st.re_testrun = re("\\b\\d+ (passed|failed)\\b|^(ok|not ok) \\d+|^FAILED |^Ran \\d+ tests?|"
+			   "^(PASS|FAIL)\\b|\\btests? (passed|failed)\\b");
+	st.re_testfail = re("\\b[1-9]\\d* (failed|errors?)\\b|^FAILED\\b|^not ok \\d+|^FAIL\\b|"
+			    "\\btests? failed\\b");
+	st.re_correction = re("^\\s*(no|nope|wrong|actually)\\b|that'?s (not|wrong)|not what I "
+			      "(asked|wanted)|(didn'?t|did not) ask|\\b(undo|revert)\\b|\\bbroke|\\bbreaks\\b");
+	if (!st.re_refusal || !st.re_toolerr || !st.re_timeout || !st.re_testrun || !st.re_testfail ||
+	    !st.re_correction || !(st.md = pcre2_match_data_create(8, NULL))) {
+		fw_warn("cannot compile the category rules");
+		return FW_EXIT_DATA;
+	}
+
+	static char *stdin_only[] = {"-"};
+	char **files = optind < argc ? argv + optind : stdin_only;
+	int nfiles = optind < argc ? argc - optind : 1;
+	int status = 0, stop = 0;
+	uint64_t skipped = 0;
+	for (int i = 0; i < nfiles && !stop; i++) {
+		struct fw_reader *r = fw_reader_open(files[i], NULL, err, sizeof err);
+		if (!r) {
+			fw_warn("%s", err);
+			status = FW_EXIT_DATA;
+			continue;
+		}
+		struct fw_rec rec;
+		int rc;
+		while ((rc = fw_reader_next(r, &rec)) != 0) {
+			if (rc < 0) {
+				if (fw_reader_recoverable(r) && skip_bad) {
+					skipped++;
+					continue;
+				}
+				fw_warn_reader(r);
+				status = FW_EXIT_DATA;
+				break;
+			}
+			if (one(&st, rec.v, fw_reader_name(r), rec.index, rec.offset) < 0) {
+				if (!skip_bad) {
+					status = FW_EXIT_DATA;
+					stop = 1;
+					break;
+				}
+				skipped++;
+			}
+		}
+		fw_reader_close(r);
+	}
+	if (skipped)
+		fw_warn("skipped %llu bad record%s", (unsigned long long)skipped,
+			skipped == 1 ? "" : "s");
+	if (!stop && finish(&st, out, level) < 0)
+		status = FW_EXIT_DATA;
+	for (size_t i = 0; i < st.ncats; i++) {
+		free(st.cats[i].name);
+		for (int k = 0; k < st.cats[i].nex; k++)
+			free(st.cats[i].examples[k]);
+	}
+	free(st.cats);
+	free(st.votes);
+	free(st.pv);
+	intern_free(&st.arms);
+	intern_free(&st.users);
+	intern_free(&st.keys);
+	fw_path_free(st.by);
+	fw_path_free(st.paired_by);
+	pcre2_code_free(st.re_refusal);
+	pcre2_code_free(st.re_toolerr);
+	pcre2_code_free(st.re_timeout);
+	pcre2_code_free(st.re_testrun);
+	pcre2_code_free(st.re_testfail);
+	pcre2_code_free(st.re_correction);
+	pcre2_match_data_free(st.md);
+	fw_buf_free(&st.tmp);
+	if (fw_close_stdout() < 0 && !status)
+		status = FW_EXIT_DATA;
+	return status;
+}
