@@ -519,14 +519,14 @@ int main(int argc, char **argv)
 			break;
 		case OPT_INVERT: st.invert = 1; break;
 		case OPT_DEDUP:
+		{
+			char err[256];
 			st.dedup = 1;
-			if (optarg) {
-				char err[256];
-				fw_path_free(st.dedup_path);
-				if (!(st.dedup_path = fw_path_parse(optarg, err, sizeof err)))
-					return usage_error("--dedup: %s", err);
-			}
+			fw_path_free(st.dedup_path);
+			if (!(st.dedup_path = fw_path_parse(optarg ? optarg : ".id", err, sizeof err)))
+				return usage_error("--dedup: %s", err);
 			break;
+		}
 		case OPT_SAMPLE:
 			if (strchr(optarg, '.')) {
 				if (fw_parse_double(optarg, &st.sample_frac) < 0 ||
@@ -587,7 +587,8 @@ int main(int argc, char **argv)
 	if (split_spec) {
 		if (!st.out)
 			return usage_error("--split needs -o PREFIX%s", "");
-		if (parse_splits(&st, split_spec) < 0)
+		char *copy = strdup(split_spec);
+		if (!copy || parse_splits(&st, copy) < 0)
 			return usage_error("bad split '%s' (want NAME=FRAC,... with fractions adding up to 1)",
 					   split_spec);
 	}
