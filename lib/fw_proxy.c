@@ -4,7 +4,9 @@
  * One thread, one poll loop over every connection.  A connection first
  * collects the request head from the client (at most HEAD_MAX bytes), is
  * judged against the allow list, then either gets a 403 and is closed, or
- * is connected upstream and relayed both ways until both sides are done.
+ * is connected upstream (a non-blocking connect, address after address) and
+ * relayed both ways until both sides are done.  Name resolution is the one
+ * blocking step.
  */
 #include "fw_proxy.h"
 
@@ -29,7 +31,7 @@
 #define MAX_CONNS 128
 #define CONNECT_TIMEOUT_S 10
 
-enum { HEAD, RELAY };
+enum { HEAD, DIAL, RELAY };
 
 struct pipebuf {
 	char *d;
@@ -41,6 +43,9 @@ struct pipebuf {
 struct conn {
 	int c, u; /* client and upstream sockets, -1 when closed */
 	int state;
+	int tunnel;                   /* CONNECT: answer 200 once connected */
+	struct addrinfo *ai, *next;   /* upstream addresses, the one to try */
+	double dial_by;               /* CLOCK_MONOTONIC deadline */
 	char head[HEAD_MAX];
 	size_t hlen;
 	struct pipebuf up, down; /* client→upstream, upstream→client */
@@ -152,6 +157,8 @@ static void conn_free(struct conn *c)
 		close(c->c);
 	if (c->u >= 0)
 		close(c->u);
+	if (c->ai)
+		freeaddrinfo(c->ai);
 	free(c->up.d);
 	free(c->down.d);
 	free(c);
@@ -170,35 +177,47 @@ static void reply(int fd, const char *status, const char *msg)
 			    MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-static int dial(const char *host, int port)
-{
-	struct addrinfo hints = { 0 }, *res, *ai;
-	struct timeval tv = { CONNECT_TIMEOUT_S, 0 };
-	char ps[16];
-	int fd = -1;
+static int buf_put(struct pipebuf *b, const char *s, size_t n);
 
-	hints.ai_socktype = SOCK_STREAM;
-	snprintf(ps, sizeof ps, "%d", port);
-	if (getaddrinfo(host, ps, &hints, &res) != 0)
-		return -1;
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+/* Start a non-blocking connect to the next address of c; 0 when one is
+ * under way (c->u set), -1 when none is left. */
+static int dial_next(struct conn *c)
+{
+	if (c->u >= 0) {
+		close(c->u);
+		c->u = -1;
+	}
+	for (; c->next; c->next = c->next->ai_next) {
+		struct addrinfo *ai = c->next;
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+				ai->ai_protocol);
 		if (fd < 0)
 			continue;
-		/* SO_SNDTIMEO bounds a blocking connect on Linux */
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			break;
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+			c->u = fd;
+			c->next = ai->ai_next;
+			return 0;
+		}
 		close(fd);
-		fd = -1;
 	}
-	freeaddrinfo(res);
-	if (fd >= 0) {
-		struct timeval zero = { 0, 0 };
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof zero);
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	return -1;
+}
+
+/* The upstream socket became writable (or failed): 0 connected, 1 still
+ * dialing (the next address), -1 out of addresses. */
+static int dial_done(struct conn *c)
+{
+	int e = 0;
+	socklen_t el = sizeof e;
+
+	if (getsockopt(c->u, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0) {
+		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+		if (c->tunnel && buf_put(&c->down, ok, sizeof ok - 1))
+			return -1;
+		c->state = RELAY;
+		return 0;
 	}
-	return fd;
+	return dial_next(c) == 0 ? 1 : -1;
 }
 
 /* Split "host:port" or "[v6]:port" (port default def); 0 or -1. */
@@ -322,16 +341,25 @@ static int start(struct fw_proxy *p, struct conn *c, size_t headlen)
 		return -1;
 	}
 	record(p, 1, reqdesc);
-	c->u = dial(host, port);
-	if (c->u < 0) {
-		reply(c->c, "502 Bad Gateway", "fw-proxy: cannot connect upstream\n");
-		return -1;
-	}
-	if (connect_method) {
-		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-		if (buf_put(&c->down, ok, sizeof ok - 1))
+	{
+		struct addrinfo hints = { 0 };
+		char ps[16];
+		hints.ai_socktype = SOCK_STREAM;
+		snprintf(ps, sizeof ps, "%d", port);
+		if (getaddrinfo(host, ps, &hints, &c->ai) != 0) {
+			c->ai = NULL;
+			reply(c->c, "502 Bad Gateway", "fw-proxy: cannot resolve upstream\n");
 			return -1;
-	} else {
+		}
+		c->next = c->ai;
+		if (dial_next(c) != 0) {
+			reply(c->c, "502 Bad Gateway", "fw-proxy: cannot connect upstream\n");
+			return -1;
+		}
+		c->dial_by = mono() + CONNECT_TIMEOUT_S;
+	}
+	c->tunnel = connect_method;
+	if (!connect_method) {
 		/* origin-form request line, hop-by-hop headers dropped, one
 		 * request per upstream connection */
 		const char *url = sp1 + 1 + 7, *path = url + strcspn(url, "/?#");
@@ -354,7 +382,7 @@ static int start(struct fw_proxy *p, struct conn *c, size_t headlen)
 	/* bytes the client sent after the head (a body, or TLS after CONNECT) */
 	if (buf_put(&c->up, c->head + headlen, c->hlen - headlen))
 		return -1;
-	c->state = RELAY;
+	c->state = DIAL;
 	return 0;
 }
 
@@ -408,6 +436,20 @@ static int conn_step(struct fw_proxy *p, struct conn *c, short crev, short urev)
 		}
 		return start(p, c, (size_t)(end + 4 - c->head));
 	}
+	if (c->state == DIAL) {
+		int r;
+		if (crev & (POLLHUP | POLLERR))
+			return -1; /* the client gave up */
+		if (!urev)
+			return 0;
+		r = dial_done(c);
+		if (r < 0) {
+			reply(c->c, "502 Bad Gateway", "fw-proxy: cannot connect upstream\n");
+			return -1;
+		}
+		if (r > 0)
+			return 0; /* trying the next address */
+	}
 	if ((crev & POLLIN) || (crev & POLLHUP && !c->up.eof))
 		if (pump_in(c->c, &c->up))
 			return -1;
@@ -451,6 +493,13 @@ static void *serve(void *arg)
 				pf[nf++] = (struct pollfd){ c->c, POLLIN, 0 };
 				continue;
 			}
+			if (c->state == DIAL) {
+				idx[i][0] = nf;
+				pf[nf++] = (struct pollfd){ c->c, 0, 0 };
+				idx[i][1] = nf;
+				pf[nf++] = (struct pollfd){ c->u, POLLOUT, 0 };
+				continue;
+			}
 			short ce = 0, ue = 0;
 			if (!c->up.eof && c->up.len < BUF_SIZE)
 				ce |= POLLIN;
@@ -465,7 +514,8 @@ static void *serve(void *arg)
 			idx[i][1] = nf;
 			pf[nf++] = (struct pollfd){ c->u, ue, 0 };
 		}
-		if (poll(pf, (nfds_t)nf, -1) < 0) {
+		/* wake every second to time out slow dials */
+		if (poll(pf, (nfds_t)nf, 1000) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -479,7 +529,13 @@ static void *serve(void *arg)
 				continue;
 			cr = pf[idx[i][0]].revents;
 			ur = idx[i][1] >= 0 ? pf[idx[i][1]].revents : 0;
-			if (!cr && !ur && c->state == HEAD)
+			if (!cr && !ur && c->state == DIAL && mono() > c->dial_by) {
+				reply(c->c, "504 Gateway Timeout", "fw-proxy: upstream connect timed out\n");
+				conn_free(c);
+				p->conns[i] = NULL;
+				continue;
+			}
+			if (!cr && !ur && c->state != RELAY)
 				continue;
 			if (conn_step(p, c, cr, ur) != 0) {
 				conn_free(c);

@@ -414,6 +414,51 @@ TEST(proxy_forwards_plain_http_in_origin_form_with_connection_close)
 	rmdir(dir);
 }
 
+TEST(proxy_answers_502_when_an_allowed_upstream_refuses)
+{
+	char dir[] = "/tmp/fw-test-proxy-XXXXXX", sock[96], buf[1024], req[128], err[256];
+	const char *allow[] = { "127.0.0.1:*", NULL };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof sa;
+	struct fw_proxy_event *ev = NULL;
+	struct fw_proxy *p;
+	size_t n = 0;
+	int fd, port;
+
+	/* a port that was just free: nothing listens there */
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+	getsockname(fd, (struct sockaddr *)&sa, &sl);
+	port = ntohs(sa.sin_port);
+	close(fd);
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(sock, sizeof sock, "%s/p.sock", dir);
+	p = fw_proxy_new(sock, allow, err, sizeof err);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	for (int k = 0; k < 2; k++) {
+		fd = unix_connect(sock);
+		snprintf(req, sizeof req, k ? "GET http://127.0.0.1:%d/ HTTP/1.1\r\n\r\n"
+					    : "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", port);
+		CHECK(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+		read_all(fd, buf, sizeof buf);
+		close(fd);
+		CHECK(strncmp(buf, "HTTP/1.1 502 ", 13) == 0);
+	}
+	fw_proxy_take_events(p, &ev, &n);
+	CHECK_EQ_INT(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		CHECK_EQ_INT(ev[i].allowed, 1);
+		free(ev[i].request);
+	}
+	free(ev);
+	fw_proxy_free(p);
+	rmdir(dir);
+}
+
 TEST(sandbox_is_available_here)
 {
 	char err[256] = "";
