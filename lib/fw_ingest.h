@@ -83,6 +83,35 @@ json_t *fw_ingest_convert(enum fw_fmt f, const json_t *doc, const char *name, ch
  */
 json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen);
 
+/* Where fw_ingest_file() hands what it reads; f is the file's format.
+ * Each callback returns 0 to go on or non-zero to stop reading. */
+struct fw_ingest_sink {
+	/* One trajectory, without id unless it came as a flywheel record; the
+	 * callee owns the reference.  line is where it starts (1-based; the
+	 * record number for flywheel input). */
+	int (*traj)(void *ctx, enum fw_fmt f, json_t *traj, long line);
+	/* A flywheel record of another kind, as bytes to pass through.  May
+	 * be NULL: such records are then dropped. */
+	int (*raw)(void *ctx, const void *p, size_t n);
+	/* A line or document that could not be used: where is "line N" or
+	 * "record N (byte B)", why the reason. */
+	int (*bad)(void *ctx, enum fw_fmt f, const char *where, const char *why);
+	void *ctx;
+};
+
+/*
+ * Reads the log at path ("-": standard input), detects its format from the
+ * first 64 kB unless force is not FW_FMT_UNKNOWN, stores it in *fmt, and
+ * hands each trajectory to sink in file order.  JSON Lines are read a line
+ * at a time; a Claude Code file (sessions grouped by sessionId), a single
+ * document (a SWE-agent .traj, a JSON array) and a pipe are held whole.
+ * Returns 0 when the file was read to its end or the sink stopped; 1 when
+ * the format is unknown ("unknown format: WHAT WAS SEEN" in err; an empty
+ * file is 0); -1 when it cannot be read (message in err).
+ */
+int fw_ingest_file(const char *path, enum fw_fmt force, const struct fw_ingest_sink *sink,
+		   enum fw_fmt *fmt, char *err, size_t errlen);
+
 /*
  * Sets traj's "id" to its content id: 16 hex digits of fw_hash64() over
  * the canonical JSON (sorted keys, compact) of its model and turns, so the

@@ -25,8 +25,6 @@ static const char usage_text[] =
 	"                 [--strict] [-q] [-z] [-o OUT] [LOG...]\n"
 	"formats: openai-chat openai-responses anthropic claude-code sharegpt swe-agent flywheel\n";
 
-#define DETECT_BYTES (64 << 10)
-
 struct state {
 	enum fw_fmt force;
 	int strict, quiet, redact;
@@ -40,19 +38,9 @@ struct state {
 	unsigned long fb_bad;
 	struct fw_redact_counts red;
 	int stop;   /* --strict saw a bad line */
+	int fatal;  /* output failed: stop everything */
 	int status;
 };
-
-static int bad_line(struct state *st, enum fw_fmt f, const char *file, long line, const char *why)
-{
-	fw_warn("%s: line %ld: %s", file, line, why);
-	st->bad[f]++;
-	if (st->strict) {
-		st->stop = 1;
-		st->status = FW_EXIT_DATA;
-	}
-	return st->strict;
-}
 
 static int fb_bad_line(void *ctx, const char *file, long line, const char *why)
 {
@@ -124,298 +112,69 @@ static int emit(struct state *st, enum fw_fmt f, json_t *traj, const char *file,
 	st->recs[f]++;
 	rc = 0;
 out:
-	if (rc)
+	if (rc) {
 		st->status = FW_EXIT_DATA;
+		st->fatal = 1;
+	}
 	json_decref(traj);
 	return rc;
 }
 
-/* Converts one document; a document that does not convert is a bad line. */
-static int convert_one(struct state *st, enum fw_fmt f, const json_t *doc, const char *file,
-		       long line)
-{
-	char err[256];
-	json_t *traj = fw_ingest_convert(f, doc, file, err, sizeof err);
+/* The sink of fw_ingest_file() for one file. */
+struct file_sink {
+	struct state *st;
+	const char *name;
+};
 
-	if (!traj) {
-		bad_line(st, f, file, line, err);
-		return 0;
-	}
-	return emit(st, f, traj, file, line);
+static int on_traj(void *ctx, enum fw_fmt f, json_t *traj, long line)
+{
+	struct file_sink *fs = ctx;
+	return emit(fs->st, f, traj, fs->name, line);
 }
 
-/* Claude Code: every line an event; sessions grouped by sessionId. */
-static int do_claude(struct state *st, FILE *in, const char *file)
+static int on_raw(void *ctx, const void *p, size_t n)
 {
-	json_t *sessions = json_object(), *order = json_array(), *first = json_object();
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	long lineno = 0;
-	json_error_t je;
-	int rc = 0;
+	struct file_sink *fs = ctx;
 
-	while (!st->stop && (len = getline(&line, &cap, in)) >= 0) {
-		lineno++;
-		json_t *e = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
-		if (!json_is_object(e)) {
-			char why[200];
-			snprintf(why, sizeof why, "%s%s", e ? "not a JSON object" : "invalid JSON: ",
-				 e ? "" : je.text);
-			json_decref(e);
-			bad_line(st, FW_FMT_CLAUDE_CODE, file, lineno, why);
-			continue;
-		}
-		const char *sid = json_string_value(json_object_get(e, "sessionId"));
-		if (!sid) {
-			json_decref(e); /* summaries and snapshots belong to no turn */
-			continue;
-		}
-		json_t *evs = json_object_get(sessions, sid);
-		if (!evs) {
-			evs = json_array();
-			json_object_set_new(sessions, sid, evs);
-			json_array_append_new(order, json_string(sid));
-			json_object_set_new(first, sid, json_integer(lineno));
-		}
-		json_array_append_new(evs, e);
-	}
-	free(line);
-	size_t i;
-	json_t *sid;
-	json_array_foreach(order, i, sid) {
-		const char *s = json_string_value(sid);
-		long at = (long)json_integer_value(json_object_get(first, s));
-		char err[256];
-		if (st->stop)
-			break;
-		json_t *traj = fw_ingest_claude_session(json_object_get(sessions, s), err, sizeof err);
-		if (!traj) {
-			char why[320];
-			snprintf(why, sizeof why, "session %.40s: %s", s, err);
-			bad_line(st, FW_FMT_CLAUDE_CODE, file, at, why);
-			continue;
-		}
-		if (emit(st, FW_FMT_CLAUDE_CODE, traj, file, at)) {
-			rc = -1;
-			break;
-		}
-	}
-	json_decref(sessions);
-	json_decref(order);
-	json_decref(first);
-	return rc;
-}
-
-/* A whole file holding one JSON document (a .traj, or an array). */
-static int do_document(struct state *st, enum fw_fmt f, FILE *in, const char *file)
-{
-	json_error_t je;
-	json_t *doc = json_loadf(in, JSON_ALLOW_NUL, &je);
-	size_t i;
-	json_t *d;
-	int rc = 0;
-
-	if (!doc) {
-		bad_line(st, f, file, je.line > 0 ? je.line : 1, je.text);
-		return 0;
-	}
-	if (json_is_array(doc)) {
-		json_array_foreach(doc, i, d) {
-			if (st->stop || (rc = convert_one(st, f, d, file, 1)))
-				break;
-		}
-	} else {
-		rc = convert_one(st, f, doc, file, 1);
-	}
-	json_decref(doc);
-	return rc;
-}
-
-/* JSON Lines: one document per line. */
-static int do_lines(struct state *st, enum fw_fmt f, FILE *in, const char *file)
-{
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	long lineno = 0;
-	json_error_t je;
-	int rc = 0;
-
-	while (!st->stop && (len = getline(&line, &cap, in)) >= 0) {
-		lineno++;
-		ssize_t k = 0;
-		while (k < len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r' || line[k] == '\n'))
-			k++;
-		if (k == len)
-			continue;
-		json_t *doc = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
-		if (!doc) {
-			char why[200];
-			snprintf(why, sizeof why, "invalid JSON: %s", je.text);
-			bad_line(st, f, file, lineno, why);
-			continue;
-		}
-		rc = convert_one(st, f, doc, file, lineno);
-		json_decref(doc);
-		if (rc)
-			break;
-	}
-	free(line);
-	return rc;
-}
-
-/* Flywheel records: traj records are joined, redacted and deduplicated
- * again; other records pass through untouched. */
-static int do_flywheel(struct state *st, const char *path, const char *mem, size_t memlen,
-		       const char *file)
-{
-	char err[256] = "";
-	struct fw_reader *r = mem ? fw_reader_memopen(mem, memlen, file, NULL)
-				  : fw_reader_open(path, NULL, err, sizeof err);
-	struct fw_rec rec;
-	struct fw_buf js = {0};
-	int rc = 0, n;
-
-	if (!r) {
-		fw_warn("%s", err[0] ? err : "out of memory");
-		st->status = FW_EXIT_DATA;
-		return 0;
-	}
-	while (!st->stop && (n = fw_reader_next(r, &rec)) != 0) {
-		if (n < 0) {
-			fw_warn_reader(r);
-			st->bad[FW_FMT_FLYWHEEL]++;
-			if (st->strict) {
-				st->stop = 1;
-				st->status = FW_EXIT_DATA;
-			}
-			if (!fw_reader_recoverable(r))
-				break;
-			continue;
-		}
-		struct fw_mpv kind;
-		if (fw_mp_get(rec.v, "kind", &kind) != 1 || !fw_mp_str_eq(kind, "traj", 4)) {
-			if (fw_writer_put(st->w, rec.v.p, rec.v.n)) {
-				fw_warn("write error: %s", fw_writer_error(st->w));
-				rc = -1;
-				break;
-			}
-			continue;
-		}
-		js.n = 0;
-		json_error_t je;
-		json_t *traj = NULL;
-		if (fw_json_from_mp(&js, rec.v, err, sizeof err) == 0)
-			traj = json_loadb((const char *)js.p, js.n, JSON_ALLOW_NUL, &je);
-		if (!traj) {
-			fw_warn_rec(file, rec.index, rec.offset, "%s", err);
-			st->bad[FW_FMT_FLYWHEEL]++;
-			continue;
-		}
-		if (emit(st, FW_FMT_FLYWHEEL, traj, file, (long)rec.index + 1)) {
-			rc = -1;
-			break;
-		}
-	}
-	fw_buf_free(&js);
-	fw_reader_close(r);
-	return rc;
-}
-
-/* Whether the first non-blank line of p is a complete JSON value. */
-static int first_line_is_json(const char *p, size_t n)
-{
-	size_t i = 0;
-	json_error_t je;
-
-	while (i < n) {
-		const char *nl = memchr(p + i, '\n', n - i);
-		size_t end = nl ? (size_t)(nl - p) : n;
-		size_t k = i;
-		while (k < end && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
-			k++;
-		if (k < end) {
-			if (!nl)
-				return 0; /* cut by the detection window: undecided */
-			json_t *v = json_loadb(p + k, end - k, JSON_ALLOW_NUL, &je);
-			json_decref(v);
-			return v != NULL;
-		}
-		i = end + 1;
+	if (fw_writer_put(fs->st->w, p, n)) {
+		fw_warn("write error: %s", fw_writer_error(fs->st->w));
+		fs->st->status = FW_EXIT_DATA;
+		fs->st->fatal = 1;
+		return -1;
 	}
 	return 0;
 }
 
+static int on_bad(void *ctx, enum fw_fmt f, const char *where, const char *why)
+{
+	struct file_sink *fs = ctx;
+	struct state *st = fs->st;
+
+	fw_warn("%s: %s: %s", fs->name, where, why);
+	st->bad[f]++;
+	if (st->strict) {
+		st->stop = 1;
+		st->status = FW_EXIT_DATA;
+	}
+	return st->strict;
+}
+
+/* Ingests one log.  Returns 0, or -1 when output failed. */
 static int ingest_file(struct state *st, const char *path)
 {
-	const char *name = strcmp(path, "-") ? path : "<stdin>";
-	FILE *in = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	char *buf = NULL;
-	size_t len = 0;
-	char why[256];
-	int rc = 0;
+	struct file_sink fs = {.st = st, .name = strcmp(path, "-") ? path : "<stdin>"};
+	struct fw_ingest_sink sink = {on_traj, on_raw, on_bad, &fs};
+	enum fw_fmt f;
+	char err[512];
 
-	if (!in) {
-		fw_warn("%s: %s", path, strerror(errno));
-		st->status = FW_EXIT_DATA;
-		return 0;
-	}
-	if (in == stdin || fseek(in, 0, SEEK_CUR) != 0) {
-		/* a pipe: keep everything, then read it back from memory */
-		FILE *mem = open_memstream(&buf, &len);
-		char chunk[65536];
-		size_t k;
-		while (mem && (k = fread(chunk, 1, sizeof chunk, in)) > 0)
-			fwrite(chunk, 1, k, mem);
-		if (!mem || fclose(mem)) {
-			fw_warn("%s: out of memory", name);
-			return -1;
-		}
-		if (in != stdin)
-			fclose(in);
-		in = len ? fmemopen(buf, len, "rb") : NULL;
-		if (!len) {
-			free(buf);
-			return 0;
-		}
-	}
-	char *head = malloc(DETECT_BYTES);
-	size_t hn = head ? fread(head, 1, DETECT_BYTES, in) : 0;
-	if (!head || fseek(in, 0, SEEK_SET)) {
-		fw_warn("%s: %s", name, head ? strerror(errno) : "out of memory");
-		st->status = FW_EXIT_DATA;
-		goto done;
-	}
-	enum fw_fmt f = st->force;
-	if (!f)
-		f = fw_ingest_detect(head, hn, why, sizeof why);
-	if (f == FW_FMT_UNKNOWN) {
-		if (hn == 0)
-			goto done; /* an empty log holds no trajectory */
-		fw_warn("%s: unknown format: %s", name, why);
-		st->status = FW_EXIT_DATA;
-		goto done;
-	}
-	st->files[f]++;
-	if (f == FW_FMT_FLYWHEEL)
-		rc = do_flywheel(st, path, buf, len, name);
-	else if (f == FW_FMT_CLAUDE_CODE)
-		rc = do_claude(st, in, name);
-	else if (f != FW_FMT_SWE_AGENT && first_line_is_json(head, hn))
-		rc = do_lines(st, f, in, name);
-	else
-		rc = do_document(st, f, in, name);
-	if (ferror(in)) {
-		fw_warn("%s: read error", name);
+	int rc = fw_ingest_file(path, st->force, &sink, &f, err, sizeof err);
+	if (f)
+		st->files[f]++;
+	if (rc != 0) {
+		fw_warn("%s: %s", fs.name, err);
 		st->status = FW_EXIT_DATA;
 	}
-done:
-	free(head);
-	if (in != stdin)
-		fclose(in);
-	free(buf);
-	return rc;
+	return st->fatal ? -1 : 0;
 }
 
 struct orphan_out {
