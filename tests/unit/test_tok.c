@@ -519,13 +519,71 @@ TEST(unsupported_tokenizers_are_named)
 	CHECK(strncmp(err, "t.json: line 1 column", 21) == 0);
 	CHECK(!fw_tok_load("/nonexistent/tokenizer.json", err, sizeof err));
 	CHECK(strstr(err, "/nonexistent/tokenizer.json: No such file"));
-	/* NFC is accepted (and not applied) */
+	/* NFC is accepted, and not applied unless asked for */
 	char *full = make_json(the_extra, the_merges, 0, NULL, NULL, 0);
 	json_t *root = json_loads(full, 0, NULL);
 	json_object_set_new(root, "normalizer", json_pack("{s:s}", "type", "NFC"));
 	char *text = json_dumps(root, 0);
 	struct fw_tok *t = fw_tok_load_mem(text, strlen(text), "nfc.json", err, sizeof err);
 	CHECK(t && roundtrips(t, "e\xcc\x81", 3, 0)); /* decomposed é stays decomposed */
+	fw_tok_free(t);
+	free(text);
+	free(full);
+	json_decref(root);
+}
+
+static int nfc_is(const char *in, const char *want)
+{
+	size_t n;
+	char *out = fw_tok_nfc(in, strlen(in), &n);
+	int ok = out && n == strlen(want) && memcmp(out, want, n) == 0;
+	if (!ok) {
+		printf("# nfc(");
+		for (const char *p = in; *p; p++)
+			printf("%02x", (unsigned char)*p);
+		printf(") =");
+		for (size_t i = 0; out && i < n; i++)
+			printf(" %02x", (unsigned char)out[i]);
+		printf("\n");
+	}
+	free(out);
+	return ok;
+}
+
+TEST(nfc_composes_reorders_and_keeps_invalid_bytes)
+{
+	CHECK(nfc_is("plain ASCII", "plain ASCII"));
+	CHECK(nfc_is("e\xcc\x81", "\xc3\xa9"));                 /* e + acute -> U+00E9 */
+	CHECK(nfc_is("\xe2\x84\xab", "\xc3\x85"));                /* Angstrom sign -> U+00C5 */
+	CHECK(nfc_is("\xe1\x84\x80\xe1\x85\xa1", "\xea\xb0\x80")); /* jamo -> U+AC00 */
+	CHECK(nfc_is("\xea\xb0\x80\xe1\x86\xa8", "\xea\xb0\x81")); /* LV + T -> LVT */
+	CHECK(nfc_is("\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc"));  /* excluded U+0958 */
+	/* marks of classes 230 then 220 are reordered, then both compose */
+	CHECK(nfc_is("a\xcc\x82\xcc\xa3", "\xe1\xba\xad"));
+	/* a mark of the same class blocks the second one */
+	CHECK(nfc_is("a\xcc\x81\xcc\x81", "\xc3\xa1\xcc\x81"));
+	/* invalid bytes stay and block composition */
+	CHECK(nfc_is("e\xff\xcc\x81", "e\xff\xcc\x81"));
+	CHECK(nfc_is("\xcc\x81" "e", "\xcc\x81" "e"));
+	CHECK(!fw_tok_nfc_needed("caf\xc3\xa9 ok", 9));
+	CHECK(fw_tok_nfc_needed("e\xcc\x81", 3));
+
+	/* FW_TOK_NORMALIZE applies a tokenizer.json NFC normalizer */
+	char *full = make_json(NULL, NULL, 0, NULL, NULL, 0);
+	json_t *root = json_loads(full, 0, NULL);
+	json_object_set_new(root, "normalizer", json_pack("{s:s}", "type", "NFC"));
+	char *text = json_dumps(root, 0);
+	char err[128] = "";
+	struct fw_tok *t = fw_tok_load_mem(text, strlen(text), "nfc.json", err, sizeof err);
+	CHECK(t);
+	if (t) {
+		CHECK(enc_is(t, "e\xcc\x81", 0, (int32_t[]){ 'e', 0xcc, 0x81, -1 }));
+		CHECK(enc_is(t, "e\xcc\x81", FW_TOK_NORMALIZE, (int32_t[]){ 0xc3, 0xa9, -1 }));
+	}
+	fw_tok_free(t);
+	/* without an NFC normalizer the flag changes nothing */
+	t = fw_tok_new_byte();
+	CHECK(enc_is(t, "e\xcc\x81", FW_TOK_NORMALIZE, (int32_t[]){ 'e', 0xcc, 0x81, -1 }));
 	fw_tok_free(t);
 	free(text);
 	free(full);
