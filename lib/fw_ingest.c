@@ -360,9 +360,18 @@ long fw_ingest_redact(json_t *traj, struct fw_redact *r, struct fw_redact_counts
 			return -1;
 		k += x;
 	}
+	/* a feedback record (an orphan) carries its comment at the top */
+	if ((x = redact_field(traj, "comment", r, &c)) < 0)
+		return -1;
+	k += x;
 	if (k == 0)
 		return 0;
 	json_t *meta = json_object_get(traj, "meta");
+	if (!json_is_object(meta)) {
+		meta = json_object();
+		if (!meta || json_object_set_new(traj, "meta", meta))
+			return -1;
+	}
 	json_t *counts = json_object_get(meta, "redactions");
 	if (!json_is_object(counts)) {
 		counts = json_object();

@@ -122,7 +122,7 @@ int fw_ingest_set_id(json_t *traj);
 
 /*
  * Redacts traj in place: turn text, thinking, call arguments and feedback
- * comments.  Adds this record's counts to meta.redactions ({rule: n}, only
+ * comments (also the top-level comment of a feedback record).  Adds this record's counts to meta.redactions ({rule: n}, only
  * rules that fired) and to *total (may be NULL).  Returns the number of
  * replacements, or -1 when memory runs out.
  */

@@ -244,3 +244,11 @@ all_samples() {
       | select(([\$t[:\$i][] | select(.role == \"assistant\")] | last | [.calls[]?.id] | index([\$t[\$i].call_id])) == null)] | length'"
   assert_output 1
 }
+
+@test "orphan feedback is redacted too" {
+  echo '{"trace_id": "nowhere", "rating": "down", "user": "u9", "comment": "call me: ana.lima@example.com"}' > "$T/f.jsonl"
+  run -0 --separate-stderr fb-ingest --feedback "$T/f.jsonl" --orphans "$T/orph.mp" -o "$T/o.mp" "$FIX/sharegpt.jsonl"
+  [[ "$stderr" == *"redactions: 1 (email 1)"* ]]
+  run -0 bash -c "rec json '$T/orph.mp' | jq -c '[.trace, .comment, .meta.redactions]'"
+  assert_output '["nowhere","call me: <REDACTED:email>",{"email":1}]'
+}
