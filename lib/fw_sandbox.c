@@ -1040,7 +1040,10 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	    build_env(o, proxy != NULL, &env, err, errlen) != 0)
 		goto out;
 
-	cgot = cgroup_make(&cg, o->mem_bytes, o->procs, why, sizeof why);
+	if (o->no_cgroup)
+		snprintf(why, sizeof why, "cgroups turned off");
+	else
+		cgot = cgroup_make(&cg, o->mem_bytes, o->procs, why, sizeof why);
 	if (cgot & CG_MEM) {
 		res->cgroup = 1;
 		/* the cgroup caps resident memory; an address-space cap on
@@ -1051,8 +1054,8 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 			  "address-space limit only", why);
 	}
 	if (o->procs > 0 && !(cgot & CG_PIDS))
-		add_event(res, "cgroup", 0, "pids cgroup unavailable: a run above "
-			  "the process limit is killed when seen");
+		add_event(res, "cgroup", 0, "pids cgroup unavailable (%s): a run above "
+			  "the process limit is killed when seen", why);
 
 	if (o->stdin_path) {
 		in = open(o->stdin_path, O_RDONLY | O_CLOEXEC);

@@ -87,6 +87,11 @@ struct fw_sandbox_opts {
 	 * "HOST:PORT" (HOST may be "*.domain"; without a port, 80 and 443);
 	 * NULL or empty: no network at all. */
 	const char *const *allow;
+
+	/* 1: make no cgroups (a batch scheduler's cgroup may be off limits);
+	 * memory is then capped by address space only, processes by a
+	 * watchdog, and cpu_s / max_rss are not measured.  Default 0. */
+	int no_cgroup;
 };
 
 /* One thing worth recording that happened during a run. */

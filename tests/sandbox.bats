@@ -276,3 +276,25 @@ print("unlimited", n)'
   [[ "$(field stdout)" == *"ok "* ]]
   [[ "$(field stdout)" != *"not ok"* ]]
 }
+
+@test "without cgroups, memory is capped by address space and still named" {
+  run -1 --separate-stderr fw-run --no-cgroup --mem 128 --timeout 20 -- \
+    /usr/bin/python3 -c 'x = bytearray(512 << 20)'
+  [ "$(field cause)" = memory ]
+  [ "$(field cgroup)" = false ]
+  [ "$(field cpu_s)" = -1 ]
+  [[ "$(field stderr)" == *MemoryError* ]]
+  [ "$(jq -r '.events[0].kind' <<<"$output")" = cgroup ]
+}
+
+@test "without cgroups, a run seen above the process limit is killed" {
+  run -1 --separate-stderr fw-run --no-cgroup --procs 20 --timeout 20 -- /usr/bin/python3 -c '
+import os, time
+for _ in range(60):
+    if os.fork() == 0:
+        time.sleep(10)
+        os._exit(0)
+time.sleep(10)'
+  [ "$(field cause)" = procs ]
+  awk -v w="$(field wall_s)" 'BEGIN { exit !(w < 5) }'
+}

@@ -21,7 +21,7 @@ static const char usage_text[] =
 	"usage: fw-run [--workspace DIR] [--timeout S] [--grace S] [--mem MB] [--cpu S]\n"
 	"              [--procs N] [--fsize MB] [--output-cap BYTES] [--allow HOST[:PORT]]...\n"
 	"              [--ro-bind SRC[:DST]]... [--env NAME=VALUE]... [--stdin FILE]\n"
-	"              [--msgpack] -- CMD [ARG...]\n"
+	"              [--no-cgroup] [--msgpack] -- CMD [ARG...]\n"
 	"       fw-run --check\n"
 	"       fw-run -h | --help | --version\n";
 
@@ -103,7 +103,7 @@ static int parse_mb(const char *s, uint64_t *out)
 int main(int argc, char **argv)
 {
 	enum { O_WS = 256, O_TIMEOUT, O_MEM, O_CPU, O_PROCS, O_FSIZE, O_CAP, O_ALLOW,
-	       O_BIND, O_ENV, O_STDIN, O_MSGPACK, O_CHECK, O_VERSION, O_GRACE };
+	       O_BIND, O_ENV, O_STDIN, O_MSGPACK, O_CHECK, O_VERSION, O_GRACE, O_NOCG };
 	static const struct option longopts[] = {
 		{ "workspace", required_argument, NULL, O_WS },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
@@ -118,6 +118,7 @@ int main(int argc, char **argv)
 		{ "env", required_argument, NULL, O_ENV },
 		{ "stdin", required_argument, NULL, O_STDIN },
 		{ "msgpack", no_argument, NULL, O_MSGPACK },
+		{ "no-cgroup", no_argument, NULL, O_NOCG },
 		{ "check", no_argument, NULL, O_CHECK },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
@@ -180,6 +181,7 @@ int main(int argc, char **argv)
 			break;
 		case O_STDIN: o.stdin_path = optarg; break;
 		case O_MSGPACK: msgpack = 1; break;
+		case O_NOCG: o.no_cgroup = 1; break;
 		case O_CHECK: check = 1; break;
 		case 'h': fputs(usage_text, stdout); return FW_EXIT_OK;
 		case O_VERSION: fw_print_version(); return FW_EXIT_OK;
