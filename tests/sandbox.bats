@@ -98,12 +98,12 @@ serve() {
 @test "killing fw-run takes the whole sandbox down with it" {
   fw-run -- sh -c 'sleep 734 & sleep 735' > /dev/null &
   pid=$!
-  for _ in $(seq 50); do pgrep -f 'sleep 735' >/dev/null && break; sleep 0.1; done
-  pgrep -f 'sleep 735'
+  for _ in $(seq 50); do pgrep -f '^sleep 735' >/dev/null && break; sleep 0.1; done
+  pgrep -f '^sleep 735'
   kill -9 "$pid"
   wait "$pid" || true
-  for _ in $(seq 50); do pgrep -f 'sleep 73[45]' >/dev/null || break; sleep 0.1; done
-  ! pgrep -f 'sleep 73[45]'
+  for _ in $(seq 50); do pgrep -f '^sleep 73[45]' >/dev/null || break; sleep 0.1; done
+  ! pgrep -f '^sleep 73[45]'
 }
 
 @test "capabilities are gone: no remount, no mount, no new user namespace" {
@@ -177,7 +177,7 @@ serve() {
   [ "$(field cause)" = timeout ]
   [ "$(field signal)" = 9 ]
   awk -v w="$(field wall_s)" 'BEGIN { exit !(w >= 0.5 && w < 3) }'
-  ! pgrep -f 'sleep 731'
+  ! pgrep -f '^sleep 731'
 }
 
 @test "a process that obeys SIGTERM ends at the timeout with SIGTERM" {
@@ -203,7 +203,7 @@ serve() {
   run -1 --separate-stderr fw-run --procs 40 --timeout 20 -- sh -c 'while :; do sleep 732 & done'
   [ "$(field cause)" = procs ]
   awk -v w="$(field wall_s)" 'BEGIN { exit !(w < 5) }'
-  ! pgrep -f 'sleep 732'
+  ! pgrep -f '^sleep 732'
 }
 
 @test "the process limit holds although the sandbox's uid 0 is the host's root" {
