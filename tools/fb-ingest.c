@@ -22,7 +22,7 @@
 
 static const char usage_text[] =
 	"usage: fb-ingest [--format F] [--feedback FILE]... [--orphans FILE] [--no-redact]\n"
-	"                 [--strict] [-q] [-z] [-o OUT] [LOG...]\n"
+	"                 [--strict] [-q] [-z] [-o OUT] [--progress] [LOG...]\n"
 	"formats: openai-chat openai-responses anthropic claude-code sharegpt swe-agent flywheel\n";
 
 struct state {
@@ -37,6 +37,8 @@ struct state {
 	unsigned long files[FW_FMT_N];
 	unsigned long fb_bad;
 	struct fw_redact_counts red;
+	struct fw_progress prog;
+	uint64_t written, bytes;
 	int stop;   /* --strict saw a bad line */
 	int fatal;  /* output failed: stop everything */
 	int status;
@@ -110,6 +112,8 @@ static int emit(struct state *st, enum fw_fmt f, json_t *traj, const char *file,
 	if (put_json(st, st->w, traj))
 		goto out;
 	st->recs[f]++;
+	st->bytes += st->mp.n;
+	fw_progress_tick(&st->prog, ++st->written, st->bytes);
 	rc = 0;
 out:
 	if (rc) {
@@ -150,6 +154,7 @@ static int on_bad(void *ctx, enum fw_fmt f, const char *where, const char *why)
 	struct file_sink *fs = ctx;
 	struct state *st = fs->st;
 
+	fw_progress_end(&st->prog); /* the meter redraws itself on the next record */
 	fw_warn("%s: %s: %s", fs->name, where, why);
 	st->bad[f]++;
 	if (st->strict) {
@@ -235,6 +240,7 @@ int main(int argc, char **argv)
 		{"no-redact", no_argument, NULL, 'R'},
 		{"strict", no_argument, NULL, 'S'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"progress", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -242,7 +248,7 @@ int main(int argc, char **argv)
 	struct state st = {.redact = 1};
 	const char *out = NULL, *orphans = NULL;
 	const char *fbfiles[argc + 1];
-	int nfb = 0, level = -1, c;
+	int nfb = 0, level = -1, progress = 0, c;
 	char err[512];
 
 	fw_cli_init("fb-ingest");
@@ -261,10 +267,15 @@ int main(int argc, char **argv)
 		case 'R': st.redact = 0; break;
 		case 'S': st.strict = 1; break;
 		case 'q': st.quiet = 1; break;
+		case 'P': progress = 1; break;
 		case 'o': out = optarg; break;
 		case 'z': level = 3; break;
-		case 'h': fputs(usage_text, stdout); return FW_EXIT_OK;
-		case 'V': fw_print_version(); return FW_EXIT_OK;
+		case 'h':
+			fputs(usage_text, stdout);
+			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
+		case 'V':
+			fw_print_version();
+			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}
 	}
@@ -291,6 +302,7 @@ int main(int argc, char **argv)
 		goto done;
 	}
 	st.status = FW_EXIT_OK;
+	fw_progress_start(&st.prog, progress);
 	if (optind == argc)
 		ingest_file(&st, "-");
 	for (int i = optind; i < argc && !st.stop; i++)
@@ -313,6 +325,7 @@ int main(int argc, char **argv)
 		fw_warn("%s", err);
 		st.status = FW_EXIT_DATA;
 	}
+	fw_progress_end(&st.prog);
 	if (!st.quiet)
 		summary(&st, norph);
 done:
