@@ -27,7 +27,7 @@ DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
 	libjansson-dev libgit2-dev libopenblas-dev libpcre2-dev libcurl4-openssl-dev \
 	bubblewrap git universal-ctags bats bats-support bats-assert jq groff \
 	clang libclang-rt-14-dev python3-torch python3-pytest python3-numpy gnuplot-nox \
-	nodejs curl socat
+	nodejs curl socat python3-scipy
 
 PC_PKGS := msgpack libzstd jansson libgit2 libpcre2-8 openblas libcurl
 PC_CFLAGS := $(shell pkg-config --cflags $(PC_PKGS) 2>/dev/null)

@@ -42,6 +42,7 @@ static int usage_error(const char *fmt, const char *arg)
 #define LONG_TOTAL 16384  /* bytes of text in all turns */
 #define LONG_ANSWER 2000  /* bytes of the final answer */
 #define LOOP_REPEATS 3    /* the same call or answer this many times */
+#define MIN_USERS 10      /* fewer users in a pair: the bootstrap is no basis for a verdict */
 
 /* ---- string interning ------------------------------------------------------- */
 
@@ -344,6 +345,12 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 	const char *id, *s;
 	size_t idn, n;
 	int down = 0, down_ext = 0, down_int = 0;
+	int has_fb = fw_mp_get(rec, "feedback", &fb) == 1;
+	if (has_fb && fw_mp_type(fb) != FW_MP_ARRAY) {
+		fw_warn_rec(file, index, offset, "field 'feedback' is %s, not array",
+			    fw_mp_type_name(fw_mp_type(fb)));
+		return -1;
+	}
 	st->ntraj++;
 	str_of(rec, "id", &id, &idn);
 	if (label(st, st->by, rec, &s, &n) < 0) {
@@ -362,12 +369,8 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 			goto oom;
 	}
 	uint32_t ups = 0, downs = 0;
-	if (fw_mp_get(rec, "feedback", &fb) == 1) {
-		if (fw_mp_iter_init(&it, fb) < 0) {
-			fw_warn_rec(file, index, offset, "field 'feedback' is %s, not array",
-				    fw_mp_type_name(fw_mp_type(fb)));
-			return -1;
-		}
+	if (has_fb) {
+		fw_mp_iter_init(&it, fb);
 		while (fw_mp_iter_next(&it, &f) == 1) {
 			double r;
 			if (fw_mp_get(f, "rating", &v) != 1 || fw_mp_double(v, &r) < 0 || r == 0)
@@ -512,7 +515,7 @@ static int pair_stats(struct state *st, struct pair_stat *ps, const struct arm_s
 	ps->pb = as[ps->b].votes ? (double)as[ps->b].up / (double)as[ps->b].votes : 0;
 	ps->diff = ps->pb - ps->pa;
 	ps->ok = fw_boot_diff(cl, nc, st->seed, st->resamples, 0.95, work, &ps->lo, &ps->hi) == 0;
-	ps->verdict = !ps->ok ? 0 : ps->lo > 0 ? 1 : ps->hi < 0 ? -1 : 0;
+	ps->verdict = !ps->ok || nc < MIN_USERS ? 0 : ps->lo > 0 ? 1 : ps->hi < 0 ? -1 : 0;
 	/* Design effect: how much wider the cluster interval is than one over
 	 * independent votes; the sample size scales by it. */
 	ps->deff = 1;
@@ -792,6 +795,8 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 			fprintf(f, ": %s preferred over %s\n", B, A);
 		else if (p->verdict < 0)
 			fprintf(f, ": %s preferred over %s\n", A, B);
+		else if (p->users < MIN_USERS)
+			fprintf(f, ": no verdict (fewer than %d users)\n", MIN_USERS);
 		else if (p->need)
 			fprintf(f, ": no verdict (about %llu votes per arm needed)\n",
 				(unsigned long long)p->need);
