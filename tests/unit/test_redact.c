@@ -158,6 +158,10 @@ TEST(high_entropy_values_of_secret_keys)
 	    FW_RD_KV_SECRET);
 	one("api_key: 'aB3dE6gH9jK2mN5p'", "api_key: '<REDACTED:kv-secret>'", FW_RD_KV_SECRET);
 	one("auth_token => 7fA9c2E1b0D4e8F3", "auth_token => <REDACTED:kv-secret>", FW_RD_KV_SECRET);
+	one("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+	    "aws_secret_access_key = <REDACTED:kv-secret>", FW_RD_KV_SECRET);
+	one("export GH_TOKEN=\"Zq8xW2vB7nM4kL1p\"", "export GH_TOKEN=\"<REDACTED:kv-secret>\"",
+	    FW_RD_KV_SECRET);
 	/* low entropy, placeholders, numbers and variables stay */
 	keep("password: changeme");
 	keep("password=aaaaaaaaaaaa");
