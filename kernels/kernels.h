@@ -34,9 +34,11 @@
 
 /* ---- threads ------------------------------------------------------------ */
 
-/* Sets the number of threads the CPU kernels (and OpenBLAS) use; n <= 0
- * means the value of $FW_THREADS, else the number of online CPUs.  Call
- * before or between kernel calls, not during one.  Cannot fail. */
+/* Sets the number of threads the CPU kernels use; n <= 0 means the value
+ * of $FW_THREADS, else the number of online CPUs.  Matrix products are
+ * split over the same threads, one single-threaded OpenBLAS call each
+ * (this sets OpenBLAS to one thread).  Call before or between kernel
+ * calls, not during one.  Cannot fail. */
 void fw_kernels_set_threads(int n);
 
 /* Returns the number of threads the CPU kernels use (>= 1). */

@@ -32,6 +32,7 @@ static const char usage_text[] =
 	"                   [--count C] [--seed S]\n"
 	"       ckpt convert --dtype f32|bf16|f16 DIR OUTDIR\n"
 	"       ckpt dump DIR (--text TEXT | --tokens IDS) [--batch B] [--weights WS] -o OUT\n"
+	"       ckpt bench DIR [--batch B] [--seq T] [--steps N] [-n N]\n"
 	"common options: [-j THREADS] [-h | --help] [--version]\n";
 
 static char err[1024];
@@ -54,7 +55,7 @@ struct opts {
 	uint64_t seed;
 	const char *tokenizer, *prompt, *text, *tokens, *weights, *out;
 	enum fw_dtype dtype;
-	int have_dtype, n, count, top_k, batch, level;
+	int have_dtype, n, count, top_k, batch, level, seq, steps;
 	double temp, top_p;
 	char **args;
 	int nargs;
@@ -730,10 +731,94 @@ out:
 	return rc;
 }
 
+/* ---- bench --------------------------------------------------------------------- */
+
+/* Times forward+backward over (batch, seq) random tokens, then decoding
+ * of -n tokens after a 16-token prompt (one sequence, greedy).  Prints
+ * tokens per second of each and the peak activation memory. */
+static int cmd_bench(struct opts *o)
+{
+	struct fw_model *m;
+	int B = o->batch, T = o->seq, N = B * T, V, rc = FW_EXIT_DATA;
+	int32_t *tok = NULL, *tgt = NULL, p[16], next;
+	struct fw_gen *g = NULL;
+	struct fw_sampler greedy = { 0, 1, 0 };
+	uint64_t rng = 1, s = 12345;
+	float *scr = NULL, loss;
+	double t0, t1;
+
+	if (o->nargs != 1)
+		return usage_error("%s", "bench needs DIR");
+	if (!(m = load_model(o->args[0])))
+		return FW_EXIT_DATA;
+	V = m->cfg.vocab;
+	tok = malloc(sizeof(int32_t) * (N + 1));
+	tgt = malloc(sizeof(int32_t) * N);
+	scr = malloc(sizeof(float) * 2 * V);
+	if (!tok || !tgt || !scr)
+		goto out;
+	for (int i = 0; i <= N; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		tok[i] = (int32_t)((s >> 33) % (uint64_t)V);
+	}
+	for (int i = 0; i < N; i++)
+		tgt[i] = tok[i + 1];
+	if (o->steps > 0) {
+		if (fw_model_grads(m))
+			goto out;
+		for (int step = -1; step < o->steps; step++) {
+			if (step == 0)
+				t0 = fw_now();
+			fw_model_zero_grad(m);
+			if (fw_model_forward(m, tok, tgt, NULL, B, T, 0, NULL, &loss, err, sizeof(err)) ||
+			    fw_model_backward(m, err, sizeof(err))) {
+				fw_warn("%s", err);
+				goto out;
+			}
+		}
+		t1 = fw_now();
+		printf("train: %.1f tokens/s (batch %d x %d, %d steps, %d threads, activations %zu MB)\n",
+		       (double)N * o->steps / (t1 - t0), B, T, o->steps,
+		       fw_kernels_threads(), fw_model_act_bytes(m) >> 20);
+	}
+	if (o->n > 0) {
+		if (!(g = fw_gen_new(m, 1, 16 + o->n, err, sizeof(err)))) {
+			fw_warn("%s", err);
+			goto out;
+		}
+		memcpy(p, tok, sizeof(p));
+		t0 = fw_now();
+		if (fw_gen_prefill(g, p, 16, err, sizeof(err)))
+			goto fail;
+		t1 = fw_now();
+		double t2 = t1;
+		for (int i = 0; i < o->n; i++) {
+			next = fw_sample(fw_gen_logits(g), V, &greedy, &rng, scr, NULL);
+			if (i + 1 < o->n && fw_gen_step(g, &next, err, sizeof(err)))
+				goto fail;
+		}
+		t2 = fw_now();
+		printf("decode: %.1f tokens/s (%d tokens after a 16-token prompt, prefill %.1f ms)\n",
+		       (o->n - 1) / (t2 - t1), o->n, (t1 - t0) * 1e3);
+	}
+	rc = FW_EXIT_OK;
+	goto out;
+fail:
+	fw_warn("%s", err);
+out:
+	fw_gen_free(g);
+	free(tok);
+	free(tgt);
+	free(scr);
+	fw_model_free(m);
+	return rc;
+}
+
 /* ---- main --------------------------------------------------------------------- */
 
 enum { O_SEED = 256, O_TOK, O_DTYPE, O_PROMPT, O_TEMP, O_TOPP, O_TOPK,
-       O_COUNT, O_TEXT, O_TOKENS, O_BATCH, O_WEIGHTS, O_VERSION };
+       O_COUNT, O_TEXT, O_TOKENS, O_BATCH, O_WEIGHTS, O_SEQ, O_STEPS,
+       O_VERSION };
 
 int main(int argc, char **argv)
 {
@@ -750,12 +835,15 @@ int main(int argc, char **argv)
 		{ "tokens", required_argument, NULL, O_TOKENS },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "weights", required_argument, NULL, O_WEIGHTS },
+		{ "seq", required_argument, NULL, O_SEQ },
+		{ "steps", required_argument, NULL, O_STEPS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .prompt = "", .n = 64, .count = 1, .temp = 1.0,
-			  .top_p = 1.0, .batch = 1, .level = -1 };
+			  .top_p = 1.0, .batch = 1, .level = -1, .seq = 256,
+			  .steps = 3 };
 	const char *cmd;
 	uint64_t u;
 	int c, rc;
@@ -814,6 +902,16 @@ int main(int argc, char **argv)
 			o.batch = (int)u;
 			break;
 		case O_WEIGHTS: o.weights = optarg; break;
+		case O_SEQ:
+			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1 << 20)
+				return usage_error("bad --seq '%s'", optarg);
+			o.seq = (int)u;
+			break;
+		case O_STEPS:
+			if (fw_parse_u64(optarg, &u, 0) || u > 1 << 20)
+				return usage_error("bad --steps '%s'", optarg);
+			o.steps = (int)u;
+			break;
 		case 'h':
 			usage(stdout);
 			return FW_EXIT_OK;
@@ -844,6 +942,8 @@ int main(int argc, char **argv)
 		rc = cmd_convert(&o);
 	else if (!strcmp(cmd, "dump"))
 		rc = cmd_dump(&o);
+	else if (!strcmp(cmd, "bench"))
+		rc = cmd_bench(&o);
 	else
 		return usage_error("unknown command '%s'", cmd);
 	if (fw_close_stdout() && rc == FW_EXIT_OK)

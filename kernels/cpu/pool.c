@@ -78,7 +78,8 @@ void fw_kernels_set_threads(int n)
 	pthread_mutex_lock(&mu);
 	nthreads = n;
 	pthread_mutex_unlock(&mu);
-	openblas_set_num_threads(n);
+	/* Each sgemm runs on one pool thread (see matmul.c). */
+	openblas_set_num_threads(1);
 }
 
 int fw_kernels_threads(void)

@@ -10,7 +10,7 @@ CKPT_DIR/model.safetensors with a reader written here from the format's
 description, runs the batch recorded in DUMP (written by `ckpt dump`) and
 compares, in float32:
 
-  - logits (B, T, V), relative to the largest logit;
+  - logits (B, T, V), relative to the largest logit (max |a - b| / max |b|);
   - per-token log-probs and the weighted loss;
   - the gradient of every parameter, relative to that tensor's largest
     gradient;
@@ -19,8 +19,11 @@ compares, in float32:
 With --scores, each JSON line's "logprobs" (written by `ckpt score`) is
 compared with the log-probs of its "tokens" under the PyTorch model.
 
-Prints one line per quantity with the worst error and exits 1 when any
-exceeds its tolerance, 2 on bad usage.
+A quantity passes when it is within the tolerance of PyTorch in float32, or
+when it is no further from a float64 PyTorch run than twice PyTorch float32's
+own error (two float32 implementations differ in summation order; the float64
+run says which is closer to the exact value).  Prints one line per quantity
+and exits 1 when any fails, 2 on bad usage.
 """
 import argparse
 import json
@@ -183,28 +186,42 @@ def main(argv):
     targets = D["targets"].long()
     weights = D["weights"]
 
-    logits = forward(cfg, P, tokens)
-    logp_all = logits.log_softmax(-1)
-    valid = targets >= 0
-    logp = torch.where(valid, logp_all.gather(-1, targets.clamp(min=0)[..., None])[..., 0],
-                       torch.zeros(()))
-    norm = weights[valid].sum()
-    if norm == 0:
-        norm = torch.ones(())
-    loss = -(weights * logp).sum() / norm
-    loss.backward()
+    def run(P, dtype):
+        logits = forward(cfg, P, tokens)
+        logp_all = logits.log_softmax(-1)
+        valid = targets >= 0
+        logp = torch.where(valid, logp_all.gather(-1, targets.clamp(min=0)[..., None])[..., 0],
+                           torch.zeros((), dtype=dtype))
+        w = weights.to(dtype)
+        norm = w[valid].sum()
+        if norm == 0:
+            norm = torch.ones((), dtype=dtype)
+        loss = -(w * logp).sum() / norm
+        loss.backward()
+        return logits.detach(), logp.detach(), loss.detach().reshape(1)
+
+    # float32 as flywheel computes, and float64 as the truth both are judged by
+    P64 = {k: v.detach().double().requires_grad_(True) for k, v in P.items()}
+    l32, p32, s32 = run(P, torch.float32)
+    l64, p64, s64 = run(P64, torch.float64)
 
     fails = []
 
-    def report(what, err, tol):
-        ok = err <= tol
-        print(f"{'ok  ' if ok else 'FAIL'} {what}: {err:.3g} (tolerance {tol:g})")
+    def report(what, ours, theirs, truth, tol):
+        """ours passes when within tol of PyTorch f32, or no further from the
+        float64 truth than twice PyTorch f32's own error."""
+        e = rel(ours.double(), theirs.double())
+        e_ours, e_theirs = rel(ours.double(), truth), rel(theirs.double(), truth)
+        ok = e <= tol or e_ours <= max(tol, 2 * e_theirs)
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: {e:.3g} vs pytorch f32 (tolerance {tol:g}); "
+              f"vs f64: flywheel {e_ours:.3g}, pytorch f32 {e_theirs:.3g}")
         if not ok:
             fails.append(what)
+        return e
 
-    report("logits max relative error", rel(D["logits"], logits.detach()), tol_logits)
-    report("logp max abs error", (D["logp"] - logp.detach()).abs().max().item(), 10 * tol_logits)
-    report("loss relative error", rel(D["loss"], loss.detach().reshape(1)), tol_logits)
+    report("logits max relative error", D["logits"], l32, l64, tol_logits)
+    report("logp max relative error", D["logp"], p32, p64, tol_logits)
+    report("loss relative error", D["loss"], s32, s64, tol_logits)
     worst, wname = 0.0, ""
     for name, t in P.items():
         g = D.get("grad." + name)
@@ -213,21 +230,24 @@ def main(argv):
             fails.append(name)
             continue
         e = rel(g, t.grad)
+        ok = e <= tol_grad or rel(g.double(), P64[name].grad) <= max(
+            tol_grad, 2 * rel(t.grad.double(), P64[name].grad))
         if e > worst:
             worst, wname = e, name
-        if e > tol_grad:
+        if not ok:
             print(f"FAIL gradient of {name}: {e:.3g}")
             fails.append(name)
     extra = [n[5:] for n in D if n.startswith("grad.") and n[5:] not in P]
     if extra:
         print(f"FAIL gradients of unknown tensors: {extra}")
         fails.append("extra")
-    report(f"gradients worst relative error ({wname})", worst, tol_grad)
+    print(f"{'ok  ' if not fails else 'FAIL'} gradients worst relative error "
+          f"({wname}): {worst:.3g} (tolerance {tol_grad:g})")
     T = tokens.shape[1]
     kv = D["kv_logp"]
     P0 = T - kv.shape[1]
-    report("kv-cache logp vs full forward, max abs error",
-           (kv - logp.detach()[:, P0 - 1:T - 1]).abs().max().item(), 10 * tol_logits)
+    report("kv-cache logp vs full forward", kv, D["logp"][:, P0 - 1:T - 1],
+           p64[:, P0 - 1:T - 1], tol_logits)
     return 1 if fails else 0
 
 
