@@ -1055,7 +1055,8 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	}
 	if (o->procs > 0 && !(cgot & CG_PIDS))
 		add_event(res, "cgroup", 0, "pids cgroup unavailable (%s): a run above "
-			  "the process limit is killed when seen", why);
+			  "the process limit is killed when seen",
+			  o->no_cgroup ? "cgroups turned off" : "no writable pids cgroup");
 
 	if (o->stdin_path) {
 		in = open(o->stdin_path, O_RDONLY | O_CLOEXEC);
