@@ -258,6 +258,14 @@ int fw_ingest_time(const json_t *v, char *out, size_t outlen)
 	const char *s = json_string_value(v);
 	if (!s)
 		return -1;
+	size_t nd = strspn(s, "0123456789");
+	if (nd >= 9 && nd <= 13 && !s[nd]) {
+		/* Unix time written as text, as CSV files have it */
+		json_t *num = json_integer((json_int_t)strtoll(s, NULL, 10));
+		int rc = fw_ingest_time(num, out, outlen);
+		json_decref(num);
+		return rc;
+	}
 	int Y, M, D, h = 0, m = 0, sec = 0, used = 0;
 	if (sscanf(s, "%4d-%2d-%2d%n", &Y, &M, &D, &used) != 3 || used != 10)
 		return -1;

@@ -130,8 +130,9 @@ long fw_ingest_redact(json_t *traj, struct fw_redact *r, struct fw_redact_counts
 
 /*
  * Normalises a time to RFC 3339 UTC seconds in out (at least 21 bytes):
- * Unix seconds or milliseconds as a JSON number, or a string in ISO 8601
- * form ("2026-11-02T08:00:00.123+01:00", "2026-11-02 08:00:00", "...Z").
+ * Unix seconds or milliseconds as a JSON number or a string of digits, or
+ * a string in ISO 8601 form ("2026-11-02T08:00:00.123+01:00",
+ * "2026-11-02 08:00:00", "...Z").
  * Returns 0, or -1 when v is none of these (out is then "").
  */
 int fw_ingest_time(const json_t *v, char *out, size_t outlen);

@@ -26,6 +26,9 @@ TEST(times_become_rfc3339_utc)
 	CHECK_STR(tm_of(json_integer(1793606400)), "2026-11-02T08:00:00Z");
 	CHECK_STR(tm_of(json_integer(1793606400123LL)), "2026-11-02T08:00:00Z");
 	CHECK_STR(tm_of(json_real(1793606400.9)), "2026-11-02T08:00:00Z");
+	CHECK_STR(tm_of(json_string("1793606400")), "2026-11-02T08:00:00Z");
+	CHECK_STR(tm_of(json_string("1793606400123")), "2026-11-02T08:00:00Z");
+	CHECK_STR(tm_of(json_string("2026110")), "ERR");
 	CHECK_STR(tm_of(json_string("yesterday")), "ERR");
 	CHECK_STR(tm_of(json_string("2026-13-01T00:00:00Z")), "ERR");
 	CHECK_STR(tm_of(json_string("2026-11-02T25:00:00Z")), "ERR");
