@@ -41,14 +41,13 @@ enum reason {
 	R_TIMEOUT,     /* mutated suite hit the timeout or a resource limit */
 	R_NO_F2P,      /* no passing test fails after the mutation */
 	R_EMPTY_PATCH, /* a rerun without any change passes the failing tests */
-	R_ERROR,       /* store or sandbox failure */
 	R_COUNT,
 	R_KEPT = R_COUNT,
+	R_ERROR,       /* store, workspace or sandbox failure: stops the run */
 };
 
 static const char *const reason_names[R_COUNT] = {
 	"nothing-to-remove", "leak", "broken", "timeout", "no-f2p", "empty-patch-passes",
-	"error",
 };
 
 struct opts {
@@ -390,6 +389,10 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&j->mu);
 		enum reason r = validate(j, s, i);
 		pthread_mutex_lock(&j->mu);
+		if (r == R_ERROR && !j->fatal) {
+			j->fatal = 1;
+			snprintf(j->fatal_msg, sizeof j->fatal_msg, "%s", j->c[i].detail);
+		}
 		j->c[i].reason = r;
 		j->c[i].done = 1;
 		j->ndone++;

@@ -1,0 +1,464 @@
+#!/usr/bin/env bats
+# task-mutate: git repositories in, validated task records out.
+
+bats_require_minimum_version 1.5.0
+
+PYTEST='python3 -m pytest -q -p no:cacheprovider --junitxml=$FW_REPORT'
+MINI='python3 run_tests.py'
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  export LC_ALL=C
+  T="$BATS_TEST_TMPDIR"
+  SAMPLES="$BATS_TEST_DIRNAME/../samples/repos"
+  export TMPDIR="$T/tmp"
+  mkdir -p "$TMPDIR"
+}
+
+# commit DIR: make DIR a git repository with one reproducible commit
+commit() {
+  git -C "$1" init -q -b main
+  git -C "$1" add -A
+  GIT_AUTHOR_NAME=sample GIT_AUTHOR_EMAIL=sample@example.org \
+  GIT_COMMITTER_NAME=sample GIT_COMMITTER_EMAIL=sample@example.org \
+  GIT_AUTHOR_DATE=2024-01-01T00:00:00Z GIT_COMMITTER_DATE=2024-01-01T00:00:00Z \
+    git -C "$1" commit -q -m "initial import"
+}
+
+sample() { # sample NAME: a committed copy of samples/repos/NAME in $T/NAME
+  cp -r "$SAMPLES/$1" "$T/$1"
+  commit "$T/$1"
+}
+
+# A small Python package whose functions each provoke one outcome, with a
+# fast TAP runner (one process, no pytest).
+mini() {
+  local d="$T/mini"
+  mkdir -p "$d/mini" "$d/tests"
+  cat > "$d/mini/__init__.py" <<'EOF'
+"""A mini package: the one name it re-exports must exist at import."""
+from .core import add  # noqa: F401
+EOF
+  cat > "$d/mini/core.py" <<'EOF'
+"""Core helpers of the mini package."""
+
+
+def add(a, b):
+    """Sum of a and b."""
+    total = a + b
+    return total
+
+
+def untested(x):
+    """Nothing tests this one."""
+    y = x * 2
+    return y
+
+
+def _shift(x):
+    offset = 1
+    return x + offset
+
+
+def bump(x):
+    """x plus one."""
+    return _shift(x)
+
+
+def only_doc():
+    """Has a docstring and nothing else."""
+
+
+def double(x):
+    """Twice x."""
+    result = x * 2
+    return result
+
+
+def clamp(x, lo, hi):
+    """Limit x to [lo, hi]."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+EOF
+  cat > "$d/mini/legacy.py" <<'EOF'
+"""The old name of clamp, kept as a copy for old callers."""
+
+
+def clamp_old(x, lo, hi):
+    """Limit x to [lo, hi] (old name)."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+EOF
+  cat > "$d/mini/extra.py" <<'EOF'
+"""Optional extras."""
+
+
+def triple(x):
+    """Three times x."""
+    value = x * 3
+    return value
+EOF
+  : > "$d/tests/__init__.py"
+  cat > "$d/tests/test_core.py" <<'EOF'
+import os
+
+from mini import core
+
+
+def test_add():
+    assert core.add(2, 3) == 5
+
+
+def test_bump():
+    assert core.bump(1) == 2
+
+
+def test_double_once():
+    # checks only on the first run in a checkout
+    marker = ".double-checked"
+    if os.path.exists(marker):
+        return
+    open(marker, "w").close()
+    assert core.double(2) == 4
+
+
+def test_clamp():
+    assert core.clamp(5, 0, 3) == 3
+EOF
+  cat > "$d/tests/test_extra.py" <<'EOF'
+from mini import extra
+
+
+def test_triple():
+    assert extra.triple(2) == 6
+EOF
+  cat > "$d/run_tests.py" <<'EOF'
+"""Runs tests/test_*.py in one process and prints TAP."""
+import importlib
+import pathlib
+import sys
+
+sys.path.insert(0, ".")
+results = []
+for path in sorted(pathlib.Path("tests").glob("test_*.py")):
+    try:
+        mod = importlib.import_module("tests." + path.stem)
+    except Exception:
+        results.append((False, path.stem + " (import)"))
+        continue
+    for name in sorted(n for n in dir(mod) if n.startswith("test_")):
+        try:
+            getattr(mod, name)()
+            ok = True
+        except Exception:
+            ok = False
+        results.append((ok, path.stem + "::" + name))
+print("1..%d" % len(results))
+for i, (ok, name) in enumerate(results, 1):
+    print("%s %d - %s" % ("ok" if ok else "not ok", i, name))
+EOF
+  if [ "${1:-}" = with-retry ]; then
+    cat >> "$d/mini/core.py" <<'EOF'
+
+
+def ready():
+    """True once the service is up."""
+    state = "up"
+    return state == "up"
+EOF
+    cat > "$d/tests/test_ready.py" <<'EOF'
+import time
+
+from mini import core
+
+
+def test_ready_eventually():
+    while True:
+        try:
+            if core.ready():
+                return
+        except Exception:
+            time.sleep(0.01)
+EOF
+  fi
+  commit "$d"
+}
+
+# json FILE: the records as JSON Lines
+json() { rec json "$1"; }
+
+@test "--help prints the usage on stdout and exits 0" {
+  run --separate-stderr task-mutate --help
+  assert_success
+  [ -z "$stderr" ]
+  assert_line --index 0 "usage: task-mutate --test-cmd CMD [--strategy S]... [--report junit|tap]"
+}
+
+@test "a bad option, strategy or missing --test-cmd is a usage error (exit 2)" {
+  run -2 --separate-stderr task-mutate --bogus x
+  run -2 --separate-stderr task-mutate --test-cmd true --strategy shuffle x
+  [[ "$stderr" == *"unknown strategy 'shuffle'"* ]]
+  run -2 --separate-stderr task-mutate x
+  [[ "$stderr" == *"--test-cmd is required"* ]]
+  run -2 --separate-stderr task-mutate --test-cmd true --split train=x x
+  run -2 --separate-stderr task-mutate --test-cmd true --shard 3/2 x
+  [ -z "$output" ]
+}
+
+@test "stub-body tasks from the Python sample carry every field of a task record" {
+  sample textkit
+  run --separate-stderr task-mutate --test-cmd "$PYTEST" --store "$T/st.git" \
+    --strategy stub-body --max 3 -j 2 -o "$T/t.mp" "$T/textkit"
+  assert_success
+  [ -z "$output" ]
+  [[ "$stderr" == *"task-mutate: candidates 3, validated 3, rejected 0: "* ]]
+  [ "$(rec count "$T/t.mp")" = 3 ]
+  json "$T/t.mp" > "$T/t.jsonl"
+  # every field the record schema names, with the right types
+  run jq -e -s 'all(.[]; .kind == "task" and .v == 1 and (.id | test("^[0-9a-f]{16}$"))
+      and .strategy == "stub-body" and (.base | length) == 40 and (.orig_tree | length) == 40
+      and (.tree | length) == 40 and .tree != .orig_tree and (.f2p | length) > 0
+      and (.p2p | length) > 30 and (.split | IN("train", "eval", "private"))
+      and .test_cmd == "python3 -m pytest -q -p no:cacheprovider --junitxml=$FW_REPORT"
+      and (.targets[0] | (.lang == "python" and .start < .end and (.path | startswith("textkit/"))))
+      and (.targets[0].symbol as $s | .prompt | contains($s)) and (.solution | startswith("diff --git")))' "$T/t.jsonl"
+  assert_success
+  # f2p and p2p are disjoint
+  run jq -e -s 'all(.[]; (.f2p - .p2p) == .f2p)' "$T/t.jsonl"
+  assert_success
+}
+
+@test "the solution applied to the task tree gives back the original tree" {
+  sample textkit
+  task-mutate --test-cmd "$PYTEST" --store "$T/st.git" --strategy stub-body --max 2 \
+    "$T/textkit" > "$T/t.mp" 2>/dev/null
+  json "$T/t.mp" | while read -r line; do
+    tree=$(jq -r .tree <<<"$line"); orig=$(jq -r .orig_tree <<<"$line")
+    rm -rf "$T/w" && mkdir "$T/w"
+    git -C "$T/st.git" archive "$tree" | tar -x -C "$T/w"
+    jq -r .solution <<<"$line" > "$T/fix.diff"
+    (cd "$T/w" && git init -q && git apply "$T/fix.diff" && git add -A &&
+      [ "$(git write-tree)" = "$orig" ])
+    # the statement shows no line the solution adds
+    jq -r .prompt <<<"$line" > "$T/prompt"
+    ! grep -F -x -f <(sed -n 's/^+\([^+].*[a-z].*\)$/\1/p' "$T/fix.diff") "$T/prompt"
+  done
+}
+
+@test "the store is a bare repository that keeps every task tree under a ref" {
+  mini
+  task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" --strategy delete-feature \
+    "$T/mini" > "$T/t.mp" 2>/dev/null
+  id=$(rec get .id "$T/t.mp" | tr -d '"')
+  tree=$(rec get .tree "$T/t.mp" | tr -d '"')
+  [ "$(git -C "$T/st.git" rev-parse --is-bare-repository)" = true ]
+  [ "$(git -C "$T/st.git" rev-parse "refs/flywheel/tasks/$id")" = "$tree" ]
+  [ "$(git -C "$T/st.git" cat-file -t "$tree")" = tree ]
+  # the temporary workspaces are gone
+  [ -z "$(ls -A "$TMPDIR")" ]
+}
+
+@test "stub-body works on the C sample with a TAP report" {
+  sample tally
+  run --separate-stderr task-mutate --test-cmd 'make -s test' --report tap --store "$T/st.git" \
+    --strategy stub-body --max 2 -o "$T/t.mp" "$T/tally"
+  assert_success
+  [ -z "$output" ]
+  run jq -e -s 'length == 2 and all(.[]; .report == "tap" and .targets[0].lang == "c"
+      and (.f2p | length) > 0 and (.solution | contains("-\tabort(); /* not implemented */")))' \
+    <(json "$T/t.mp")
+  assert_success
+}
+
+@test "every rejection reason is counted, and -v says which candidate and why" {
+  mini with-retry
+  run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --timeout 2 -j 2 -v "$T/mini"
+  assert_success
+  echo "$stderr" > "$T/err"
+  assert_equal "$(tail -1 "$T/err")" \
+    "task-mutate: candidates 24, validated 9, rejected 15: nothing-to-remove 1, leak 5, broken 2, timeout 2, no-f2p 3, empty-patch-passes 2"
+  grep -F 'stub-body mini/core.py:only_doc: nothing-to-remove' "$T/err"
+  grep -F 'stub-body mini/core.py:untested: no-f2p' "$T/err"
+  grep -F 'stub-body mini/core.py:clamp: leak: the removed code is still in the tree' "$T/err"
+  grep -F 'stub-body mini/core.py:ready: timeout: timeout after' "$T/err"
+  grep -F 'stub-body mini/core.py:double: empty-patch-passes' "$T/err"
+  grep -F 'delete-function mini/core.py:add: broken' "$T/err"
+  grep -F 'delete-file mini/core.py: broken' "$T/err"
+  grep -F 'delete-file mini/legacy.py: leak' "$T/err"
+  grep -F 'delete-function mini/core.py:ready: timeout' "$T/err"
+}
+
+@test "delete-function, delete-feature and delete-file tasks name what was removed" {
+  mini
+  task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" "$T/mini" > "$T/t.mp" 2>/dev/null
+  json "$T/t.mp" > "$T/t.jsonl"
+  run jq -r -s -c 'map([.strategy, (.targets | map(.symbol) | join(",")), (.f2p | join(","))]) | sort | .[]' "$T/t.jsonl"
+  assert_output - <<'EOF'
+["delete-feature","bump,_shift","test_core::test_bump"]
+["delete-file",",triple","test_extra::test_triple"]
+["delete-function","_shift","test_core::test_bump"]
+["delete-function","bump","test_core::test_bump"]
+["delete-function","triple","test_extra::test_triple"]
+["stub-body","_shift","test_core::test_bump"]
+["stub-body","add","test_core::test_add"]
+["stub-body","bump","test_core::test_bump"]
+["stub-body","triple","test_extra::test_triple"]
+EOF
+  run jq -r 'select(.strategy == "delete-feature") | .prompt' "$T/t.jsonl"
+  assert_output --partial 'The python function `bump` and the private helpers only it used (`_shift`) have been removed from `mini/core.py`.'
+  assert_output --partial '    x plus one.'
+  refute_output --partial 'offset'
+  run jq -r 'select(.strategy == "delete-file") | .prompt' "$T/t.jsonl"
+  assert_output --partial 'The python file `mini/extra.py` has been removed. Write it again; it defined `triple`.'
+}
+
+@test "the same seed gives the same tasks whatever -j, another seed another order" {
+  mini
+  for j in 1 2; do
+    task-mutate --test-cmd "$MINI" --report tap --store "$T/st$j.git" --seed 5 -j $j --max 4 \
+      --strategy stub-body --strategy delete-function "$T/mini" 2>/dev/null | rec json | jq -c 'del(.store)' > "$T/j$j"
+  done
+  [ "$(wc -l < "$T/j1")" = 4 ]
+  cmp "$T/j1" "$T/j2"
+  task-mutate --test-cmd "$MINI" --report tap --store "$T/st1.git" --seed 6 -j 2 --max 4 \
+    --strategy stub-body --strategy delete-function "$T/mini" 2>/dev/null | rec json | jq -c 'del(.store)' > "$T/j3"
+  ! cmp -s "$T/j1" "$T/j3"
+}
+
+@test "--shard K/N splits the candidates into disjoint parts that cover them all" {
+  mini
+  task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" --strategy stub-body \
+    "$T/mini" 2>/dev/null | rec json | jq -r .id | sort > "$T/all"
+  for k in 0 1 2; do
+    task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" --strategy stub-body \
+      --shard $k/3 "$T/mini" 2>/dev/null | rec json | jq -r .id
+  done | sort > "$T/parts"
+  [ "$(wc -l < "$T/all")" = 4 ]
+  diff "$T/all" "$T/parts"
+}
+
+@test "--split puts tasks in the named splits, --max caps the count" {
+  mini
+  run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --split train=0,eval=0,private=1 --max 2 -o "$T/t.mp" "$T/mini"
+  assert_success
+  [[ "$stderr" == *"validated 2,"* ]]
+  [ "$(json "$T/t.mp" | jq -r .split | sort -u)" = private ]
+}
+
+@test "repositories may come from the repo fields of records" {
+  mini
+  printf '{"repo":"%s"}\n' "$T/mini" | rec from-json > "$T/in.mp"
+  run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --strategy delete-feature "$T/in.mp"
+  assert_success
+  [[ "$stderr" == *"validated 1,"* ]]
+}
+
+@test "JavaScript functions become tasks" {
+  command -v node || skip "node is not installed"
+  d="$T/js"; mkdir -p "$d/lib" "$d/test"
+  cat > "$d/lib/text.js" <<'EOF'
+// Title Case every word.
+function titleCase(s) {
+  return s.split(" ").map((w) => w[0].toUpperCase() + w.slice(1)).join(" ");
+}
+
+function reverse(s) {
+  return s.split("").reverse().join("");
+}
+
+module.exports = { titleCase, reverse };
+EOF
+  cat > "$d/test/run.js" <<'EOF'
+const t = require("../lib/text.js");
+const cases = [
+  ["title case", () => t.titleCase("hello big world") === "Hello Big World"],
+  ["reverse", () => t.reverse("abc") === "cba"],
+];
+console.log(`1..${cases.length}`);
+cases.forEach(([name, f], i) => {
+  let ok = false;
+  try { ok = f(); } catch (e) { ok = false; }
+  console.log(`${ok ? "ok" : "not ok"} ${i + 1} - ${name}`);
+});
+EOF
+  commit "$d"
+  run --separate-stderr task-mutate --test-cmd 'node test/run.js' --report tap --store "$T/st.git" \
+    --strategy stub-body --lang javascript -o "$T/t.mp" "$d"
+  assert_success
+  run jq -r -s -c 'map([.targets[0].symbol, .targets[0].lang, .f2p[0]]) | sort | .[]' <(json "$T/t.mp")
+  assert_output - <<'EOF'
+["reverse","javascript","reverse"]
+["titleCase","javascript","title case"]
+EOF
+}
+
+@test "a dirty work tree is refused unless --allow-dirty, which uses HEAD" {
+  mini
+  echo "# local edit" >> "$T/mini/mini/core.py"
+  run -1 --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --strategy delete-feature "$T/mini"
+  [ -z "$output" ]
+  [[ "$stderr" == *"mini: work tree has uncommitted changes"* ]]
+  run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --strategy delete-feature --allow-dirty -o "$T/t.mp" "$T/mini"
+  assert_success
+  [ "$(rec get .base "$T/t.mp" | tr -d '"')" = "$(git -C "$T/mini" rev-parse HEAD)" ]
+}
+
+@test "a directory that is not a git repository is an error, and the run goes on" {
+  mini
+  mkdir "$T/plain"
+  run -1 --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --strategy delete-feature "$T/plain" "$T/mini"
+  [[ "$stderr" == *"plain: not a git repository"* ]]
+  [[ "$stderr" == *"validated 1,"* ]]
+  [ -n "$output" ]
+}
+
+@test "no tests found, and no test passing on the original, are errors" {
+  mini
+  run -1 --separate-stderr task-mutate --test-cmd 'true' --report tap --store "$T/st.git" "$T/mini"
+  [[ "$stderr" == *"mini: no tests found: exit 0, no test results"* ]]
+  run -1 --separate-stderr task-mutate --test-cmd 'echo "1..1"; echo "not ok 1 - x"' --report tap \
+    --store "$T/st.git" "$T/mini"
+  [[ "$stderr" == *"mini: no test passes on the original"* ]]
+  [ -z "$output" ]
+}
+
+@test "tests failing on the original are reported and left out of f2p and p2p" {
+  mini
+  cmd="$MINI; echo 'not ok 99 - needs a network'"
+  run --separate-stderr task-mutate --test-cmd "$cmd" --report tap --store "$T/st.git" \
+    --strategy delete-feature -o "$T/t.mp" "$T/mini"
+  assert_success
+  [[ "$stderr" == *"mini: 1 tests fail on the original and are excluded"* ]]
+  json "$T/t.mp" | jq -e '(.f2p + .p2p) | index("needs a network") == null'
+}
+
+@test "an original suite that outlives --timeout is an error" {
+  mini
+  run -1 --separate-stderr task-mutate --test-cmd 'sleep 30' --report tap --timeout 1 \
+    --store "$T/st.git" "$T/mini"
+  [[ "$stderr" == *"mini: the original test suite did not finish: timeout after"* ]]
+}
+
+@test "without ctags the run stops with a clear error" {
+  mini
+  mkdir "$T/bin"
+  for t in bwrap git sh python3 socat; do
+    p=$(command -v $t) && ln -s "$p" "$T/bin/$t"
+  done
+  run -1 --separate-stderr env PATH="$T/bin" "$BIN_DIR/task-mutate" --test-cmd "$MINI" --report tap \
+    --store "$T/st.git" "$T/mini"
+  [[ "$stderr" == *"ctags not found (install Universal Ctags"* ]]
+}
