@@ -235,7 +235,7 @@ static void bind_system(struct strv *a, const char *path)
  * bound piecemeal.  Never /etc as a whole: uid 0 inside owns what root
  * owns outside, /etc/shadow and /etc/ssl/private included.
  */
-#define MAX_FILES 24
+#define MAX_FILES 32
 
 struct files {
 	int fd[MAX_FILES];
@@ -250,6 +250,42 @@ static const char *etc_paths[] = {
 	"/etc/alternatives", "/etc/ssl/certs", "/etc/pki/tls/certs", "/etc/python3",
 	NULL,
 };
+
+static void bind_one(struct strv *a, struct files *f, const char *path);
+
+/* A directory of a few small regular files is cheaper recreated than
+ * mounted.  Returns 1 when done, 0 when the directory should be bound. */
+static int copy_dir(struct strv *a, struct files *f, const char *path)
+{
+	char names[8][256], sub[PATH_MAX];
+	struct dirent *e;
+	struct stat st;
+	int n = 0, ok = 1;
+	DIR *d = opendir(path);
+
+	if (!d)
+		return 0;
+	while (ok && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		snprintf(sub, sizeof sub, "%s/%.255s", path, e->d_name);
+		if (n == 8 || lstat(sub, &st) != 0 || !S_ISREG(st.st_mode) ||
+		    st.st_size > 65536 || !(st.st_mode & S_IROTH))
+			ok = 0;
+		else
+			snprintf(names[n++], sizeof names[0], "%.255s", e->d_name);
+	}
+	closedir(d);
+	if (!ok || f->n + n > MAX_FILES)
+		return 0;
+	sv_push(a, "--dir");
+	sv_push(a, path);
+	for (int i = 0; i < n; i++) {
+		snprintf(sub, sizeof sub, "%s/%s", path, names[i]);
+		bind_one(a, f, sub);
+	}
+	return 1;
+}
 
 static void bind_one(struct strv *a, struct files *f, const char *path)
 {
@@ -268,6 +304,8 @@ static void bind_one(struct strv *a, struct files *f, const char *path)
 		sv_push(a, target);
 		sv_push(a, path);
 	} else if (S_ISDIR(st.st_mode)) {
+		if (copy_dir(a, f, path))
+			return;
 		sv_push(a, "--ro-bind");
 		sv_push(a, path);
 		sv_push(a, path);
