@@ -745,7 +745,7 @@ static int cmd_bench(struct opts *o)
 	struct fw_sampler greedy = { 0, 1, 0 };
 	uint64_t rng = 1, s = 12345;
 	float *scr = NULL, loss;
-	double t0, t1;
+	double t0 = 0, t1;
 
 	if (o->nargs != 1)
 		return usage_error("%s", "bench needs DIR");
