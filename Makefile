@@ -166,12 +166,36 @@ bench: all
 GPU_BINS := $(GPU_SRCS:tests/gpu/%.c=$(O)/gpu/%)
 gpu-check:
 	$(Q)$(MAKE) --no-print-directory CUDA=1 all $(GPU_BINS)
-	$(Q)tests/gpu/check
+	$(Q)O=$(O) tests/gpu/check
+
+# The CUDA kernels compiled as C++ and run on the CPU (kernels/cuda/emu.cuh):
+# checks them against the C kernels where there is no GPU and no nvcc.
+EMU_OBJS := $(patsubst kernels/cuda/%.cu,$(O)/emu/%.o,$(wildcard kernels/cuda/*.cu))
+EMU_BINS := $(GPU_SRCS:tests/gpu/%.c=$(O)/emu/%)
+$(O)/emu/%.o: kernels/cuda/%.cu
+	$(call msg,CXX,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -x c++ -std=c++17 -O2 -g -pthread -MMD -MP -Ilib -Ikernels \
+	  -DFW_CUDA_EMU=1 $(PC_CFLAGS) -c -o $@ $<
+$(O)/emu/%: $(O)/tests/gpu/%.o $(EMU_OBJS) $(LIBFW)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJS) $(LIBFW) $(FW_LDLIBS) -lstdc++ $(LDLIBS)
+# Kept between runs (make would delete them as intermediate files).
+.SECONDARY: $(EMU_OBJS) $(GPU_SRCS:%.c=$(O)/%.o)
+.PHONY: gpu-emu
+gpu-emu: $(EMU_BINS)
+	$(Q)O=$(O) tests/gpu/check --emu
 
 # ---- the loops -------------------------------------------------------------
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)pipelines/demo.sh
+
+# The outer loop on the samples: feedback logs to SFT data, eval candidates
+# and a report in $(O)/outer-loop (see pipelines/outer-loop.sh).
+outer-loop: all
+	$(Q)FW_BIN=$(abspath $(B)) pipelines/outer-loop.sh -o $(O)/outer-loop \
+	  --private-eval samples/evals/private-eval.jsonl --paired-by .meta.item samples/feedback
 
 # ---- install -----------------------------------------------------------------
 install: all

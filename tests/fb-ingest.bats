@@ -220,14 +220,14 @@ all_samples() {
 }
 
 @test "every sample trajectory has the turns its episode was generated from" {
-  # expected-turns.jsonl is worked out by gen.py from the abstract episodes,
+  # sample-turns.jsonl is worked out by gen.py from the abstract episodes,
   # one signature per turn: role|text length|thinking length|call names|argument lengths|error
   all_samples -q --no-redact -o "$T/all.mp"
   rec json "$T/all.mp" | jq -r '[.meta.source_id, .model, (.turns | map([.role, (.text | length),
       ((.thinking // "") | length), ([.calls[]?.name] | join(",")), ([.calls[]?.args | length | tostring] | join(",")),
       (if .role == "tool" then (if .is_error then "1" else "0" end) else "" end)] | map(tostring) | join("|")))] | @json' |
     sort > "$T/got"
-  jq -r '[.source_id, .model, .turns] | @json' "$S/expected-turns.jsonl" | sort > "$T/want"
+  jq -r '[.source_id, .model, .turns] | @json' "$FIX/sample-turns.jsonl" | sort > "$T/want"
   [ "$(wc -l < "$T/want")" -ge 300 ]
   diff "$T/want" "$T/got"
 }

@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """Generate the feedback samples of samples/feedback/ (deterministic).
 
-    /usr/bin/python3 samples/feedback/gen.py [OUTDIR]
+    /usr/bin/python3 samples/feedback/gen.py [OUTDIR [KEYFILE]]
 
 Writes coding-agent trajectories from three checkpoints (ckpt-a, ckpt-b,
 ckpt-c) in six log formats, external and internal feedback on them, and
 planted-secrets.tsv, the list of every secret planted in the logs (one per
 line: rule, secret), which the tests use to prove none survives redaction.
+KEYFILE (default tests/fixtures/ingest/sample-turns.jsonl) receives the
+answer key: for each trajectory, the turns fb-ingest must produce, worked
+out from the generated episode (kept out of OUTDIR so that a directory scan
+for logs does not take it for one).
 
 The data is built so that an A/B comparison has an answer: users prefer
 ckpt-b over ckpt-a by a wide margin, ckpt-b and ckpt-c are close, and the
@@ -28,7 +32,10 @@ from datetime import datetime, timedelta, timezone
 
 SEED = 20261102
 R = random.Random(SEED)
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1] if len(sys.argv) > 1 else HERE
+KEY = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
+    HERE, "..", "..", "tests", "fixtures", "ingest", "sample-turns.jsonl")
 T0 = datetime(2026, 11, 2, 8, 0, 0, tzinfo=timezone.utc)
 
 MODELS = ["ckpt-a", "ckpt-b", "ckpt-c"]
@@ -782,7 +789,7 @@ def main():
     with open(os.path.join(OUT, "feedback-internal.csv"), "w") as f:
         f.write("\n".join(text))
 
-    with open(os.path.join(OUT, "expected-turns.jsonl"), "w") as f:
+    with open(KEY, "w") as f:
         f.write("\n".join(keys) + "\n")
     with open(os.path.join(OUT, "planted-secrets.tsv"), "w") as f:
         f.write("# rule\tsecret (each must be absent from redacted fb-ingest output)\n")
