@@ -180,6 +180,13 @@ serve() {
   ! pgrep -f '^sleep 731'
 }
 
+@test "background processes do not outlive the command" {
+  run --separate-stderr fw-run -- sh -c 'sleep 736 >/dev/null 2>&1 </dev/null & echo started'
+  assert_success
+  [ "$(field stdout)" = started ]
+  ! pgrep -f '^sleep 736'
+}
+
 @test "a process that obeys SIGTERM ends at the timeout with SIGTERM" {
   run -1 --separate-stderr fw-run --timeout 0.3 -- sleep 30
   [ "$(field cause)" = timeout ]
