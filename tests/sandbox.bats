@@ -259,6 +259,10 @@ print("unlimited", n)'
   [[ "$stderr" == *"no command"* ]]
   run -2 --separate-stderr fw-run --mem lots -- true
   [[ "$stderr" == *"bad --mem 'lots'"* ]]
+  run -2 --separate-stderr fw-run --bogus -- true
+  [[ "$stderr" == "fw-run: unknown option '--bogus'"* ]]
+  run -2 --separate-stderr fw-run --timeout
+  [[ "$stderr" == "fw-run: option '--timeout' needs a value"* ]]
   run -0 --separate-stderr fw-run --help
   [[ "$output" == usage:* ]]
   [ -z "$stderr" ]

@@ -136,7 +136,8 @@ int main(int argc, char **argv)
 
 	fw_cli_init("fw-run");
 	fw_sandbox_opts_init(&o);
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	opterr = 0; /* diagnostics are ours, named "fw-run" */
+	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_WS: o.workspace = optarg; break;
 		case O_TIMEOUT:
@@ -185,7 +186,8 @@ int main(int argc, char **argv)
 		case O_CHECK: check = 1; break;
 		case 'h': fputs(usage_text, stdout); return FW_EXIT_OK;
 		case O_VERSION: fw_print_version(); return FW_EXIT_OK;
-		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
+		case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (check) {
