@@ -657,10 +657,10 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 	struct fw_acts *a = m->acts;
 	size_t N = (size_t)B * T, C = c->C, I = c->I, V = c->vocab;
 	size_t qd = (size_t)c->nh * c->hd, kd = (size_t)c->nkv * c->hd;
-	size_t Lk = c->L, off;
+	size_t Lk = m->no_grad ? 1 : c->L, off;
 	char *base = NULL;
 
-	if (a && a->B == B && a->T == T)
+	if (a && a->B == B && a->T == T && a->keep == !m->no_grad)
 		return 0;
 	if (a) {
 		free(a->block);
@@ -675,7 +675,7 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 		a->tokens = (int32_t *)carve(base, &off, N);
 		a->targets = (int32_t *)carve(base, &off, N);
 		a->wts = carve(base, &off, N);
-		a->x = carve(base, &off, (Lk + 1) * N * C);
+		a->x = carve(base, &off, (m->no_grad ? 1 : Lk + 1) * N * C);
 		a->xm = carve(base, &off, Lk * N * C);
 		a->ln1 = carve(base, &off, Lk * N * C);
 		a->ln2 = carve(base, &off, Lk * N * C);
@@ -724,7 +724,7 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 	a->bytes = off;
 	a->B = B;
 	a->T = T;
-	a->keep = 1;
+	a->keep = !m->no_grad;
 	return 0;
 }
 
@@ -777,10 +777,14 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		a->wts[i] = weights ? weights[i] : 1.0f;
 	}
 	fw_embed_fwd(a->x, tokens, m->embed, N, C);
-	for (int l = 0; l < c->L; l++) {
-		struct fw_layer_w *w = &m->lw[l];
+	for (int ll = 0; ll < c->L; ll++) {
+		/* Without gradients every layer reuses slot 0 and the residual
+		 * stream is updated in place. */
+		struct fw_layer_w *w = &m->lw[ll];
 		size_t nc = (size_t)N * C;
-		float *x = a->x + l * nc, *xm = a->xm + l * nc, *xn = x + nc;
+		int l = a->keep ? ll : 0;
+		float *x = a->x + l * nc, *xm = a->keep ? a->xm + l * nc : x;
+		float *xn = a->keep ? x + nc : x;
 		float *ln1 = a->ln1 + l * nc, *ln2 = a->ln2 + l * nc;
 		float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kd;
 		float *v = a->v + (size_t)l * N * kd, *y = a->y + (size_t)l * N * qd;
@@ -809,7 +813,8 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		fw_matmul_fwd(a->tmp, h, w->wd, NULL, N, I, C);
 		add3(xn, xm, a->tmp, (long)nc);
 	}
-	fw_rmsnorm_fwd(a->xf, a->rsf, a->x + (size_t)c->L * N * C, m->norm, N, C, c->eps);
+	fw_rmsnorm_fwd(a->xf, a->rsf, a->x + (a->keep ? (size_t)c->L * N * C : 0),
+		       m->norm, N, C, c->eps);
 	fw_matmul_fwd(a->logits, a->xf, m->lm_head, NULL, N, C, V);
 	if (!targets)
 		return 0;
@@ -825,7 +830,7 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		memcpy(logp, a->logp, sizeof(float) * N);
 	if (loss)
 		*loss = (float)(-s / a->norm);
-	a->ready = 1;
+	a->ready = a->keep;
 	return 0;
 }
 
@@ -842,7 +847,8 @@ int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
 	    nkv = c->nkv, hd = c->hd, qd = nh * hd, kd = nkv * hd;
 
 	if (!a || !a->ready) {
-		seterr(err, errlen, "backward without a forward with targets");
+		seterr(err, errlen, m->no_grad ? "backward of a model with no_grad set"
+		       : "backward without a forward with targets");
 		return -1;
 	}
 	if (fw_model_grads(m)) {

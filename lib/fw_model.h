@@ -97,6 +97,9 @@ struct fw_model {
 	float *gembed, *gnorm, *glm_head;
 	float *rope_cos, *rope_sin;        /* (max_pos, hd/2) */
 	struct fw_acts *acts;              /* planned activations, or NULL */
+	int no_grad;               /* set by the caller: forward keeps one
+				    * layer's activations (scoring, a fraction
+				    * of the memory) and backward is refused */
 };
 
 /* A fresh model for config c with weights drawn as Hugging Face initialises

@@ -449,6 +449,7 @@ static int cmd_score(struct opts *o)
 	nfiles = o->nargs > 1 ? o->nargs - 1 : 1;
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
+	m->no_grad = 1;
 	t = load_tok(o->args[0], 0);
 	maxT = m->cfg.max_pos;
 	tok = malloc(sizeof(int32_t) * maxT);
