@@ -73,6 +73,8 @@ static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 
 int fw_base64_encode(struct fw_buf *out, const uint8_t *p, size_t n)
 {
+	if (n == 0)
+		return 0;
 	if (fw_buf_reserve(out, (n + 2) / 3 * 4) < 0)
 		return -1;
 	char *o = (char *)out->p + out->n;
