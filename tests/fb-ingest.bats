@@ -252,3 +252,10 @@ all_samples() {
   run -0 bash -c "rec json '$T/orph.mp' | jq -c '[.trace, .comment, .meta.redactions]'"
   assert_output '["nowhere","call me: <REDACTED:email>",{"email":1}]'
 }
+
+@test "a pretty-printed JSON array of conversations is read as one document" {
+  jq -s '.[1].id = "sg-fix6" | .[1].conversations[-1].value = "43 lines."' "$FIX/sharegpt.jsonl" "$FIX/sharegpt.jsonl" > "$T/sg.json"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/sg.json"
+  [[ "$stderr" == *"sharegpt: 2 trajectories from 1 file, 0 duplicates dropped, 0 skipped"* ]]
+  [ "$(rec json "$T/o.mp" | jq -S -c '.turns' | head -1)" = "$(expected sharegpt)" ]
+}
