@@ -453,7 +453,8 @@ static int add_cand(struct job *j, enum fw_strategy st, size_t sym, const size_t
 	c->sym = sym;
 	c->path = j->syms.v[sym].path;
 	c->nh = nh < 16 ? nh : 16;
-	memcpy(c->helpers, h, c->nh * sizeof *h);
+	if (c->nh)
+		memcpy(c->helpers, h, c->nh * sizeof *h);
 	/* --shard keeps candidates whose key hashes to K mod N */
 	char key[4400];
 	snprintf(key, sizeof key, "%s\n%s\n%s\n%s\n%d", j->tree, fw_strategy_name(st), c->path,
