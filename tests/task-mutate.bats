@@ -458,7 +458,8 @@ EOF
   for t in bwrap git sh python3 socat; do
     p=$(command -v $t) && ln -s "$p" "$T/bin/$t"
   done
-  run -1 --separate-stderr env PATH="$T/bin" "$BIN_DIR/task-mutate" --test-cmd "$MINI" --report tap \
+  tm=$(command -v task-mutate)
+  run -1 --separate-stderr env PATH="$T/bin" "$tm" --test-cmd "$MINI" --report tap \
     --store "$T/st.git" "$T/mini"
   [[ "$stderr" == *"ctags not found (install Universal Ctags"* ]]
 }
