@@ -16,7 +16,8 @@ DESTDIR    ?=
 CC         ?= cc
 CFLAGS     ?= -O2 -g
 NVCC       ?= /usr/local/cuda/bin/nvcc
-NVCCFLAGS  ?= -O2
+# Hopper code, plus PTX that the driver compiles for any other GPU from sm_75.
+NVCCFLAGS  ?= -O2 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
 CUDA_HOME  ?= /usr/local/cuda
 PYTHON     ?= /usr/bin/python3
 VERSION    := 0.1.0
@@ -81,7 +82,7 @@ $(O)/%.o: %.c
 $(O)/%.cu.o: %.cu
 	$(call msg,NVCC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(NVCCFLAGS) -Ilib -Ikernels -DFW_CUDA=1 -c -o $@ $<
+	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -Ilib -Ikernels -DFW_CUDA=1 -c -o $@ $<
 
 $(LIBFW): $(LIB_OBJS)
 	$(call msg,AR,$@)

@@ -1,0 +1,232 @@
+/*
+ * attn.cu — causal attention with grouped-query heads on the GPU: training
+ * forward and backward, and the key-value-cache variant for decoding.
+ *
+ * The same split as kernels/cpu/attn.c, one block where the C version has
+ * one loop iteration: forward and the first backward pass take a block per
+ * query row (b, h, t), whose threads share the keys j of the row and then
+ * the head dimensions d; the second backward pass takes a block per key row
+ * (b, g, j), whose threads take the dimensions d of dk and dv.  So every
+ * gradient element has one writer and sums in the order of the C version.
+ * The probabilities live in att (global memory, kept for backward); a
+ * barrier separates writing a row of them from reading it.
+ *
+ * Build: make CUDA=1 (nvcc, into libflywheel.a); on the CPU for tests:
+ * make gpu-emu.  Test: tests/gpu/check (against kernels/cpu/attn.c; long
+ * rows and wide heads so every strided loop runs more than once).
+ */
+#include "common.cuh"
+
+/* Threads per block: a row has at most T keys and hd dimensions. */
+#define AT 128
+
+static __device__ float dot(const float *a, const float *b, int n)
+{
+	float s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/* One query row, by the whole block: p (L) = softmax(q . k_j * scale) over
+ * keys j < L at k + j*ks, then o (hd) = sum_j p_j v_j. */
+static __device__ void attend(float *o, float *p, const float *q,
+			      const float *k, const float *v, long ks, int L,
+			      int hd, float scale, float *sh)
+{
+	float mx = -INFINITY, sum = 0;
+
+	for (int j = threadIdx.x; j < L; j += blockDim.x) {
+		float s = dot(q, k + j * ks, hd) * scale;
+
+		p[j] = s;
+		mx = fmaxf(mx, s);
+	}
+	mx = block_max(mx, sh);
+	for (int j = threadIdx.x; j < L; j += blockDim.x) {
+		float e = expf(p[j] - mx);
+
+		p[j] = e;
+		sum += e;
+	}
+	float inv = 1.0f / block_sum(sum, sh);
+
+	for (int j = threadIdx.x; j < L; j += blockDim.x)
+		p[j] *= inv;
+	/* Each thread reads every p[j] below. */
+	__syncthreads();
+	for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+		float acc = 0;
+
+		for (int j = 0; j < L; j++)
+			acc += p[j] * v[j * ks + d];
+		o[d] = acc;
+	}
+}
+
+static __global__ void attn_fwd(float *out, float *att, const float *q,
+				const float *k, const float *v, int B, int T,
+				int nh, int nkv, int hd)
+{
+	__shared__ float sh[AT];
+	float scale = 1.0f / sqrtf((float)hd);
+	long rows = (long)B * nh * T, ks = (long)nkv * hd;
+
+	for (long r = blockIdx.x; r < rows; r += gridDim.x) {
+		int t = (int)(r % T), h = (int)((r / T) % nh);
+		long b = r / ((long)T * nh);
+		int g = h / (nh / nkv);
+		long row = ((b * T + t) * nh + h) * hd;
+		float *p = att + ((b * nh + h) * T + t) * T;
+
+		attend(out + row, p, q + row, k + (b * T * nkv + g) * hd,
+		       v + (b * T * nkv + g) * hd, ks, t + 1, hd, scale, sh);
+		for (int j = t + 1 + threadIdx.x; j < T; j += blockDim.x)
+			p[j] = 0.0f;
+	}
+}
+
+/* Pass 1, per query row: ds_j = p_j (dout . v_j - sum_i p_i dout . v_i)
+ * scale into scratch for j <= t (0 above), then dq += sum_j ds_j k_j. */
+static __global__ void attn_bwd_rows(float *dq, float *scratch,
+				     const float *dout, const float *att,
+				     const float *k, const float *v, int B,
+				     int T, int nh, int nkv, int hd)
+{
+	__shared__ float sh[AT];
+	float scale = 1.0f / sqrtf((float)hd);
+	long rows = (long)B * nh * T, ks = (long)nkv * hd;
+
+	for (long r = blockIdx.x; r < rows; r += gridDim.x) {
+		int t = (int)(r % T), h = (int)((r / T) % nh);
+		long b = r / ((long)T * nh);
+		int g = h / (nh / nkv);
+		long row = ((b * T + t) * nh + h) * hd;
+		const float *kb = k + (b * T * nkv + g) * hd;
+		const float *vb = v + (b * T * nkv + g) * hd;
+		const float *p = att + ((b * nh + h) * T + t) * T;
+		float *ds = scratch + ((b * nh + h) * T + t) * T;
+		float acc = 0;
+
+		for (int j = threadIdx.x; j <= t; j += blockDim.x) {
+			float dp = dot(dout + row, vb + j * ks, hd);
+
+			ds[j] = dp;
+			acc += dp * p[j];
+		}
+		acc = block_sum(acc, sh);
+		for (int j = threadIdx.x; j < T; j += blockDim.x)
+			ds[j] = j <= t ? p[j] * (ds[j] - acc) * scale : 0.0f;
+		/* Each thread reads every ds[j] below. */
+		__syncthreads();
+		for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+			float a = dq[row + d];
+
+			for (int j = 0; j <= t; j++)
+				a += ds[j] * kb[j * ks + d];
+			dq[row + d] = a;
+		}
+	}
+}
+
+/* Pass 2, per key row j of kv head g: dk_j += sum over the group's query
+ * heads h and rows t >= j of ds[t][j] q_t; dv_j += p[t][j] dout_t. */
+static __global__ void attn_bwd_keys(float *dk, float *dv,
+				     const float *scratch, const float *dout,
+				     const float *att, const float *q, int B,
+				     int T, int nh, int nkv, int hd)
+{
+	int rep = nh / nkv;
+	long rows = (long)B * nkv * T;
+
+	for (long r = blockIdx.x; r < rows; r += gridDim.x) {
+		int j = (int)(r % T), g = (int)((r / T) % nkv);
+		long b = r / ((long)T * nkv);
+		long kr = ((b * T + j) * nkv + g) * hd;
+
+		for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+			float ak = dk[kr + d], av = dv[kr + d];
+
+			for (int h = g * rep; h < (g + 1) * rep; h++) {
+				const float *p = att + (b * nh + h) * T * T;
+				const float *ds = scratch + (b * nh + h) * T * T;
+
+				for (int t = j; t < T; t++) {
+					long qr = ((b * T + t) * nh + h) * hd;
+
+					ak += ds[(long)t * T + j] * q[qr + d];
+					av += p[(long)t * T + j] * dout[qr + d];
+				}
+			}
+			dk[kr + d] = ak;
+			dv[kr + d] = av;
+		}
+	}
+}
+
+/* One block per new query row (b, t, h), ordered as fw_attn_cached orders
+ * them: row t of sequence b attends to cache positions 0 .. pos0 + t. */
+static __global__ void attn_cached(float *out, float *scratch, const float *q,
+				   const float *kc, const float *vc, int B,
+				   int Tq, int pos0, int maxT, int nh, int nkv,
+				   int hd)
+{
+	__shared__ float sh[AT];
+	float scale = 1.0f / sqrtf((float)hd);
+	long rows = (long)B * Tq * nh, ks = (long)nkv * hd;
+	long Lmax = pos0 + Tq;
+
+	for (long r = blockIdx.x; r < rows; r += gridDim.x) {
+		int h = (int)(r % nh), t = (int)((r / nh) % Tq);
+		long b = r / ((long)nh * Tq);
+		int g = h / (nh / nkv);
+		long row = ((b * Tq + t) * nh + h) * hd;
+		long kb = (b * maxT * nkv + g) * hd;
+
+		attend(out + row, scratch + r * Lmax, q + row, kc + kb, vc + kb,
+		       ks, pos0 + t + 1, hd, scale, sh);
+	}
+}
+
+extern "C" int fw_cuda_attn_fwd(float *out, float *att, const float *q,
+				const float *k, const float *v, int B, int T,
+				int nh, int nkv, int hd)
+{
+	long rows = (long)B * nh * T;
+
+	if (rows > 0 && hd > 0)
+		LAUNCH(attn_fwd, grid_rows(rows), AT, out, att, q, k, v, B, T,
+		       nh, nkv, hd);
+	return 0;
+}
+
+extern "C" int fw_cuda_attn_bwd(float *dq, float *dk, float *dv,
+				float *scratch, const float *dout,
+				const float *att, const float *q,
+				const float *k, const float *v, int B, int T,
+				int nh, int nkv, int hd)
+{
+	long rows = (long)B * nh * T;
+
+	if (rows <= 0 || hd <= 0)
+		return 0;
+	LAUNCH(attn_bwd_rows, grid_rows(rows), AT, dq, scratch, dout, att, k,
+	       v, B, T, nh, nkv, hd);
+	LAUNCH(attn_bwd_keys, grid_rows((long)B * nkv * T), AT, dk, dv,
+	       scratch, dout, att, q, B, T, nh, nkv, hd);
+	return 0;
+}
+
+extern "C" int fw_cuda_attn_cached(float *out, float *scratch,
+				   const float *q, const float *kc,
+				   const float *vc, int B, int Tq, int pos0,
+				   int maxT, int nh, int nkv, int hd)
+{
+	long rows = (long)B * Tq * nh;
+
+	if (rows > 0 && hd > 0)
+		LAUNCH(attn_cached, grid_rows(rows), AT, out, scratch, q, kc, vc,
+		       B, Tq, pos0, maxT, nh, nkv, hd);
+	return 0;
+}
