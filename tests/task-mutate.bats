@@ -188,6 +188,18 @@ def test_ready_eventually():
             time.sleep(0.01)
 EOF
   fi
+  if [ "${1:-}" = with-flaky ]; then
+    cat > "$d/tests/test_flaky.py" <<'EOF'
+import os
+
+
+def test_fails_on_a_fresh_checkout():
+    marker = ".ran-before"
+    fresh = not os.path.exists(marker)
+    open(marker, "w").close()
+    assert not fresh
+EOF
+  fi
   commit "$d"
 }
 
@@ -443,6 +455,15 @@ EOF
   assert_success
   [[ "$stderr" == *"mini: 1 tests fail on the original and are excluded"* ]]
   json "$T/t.mp" | jq -e '(.f2p + .p2p) | index("needs a network") == null'
+}
+
+@test "flaky tests (they differ between two runs of the original) are reported and excluded" {
+  mini with-flaky
+  run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --strategy delete-feature -o "$T/t.mp" "$T/mini"
+  assert_success
+  [[ "$stderr" == *"mini: 1 flaky tests (differ between two runs) are excluded"* ]]
+  json "$T/t.mp" | jq -e '.p2p == ["test_core::test_add", "test_core::test_clamp", "test_core::test_double_once", "test_extra::test_triple"]'
 }
 
 @test "an original suite that outlives --timeout is an error" {
