@@ -4,7 +4,8 @@
  * to themselves (decode(encode(x)) == x), with a byte-level BPE that splits
  * with Llama 3's regex and merges, with and without special-token matching,
  * and with the byte tokenizer; chat rendering of turns cut from the input
- * must not fail.  The first input byte picks the case.  Built and run by
+ * must not fail; NFC must be idempotent and encode with FW_TOK_NORMALIZE
+ * must give back the NFC form.  The first input byte picks the case.  Built and run by
  * `make fuzz`.
  */
 #include <jansson.h>
@@ -70,9 +71,10 @@ static struct fw_tok *make_bpe(void)
 	json_t *added = json_pack("[{s:i,s:s,s:b},{s:i,s:s,s:b}]", "id", id, "content",
 				  "<|im_end|>", "special", 1, "id", id + 1, "content", "<tool>",
 				  "special", 0);
-	json_t *root = json_pack("{s:o,s:o,s:{s:s,s:o,s:o}}", "added_tokens", added,
-				 "pre_tokenizer", json_loads(pretok, 0, NULL), "model", "type",
-				 "BPE", "vocab", vocab, "merges", merges);
+	json_t *root = json_pack("{s:o,s:o,s:{s:s},s:{s:s,s:o,s:o}}", "added_tokens", added,
+				 "pre_tokenizer", json_loads(pretok, 0, NULL), "normalizer",
+				 "type", "NFC", "model", "type", "BPE", "vocab", vocab, "merges",
+				 merges);
 	char *text = json_dumps(root, 0);
 	struct fw_tok *t = text ? fw_tok_load_mem(text, strlen(text), "fuzz", NULL, 0) : NULL;
 	free(text);
@@ -111,7 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 		return 0;
 	uint8_t mode = d[0];
 	d++, n--;
-	switch (mode % 4) {
+	switch (mode % 5) {
 	case 0: { /* the input is a tokenizer.json */
 		struct fw_tok *t = fw_tok_load_mem((const char *)d, n, "fuzz.json", err, sizeof err);
 		if (t) {
@@ -151,6 +153,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 		if (b.n == 0)
 			abort();
 		fw_tok_ids_release(&b);
+		break;
+	}
+	case 4: { /* NFC is idempotent; normalized encoding decodes to it */
+		size_t n1, n2;
+		char *a = fw_tok_nfc(d, n, &n1), *b2 = a ? fw_tok_nfc(a, n1, &n2) : NULL;
+		if (!a || !b2 || n1 != n2 || memcmp(a, b2, n1) != 0)
+			abort();
+		if (!fw_tok_nfc_needed(d, n) && (n1 != n || memcmp(a, d, n) != 0))
+			abort();
+		struct fw_tok_ids ids = { 0 };
+		if (fw_tok_encode(bpe, d, n, FW_TOK_NORMALIZE, 0, &ids) < 0)
+			abort();
+		char *out = fw_tok_decode(bpe, ids.ids, ids.n, 0, &n2, NULL, 0);
+		if (!out || n2 != n1 || memcmp(out, a, n1) != 0)
+			abort();
+		free(out);
+		free(a);
+		free(b2);
+		fw_tok_ids_release(&ids);
 		break;
 	}
 	}
