@@ -130,6 +130,15 @@ void fw_attn_bwd(float *dq, float *dk, float *dv, float *scratch,
 		 const float *k, const float *v, int B, int T, int nh, int nkv,
 		 int hd);
 
+/* The same two ops as plain loops over the causal triangle: the oracle
+ * for the sgemm versions above and the CUDA ones (1e-5 relative). */
+void fw_attn_fwd_ref(float *out, float *att, const float *q, const float *k,
+		     const float *v, int B, int T, int nh, int nkv, int hd);
+void fw_attn_bwd_ref(float *dq, float *dk, float *dv, float *scratch,
+		     const float *dout, const float *att, const float *q,
+		     const float *k, const float *v, int B, int T, int nh,
+		     int nkv, int hd);
+
 /* Attention of Tq new query rows against a key-value cache, for
  * incremental decoding.  q (B, Tq, nh, hd) holds positions pos0 ..
  * pos0+Tq-1 of each of B sequences; kc, vc (B, maxT, nkv, hd) already hold

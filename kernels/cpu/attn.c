@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include <cblas.h>
 
 #include "kernels.h"
 
@@ -88,8 +89,8 @@ static void fwd_rows(void *ctx, int r0, int r1)
 	}
 }
 
-void fw_attn_fwd(float *out, float *att, const float *q, const float *k,
-		 const float *v, int B, int T, int nh, int nkv, int hd)
+void fw_attn_fwd_ref(float *out, float *att, const float *q, const float *k,
+		     const float *v, int B, int T, int nh, int nkv, int hd)
 {
 	struct attn a = { .out = out, .att = att, .q = q, .k = k, .v = v,
 			  .B = B, .T = T, .nh = nh, .nkv = nkv, .hd = hd };
@@ -156,10 +157,10 @@ static void bwd_keys(void *ctx, int r0, int r1)
 	}
 }
 
-void fw_attn_bwd(float *dq, float *dk, float *dv, float *scratch,
-		 const float *dout, const float *att, const float *q,
-		 const float *k, const float *v, int B, int T, int nh, int nkv,
-		 int hd)
+void fw_attn_bwd_ref(float *dq, float *dk, float *dv, float *scratch,
+		     const float *dout, const float *att, const float *q,
+		     const float *k, const float *v, int B, int T, int nh,
+		     int nkv, int hd)
 {
 	struct attn a = { .dq = dq, .dk = dk, .dv = dv, .scr = scratch,
 			  .dout = dout, .patt = att, .q = q, .k = k, .v = v,
@@ -200,4 +201,119 @@ void fw_attn_cached(float *out, float *scratch, const float *q,
 		cached_rows(&a, 0, B * Tq * nh);
 	else
 		fw_parallel_for(B * Tq * nh, cached_rows, &a);
+}
+
+/* ---- per-head sgemm versions ---------------------------------------------- */
+
+/* Row-wise causal softmax of S (T, T) scaled by scale, in place; entries
+ * above the diagonal become 0. */
+static void causal_softmax(float *S, int T, float scale)
+{
+	for (int t = 0; t < T; t++) {
+		float *r = S + (long)t * T, mx = -INFINITY, sum = 0;
+
+		for (int j = 0; j <= t; j++) {
+			r[j] *= scale;
+			if (r[j] > mx)
+				mx = r[j];
+		}
+		for (int j = 0; j <= t; j++) {
+			r[j] = expf(r[j] - mx);
+			sum += r[j];
+		}
+		float inv = 1.0f / sum;
+
+		for (int j = 0; j <= t; j++)
+			r[j] *= inv;
+		memset(r + t + 1, 0, sizeof(float) * (T - t - 1));
+	}
+}
+
+static void fwd_heads(void *ctx, int i0, int i1)
+{
+	struct attn *a = ctx;
+	int T = a->T, nh = a->nh, nkv = a->nkv, hd = a->hd;
+	float scale = 1.0f / sqrtf((float)hd);
+
+	for (int i = i0; i < i1; i++) {
+		int b = i / nh, h = i % nh, g = h / (nh / nkv);
+		const float *q = a->q + ((long)b * T * nh + h) * hd;
+		const float *k = a->k + ((long)b * T * nkv + g) * hd;
+		const float *v = a->v + ((long)b * T * nkv + g) * hd;
+		float *S = a->att + (long)i * T * T;
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd,
+			    1.0f, q, nh * hd, k, nkv * hd, 0.0f, S, T);
+		causal_softmax(S, T, scale);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T,
+			    1.0f, S, T, v, nkv * hd, 0.0f,
+			    a->out + ((long)b * T * nh + h) * hd, nh * hd);
+	}
+}
+
+void fw_attn_fwd(float *out, float *att, const float *q, const float *k,
+		 const float *v, int B, int T, int nh, int nkv, int hd)
+{
+	struct attn a = { .out = out, .att = att, .q = q, .k = k, .v = v,
+			  .B = B, .T = T, .nh = nh, .nkv = nkv, .hd = hd };
+
+	fw_parallel_for(B * nh, fwd_heads, &a);
+}
+
+/* One thread per key-value group (b, g): its query heads run one after
+ * another, so dk and dv of the group have a single writer. */
+static void bwd_groups(void *ctx, int i0, int i1)
+{
+	struct attn *a = ctx;
+	int T = a->T, nh = a->nh, nkv = a->nkv, hd = a->hd, rep = nh / nkv;
+	float scale = 1.0f / sqrtf((float)hd);
+
+	for (int i = i0; i < i1; i++) {
+		int b = i / nkv, g = i % nkv;
+		long ko = ((long)b * T * nkv + g) * hd;
+
+		for (int h = g * rep; h < (g + 1) * rep; h++) {
+			long qo = ((long)b * T * nh + h) * hd;
+			const float *P = a->patt + ((long)b * nh + h) * T * T;
+			float *dS = a->scr + ((long)b * nh + h) * T * T;
+
+			/* dP = dO V^T */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T,
+				    hd, 1.0f, a->dout + qo, nh * hd, a->v + ko,
+				    nkv * hd, 0.0f, dS, T);
+			/* dS = P * (dP - sum_j P dP) * scale, causal part only */
+			for (int t = 0; t < T; t++) {
+				float *r = dS + (long)t * T, acc = 0;
+				const float *p = P + (long)t * T;
+
+				for (int j = 0; j <= t; j++)
+					acc += r[j] * p[j];
+				for (int j = 0; j <= t; j++)
+					r[j] = p[j] * (r[j] - acc) * scale;
+				memset(r + t + 1, 0, sizeof(float) * (T - t - 1));
+			}
+			/* dQ += dS K; dK += dS^T Q; dV += P^T dO */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T,
+				    hd, T, 1.0f, dS, T, a->k + ko, nkv * hd, 1.0f,
+				    a->dq + qo, nh * hd);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T,
+				    hd, T, 1.0f, dS, T, a->q + qo, nh * hd, 1.0f,
+				    a->dk + ko, nkv * hd);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T,
+				    hd, T, 1.0f, P, T, a->dout + qo, nh * hd, 1.0f,
+				    a->dv + ko, nkv * hd);
+		}
+	}
+}
+
+void fw_attn_bwd(float *dq, float *dk, float *dv, float *scratch,
+		 const float *dout, const float *att, const float *q,
+		 const float *k, const float *v, int B, int T, int nh, int nkv,
+		 int hd)
+{
+	struct attn a = { .dq = dq, .dk = dk, .dv = dv, .scr = scratch,
+			  .dout = dout, .patt = att, .q = q, .k = k, .v = v,
+			  .B = B, .T = T, .nh = nh, .nkv = nkv, .hd = hd };
+
+	fw_parallel_for(B * nkv, bwd_groups, &a);
 }

@@ -296,6 +296,33 @@ TEST(attention_is_causal_with_gqa_and_gradients_match)
 	free(dq); free(dk); free(dv); free(scr); free(o0);
 }
 
+TEST(attention_sgemm_matches_plain_loops)
+{
+	int B = 2, T = 37, nh = 6, nkv = 2, hd = 16;
+	long nq = (long)B * T * nh * hd, nk = (long)B * T * nkv * hd, na = (long)B * nh * T * T;
+	float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1), *d = rnd(nq, 1);
+	float *o1 = zeros(nq), *o2 = zeros(nq), *a1 = zeros(na), *a2 = zeros(na);
+	float *s1 = zeros(na), *s2 = zeros(na);
+	float *dq1 = rnd(nq, 1), *dk1 = rnd(nk, 1), *dv1 = rnd(nk, 1);
+	float *dq2 = malloc(sizeof(float) * nq), *dk2 = malloc(sizeof(float) * nk),
+	      *dv2 = malloc(sizeof(float) * nk);
+
+	memcpy(dq2, dq1, sizeof(float) * nq);
+	memcpy(dk2, dk1, sizeof(float) * nk);
+	memcpy(dv2, dv1, sizeof(float) * nk);
+	fw_attn_fwd(o1, a1, q, k, v, B, T, nh, nkv, hd);
+	fw_attn_fwd_ref(o2, a2, q, k, v, B, T, nh, nkv, hd);
+	CHECK(maxrel("out", o1, o2, nq) < 1e-5);
+	CHECK(maxrel("att", a1, a2, na) < 1e-5);
+	fw_attn_bwd(dq1, dk1, dv1, s1, d, a1, q, k, v, B, T, nh, nkv, hd);
+	fw_attn_bwd_ref(dq2, dk2, dv2, s2, d, a2, q, k, v, B, T, nh, nkv, hd);
+	CHECK(maxrel("dq", dq1, dq2, nq) < 1e-5);
+	CHECK(maxrel("dk", dk1, dk2, nk) < 1e-5);
+	CHECK(maxrel("dv", dv1, dv2, nk) < 1e-5);
+	free(q); free(k); free(v); free(d); free(o1); free(o2); free(a1); free(a2);
+	free(s1); free(s2); free(dq1); free(dk1); free(dv1); free(dq2); free(dk2); free(dv2);
+}
+
 TEST(cached_attention_equals_full_attention)
 {
 	int B = 3, T = 9, nh = 6, nkv = 2, hd = 16, maxT = 12, pos0 = 5;
