@@ -112,7 +112,8 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
 	if (d != 0)
 		return cudaErrorInvalidDevice;
 	memset(p, 0, sizeof(*p));
-	snprintf(p->name, sizeof(p->name), "CPU emulation of CUDA");
+	snprintf(p->name, sizeof(p->name), "no GPU: CUDA emulated on the CPU "
+		 "(kernels/cuda/emu.cuh)");
 	p->major = 0;
 	p->minor = 0;
 	return cudaSuccess;

@@ -67,7 +67,10 @@ extern "C" int fw_cuda_init(int dev, char *name, size_t namelen)
 	CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
 	if (fw_cuda_blas(&h))
 		return -1;
-	if (name && namelen)
+	/* The CPU emulation reports no compute capability. */
+	if (name && namelen && p.major == 0)
+		snprintf(name, namelen, "%s", p.name);
+	else if (name && namelen)
 		snprintf(name, namelen, "%s, sm_%d%d, %zu MiB", p.name,
 			 p.major, p.minor, p.totalGlobalMem >> 20);
 	return 0;
