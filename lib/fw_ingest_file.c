@@ -230,8 +230,11 @@ static int do_flywheel(struct in *in, const char *path, const char *mem, size_t 
 	return 0;
 }
 
-/* Whether the first non-blank line of p is a complete JSON value. */
-static int first_line_is_json(const char *p, size_t n)
+/* Whether the first non-blank line of the file is a complete JSON value
+ * (JSON Lines) rather than the start of a longer document.  p[0..n) is the
+ * file's head; a first line longer than that is read from fp, which is
+ * left at the start. */
+static int first_line_is_json(FILE *fp, const char *p, size_t n)
 {
 	size_t i = 0;
 	json_error_t je;
@@ -243,9 +246,21 @@ static int first_line_is_json(const char *p, size_t n)
 		while (k < end && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
 			k++;
 		if (k < end) {
-			if (!nl)
-				return 0; /* cut by the detection window: undecided */
-			json_t *v = json_loadb(p + k, end - k, JSON_ALLOW_NUL, &je);
+			json_t *v;
+			if (nl || n < DETECT_BYTES) {
+				v = json_loadb(p + k, end - k, JSON_ALLOW_NUL, &je);
+			} else {
+				/* cut by the window: read the whole line */
+				char *line = NULL;
+				size_t cap = 0;
+				ssize_t len;
+				if (fseek(fp, (long)i, SEEK_SET) || (len = getline(&line, &cap, fp)) < 0)
+					len = 0;
+				v = len ? json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je) : NULL;
+				free(line);
+				if (fseek(fp, 0, SEEK_SET))
+					v = NULL;
+			}
 			json_decref(v);
 			return v != NULL;
 		}
@@ -303,6 +318,19 @@ int fw_ingest_file(const char *path, enum fw_fmt force, const struct fw_ingest_s
 		goto done;
 	}
 	in.f = force ? force : fw_ingest_detect(head, hn, why, sizeof why);
+	if (!in.f && hn == DETECT_BYTES && !memchr(head, '\n', hn)) {
+		/* a first line longer than the window: read all of it */
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t n = getline(&line, &cap, fp);
+		if (n > 0)
+			in.f = fw_ingest_detect(line, (size_t)n, why, sizeof why);
+		free(line);
+		if (fseek(fp, 0, SEEK_SET)) {
+			snprintf(err, errlen, "%s", strerror(errno));
+			goto done;
+		}
+	}
 	*fmt = in.f;
 	if (in.f == FW_FMT_UNKNOWN) {
 		rc = hn ? 1 : 0;
@@ -314,7 +342,7 @@ int fw_ingest_file(const char *path, enum fw_fmt force, const struct fw_ingest_s
 		rc = do_flywheel(&in, path, buf, len, err, errlen);
 	else if (in.f == FW_FMT_CLAUDE_CODE)
 		rc = do_claude(&in, fp);
-	else if (in.f != FW_FMT_SWE_AGENT && first_line_is_json(head, hn))
+	else if (in.f != FW_FMT_SWE_AGENT && first_line_is_json(fp, head, hn))
 		rc = do_lines(&in, fp);
 	else
 		rc = do_document(&in, fp);

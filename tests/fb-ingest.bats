@@ -259,3 +259,13 @@ all_samples() {
   [[ "$stderr" == *"sharegpt: 2 trajectories from 1 file, 0 duplicates dropped, 0 skipped"* ]]
   [ "$(rec json "$T/o.mp" | jq -S -c '.turns' | head -1)" = "$(expected sharegpt)" ]
 }
+
+@test "a first line longer than the detection window is still JSON Lines" {
+  jq -c '.request.messages[4].content = [{"type": "text", "text": ("x" * 100000)}]' "$FIX/openai-chat.jsonl" > "$T/long.jsonl"
+  jq -c '.request.messages[4].content = "short"' "$FIX/openai-chat.jsonl" >> "$T/long.jsonl"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/long.jsonl"
+  [[ "$stderr" == *"openai-chat: 2 trajectories from 1 file, 0 duplicates dropped, 0 skipped"* ]]
+  [ "$(rec json "$T/o.mp" | jq '.turns[4].text | length' | head -1)" = 100000 ]
+  # and from a pipe
+  [ "$(fb-ingest -q < "$T/long.jsonl" | rec count)" = 2 ]
+}
