@@ -408,7 +408,14 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 				goto nomem;
 			oc = FW_PASS;
 			const struct attr *ta = attr_get(&t, "time");
-			tm = ta ? strtod(ta->val, NULL) : 0;
+			tm = 0;
+			if (ta && ta->vlen) {
+				/* the value is not NUL-terminated: copy it */
+				char num[32];
+				snprintf(num, sizeof num, "%.*s", (int)(ta->vlen < 31 ? ta->vlen : 31),
+					 ta->val);
+				tm = strtod(num, NULL);
+			}
 			/* ctest marks outcomes in a status attribute too. */
 			if (attr_is(&t, "status", "fail"))
 				oc = FW_FAIL;

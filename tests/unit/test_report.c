@@ -150,6 +150,20 @@ TEST(junit_duplicates_keep_the_worse_outcome_and_cdata_is_skipped)
 	fw_report_free(r);
 }
 
+TEST(junit_attribute_without_a_value_and_times)
+{
+	char err[128] = "";
+	struct fw_report *r = fw_report_new();
+	/* found by fuzzing: `time` with no value */
+	const char *x = "<testsuite><testcase name='a' time/><testcase name='b' time='1.5'/></testsuite>";
+	CHECK_EQ_INT(fw_report_parse_junit(r, x, strlen(x), err, sizeof err), 2);
+	const struct fw_test_result *t = fw_report_find(r, "b");
+	CHECK(t && t->time == 1.5);
+	t = fw_report_find(r, "a");
+	CHECK(t && t->time == 0 && t->outcome == FW_PASS);
+	fw_report_free(r);
+}
+
 TEST(missing_file_is_an_error)
 {
 	char err[128] = "";
