@@ -239,4 +239,18 @@ int fw_chat_render(const struct fw_tok *t, enum fw_chat_template tmpl,
 		   const struct fw_chat_turn *turns, size_t nturns, int add_generation_prompt,
 		   struct fw_tok_ids *out, char *err, size_t errlen);
 
+/*
+ * fw_chat_render_mp: fw_chat_render() over the turns[] array of a traj or
+ * rollout record (flywheel-records(5)), a msgpack array viewed by *turns.
+ * Each turn is a map: role (str, required), text (str or nil), calls[]
+ * ({name, args}; args is JSON text, or a value written as JSON),
+ * tokens[] (ints: used for an assistant turn when not empty).  Other keys
+ * are ignored.  Returns 0, or -1 with err filled ("turn N: reason", N from
+ * 0) when a turn is malformed, t lacks a template token, or memory runs out.
+ */
+struct fw_mpv;
+int fw_chat_render_mp(const struct fw_tok *t, enum fw_chat_template tmpl,
+		      const struct fw_mpv *turns, int add_generation_prompt,
+		      struct fw_tok_ids *out, char *err, size_t errlen);
+
 #endif

@@ -7,6 +7,8 @@
  */
 #include "test.h"
 
+#include "fw_json.h"
+#include "fw_mp.h"
 #include "fw_tok.h"
 
 #include <jansson.h>
@@ -799,6 +801,74 @@ TEST(sampled_tokens_are_used_verbatim)
 	pol = decode_mask(t, &b, 1);
 	CHECK_STR(pol, "ok<|eot_id|>");
 	free(pol);
+	fw_tok_ids_release(&b);
+	fw_tok_free(t);
+}
+
+/* Renders .turns of the JSON record js with the byte tokenizer. */
+static int render_json(const char *js, enum fw_chat_template tmpl, struct fw_tok_ids *b,
+		       char *err, size_t errlen)
+{
+	struct fw_buf mp = { 0 };
+	struct fw_json_err je;
+	size_t used;
+	struct fw_mpv rec, turns;
+	struct fw_tok *t = fw_tok_new_byte();
+	int rc = -1;
+
+	if (fw_json_to_mp(&mp, js, strlen(js), 1, &used, &je) == 1) {
+		rec = (struct fw_mpv){ mp.p, mp.n };
+		if (fw_mp_get(rec, "turns", &turns) == 1)
+			rc = fw_chat_render_mp(t, tmpl, &turns, 1, b, err, errlen);
+	}
+	fw_buf_free(&mp);
+	fw_tok_free(t);
+	return rc;
+}
+
+TEST(chat_renders_the_turns_of_a_traj_record)
+{
+	struct fw_tok *t = fw_tok_new_byte();
+	struct fw_tok_ids b = { 0 };
+	char err[256] = "";
+	const char *rec =
+		"{\"kind\":\"traj\",\"id\":\"0a1f\",\"v\":1,\"turns\":["
+		"{\"role\":\"user\",\"text\":\"fix the failing test\"},"
+		"{\"role\":\"assistant\",\"text\":\"running pytest\",\"calls\":[{\"id\":\"c1\","
+		"\"name\":\"bash\",\"args\":\"{\\\"cmd\\\": \\\"pytest -q\\\"}\"},"
+		"{\"name\":\"read\",\"args\":{\"path\":\"a.py\"}}]},"
+		"{\"role\":\"tool\",\"call_id\":\"c1\",\"text\":\"1 failed\",\"is_error\":true},"
+		"{\"role\":\"assistant\",\"text\":null,\"tokens\":[111,107]}]}";
+	CHECK(render_json(rec, FW_CHAT_CHATML, &b, err, sizeof err) == 0);
+	char *all = decode_mask(t, &b, -1), *pol = decode_mask(t, &b, 1);
+	CHECK_STR(all, "<|im_start|>user\nfix the failing test<|im_end|>\n"
+		       "<|im_start|>assistant\nrunning pytest\n<tool_call>\n{\"name\": \"bash\", "
+		       "\"arguments\": {\"cmd\": \"pytest -q\"}}\n</tool_call>\n<tool_call>\n"
+		       "{\"name\": \"read\", \"arguments\": {\"path\":\"a.py\"}}\n</tool_call>"
+		       "<|im_end|>\n"
+		       "<|im_start|>user\n<tool_response>\n1 failed\n</tool_response><|im_end|>\n"
+		       "<|im_start|>assistant\nok<|im_end|>\n<|im_start|>assistant\n");
+	CHECK(pol && strncmp(pol, "running pytest\n<tool_call>", 26) == 0);
+	CHECK(pol && strstr(pol, "</tool_call><|im_end|>ok<|im_end|>"));
+	free(all);
+	free(pol);
+	b.n = 0;
+	CHECK(render_json("{\"turns\":[{\"text\":\"x\"}]}", FW_CHAT_CHATML, &b, err, sizeof err) < 0);
+	CHECK_STR(err, "turn 0: no role string");
+	CHECK(render_json("{\"turns\":[{\"role\":\"user\",\"text\":3}]}", FW_CHAT_LLAMA3, &b, err,
+			  sizeof err) < 0);
+	CHECK_STR(err, "turn 0: text is int, not str");
+	CHECK(render_json("{\"turns\":[{\"role\":\"assistant\",\"tokens\":[1,99999]}]}",
+			  FW_CHAT_LLAMA3, &b, err, sizeof err) < 0);
+	CHECK_STR(err, "turn 0: tokens[1] is not a token id");
+	CHECK(render_json("{\"turns\":{}}", FW_CHAT_LLAMA3, &b, err, sizeof err) < 0);
+	CHECK_STR(err, "turns is not an array");
+	CHECK(render_json("{\"turns\":[{\"role\":\"assistant\",\"calls\":{\"a\":1}}]}",
+			  FW_CHAT_CHATML, &b, err, sizeof err) < 0);
+	CHECK_STR(err, "turn 0: calls is map, not array");
+	CHECK(render_json("{\"turns\":[{\"role\":\"user\",\"text\":\"a\"},7]}", FW_CHAT_CHATML, &b,
+			  err, sizeof err) < 0);
+	CHECK_STR(err, "turn 1: not a map");
 	fw_tok_ids_release(&b);
 	fw_tok_free(t);
 }
