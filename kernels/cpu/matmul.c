@@ -47,7 +47,17 @@ static void mm_part(void *ctx, int p0, int p1)
 	if (i1 <= i0)
 		return;
 	switch (c->op) {
-	case FWD: /* out[:, i0:i1] (=|+)= inp @ w[i0:i1]^T */
+	case FWD: /* out[:, i0:i1] += inp @ w[i0:i1]^T */
+		if (c->M <= 2) {
+			/* Decoding: sgemm would copy (pack) the whole weight
+			 * slice for one row; sgemv streams it once. */
+			for (int m = 0; m < c->M; m++)
+				cblas_sgemv(CblasRowMajor, CblasNoTrans, i1 - i0,
+					    c->K, 1.0f, c->b + (long)i0 * c->K,
+					    c->K, c->a + (long)m * c->K, 1, 1.0f,
+					    c->out + (long)m * c->N + i0, 1);
+			break;
+		}
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->M,
 			    i1 - i0, c->K, 1.0f, c->a, c->K,
 			    c->b + (long)i0 * c->K, c->K, 1.0f, c->out + i0,
@@ -72,7 +82,7 @@ static void mm_run(struct mm *c)
 	int parts = fw_kernels_threads();
 
 	/* Tiny products are not worth waking the pool for. */
-	if ((long)c->M * c->N * c->K < (1L << 17) || n < 32)
+	if ((long)c->M * c->N * c->K < (1L << 16) || n < 32)
 		parts = 1;
 	if (parts == 1)
 		mm_part(c, 0, fw_kernels_threads());
