@@ -81,7 +81,7 @@ setup() {
 }
 
 @test "sample is reproducible with a seed and keeps input order" {
-  for i in $(seq 1 500); do echo "{\"id\":\"$i\",\"n\":$i}"; done | rec from-json > "$T/many"
+  seq 1 500 | awk '{printf "{\"id\":\"%d\",\"n\":%d}\n", $1, $1}' | rec from-json > "$T/many"
   a=$(rec sample -n 10 --seed 7 "$T/many" | rec get .n | tr '\n' ' ')
   b=$(rec sample -n 10 --seed 7 "$T/many" | rec get .n | tr '\n' ' ')
   c=$(rec sample -n 10 --seed 8 "$T/many" | rec get .n | tr '\n' ' ')
@@ -93,7 +93,7 @@ setup() {
 }
 
 @test "split shards by id hash and agrees with --shard" {
-  for i in $(seq 1 300); do echo "{\"id\":\"$i\"}"; done | rec from-json > "$T/many"
+  seq 1 300 | awk '{printf "{\"id\":\"%d\"}\n", $1}' | rec from-json > "$T/many"
   rec split --shards 3 -o "$T/part" "$T/many"
   [ -f "$T/part.0.msgpack" ] && [ -f "$T/part.2.msgpack" ]
   total=0
@@ -199,7 +199,7 @@ setup() {
 }
 
 @test "a closed pipe ends rec quietly" {
-  for i in $(seq 1 20000); do echo "{\"id\":\"$i\",\"text\":\"some text to make it longer\"}"; done | rec from-json > "$T/many"
+  seq 1 20000 | awk '{printf "{\"id\":\"%d\",\"text\":\"some text to make it longer\"}\n", $1}' | rec from-json > "$T/many"
   run --separate-stderr bash -c "rec json '$T/many' | head -n 1"
   assert_success
   [ -z "$stderr" ]
