@@ -8,8 +8,11 @@
  * tests/fuzz/seeds/fuzz_ingest_detect/.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fw_ingest.h"
 #include "fw_redact.h"
@@ -29,6 +32,43 @@ static void finish(json_t *traj)
 	json_decref(traj);
 }
 
+static int no_bad(void *ctx, const char *file, long line, const char *why)
+{
+	if (line < 1 || !why[0])
+		abort(); /* every bad line has a position and a reason */
+	return 0;
+}
+
+static int take_orphan(void *ctx, json_t *rec)
+{
+	if (!json_string_value(json_object_get(rec, "trace")))
+		abort();
+	return 0;
+}
+
+/* The bytes as a feedback file: load, join a few keys, list orphans. */
+static void feedback(const uint8_t *data, size_t size)
+{
+	char path[64], err[256];
+	int fd = memfd_create("fb", 0);
+
+	if (fd < 0)
+		return;
+	if (write(fd, data, size) == (ssize_t)size) {
+		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+		struct fw_feedback *fb = fw_feedback_new();
+		json_t *t = json_pack("{s[]}", "feedback");
+		if (fb && t && fw_feedback_load(fb, path, no_bad, NULL, err, sizeof err) == 0) {
+			fw_feedback_join(fb, "t1", t);
+			fw_feedback_join(fb, "1", t);
+			fw_feedback_orphans(fb, take_orphan, NULL);
+		}
+		json_decref(t);
+		fw_feedback_free(fb);
+	}
+	close(fd);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char why[256], err[256];
@@ -40,6 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (f == FW_FMT_UNKNOWN && !why[0])
 		abort(); /* an unknown format always says what was seen */
 
+	feedback(data, size);
 	json_t *doc = json_loadb((const char *)data, size, JSON_ALLOW_NUL, &je);
 	if (!doc)
 		return 0;
