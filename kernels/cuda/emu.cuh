@@ -16,7 +16,8 @@
  * meaning, so the operand swaps of matmul.cu are checked too.
  *
  * Not emulated: concurrency between blocks (blocks never share data here),
- * warp-level operations, streams (everything is synchronous).
+ * warp-level operations, streams (everything is synchronous).  Launches
+ * must come from one host thread at a time.
  *
  * Build and run: `make gpu-emu` (tests/gpu/check --emu).
  */

@@ -16,6 +16,7 @@
  * |gpu - cpu| <= atol + rtol * |cpu| (no NaN, no Inf where the CPU has
  * none); model checks set atol = tol * max|cpu| of each tensor.
  * Gradients are accumulated onto random values, so "+=" is checked too.
+ * A second run of each model step must give the same bits as the first.
  *
  * Exit status: 0 all checks pass, 1 a mismatch or a CUDA error, 77 no CUDA
  * device (skipped: nothing was checked), 2 usage.
@@ -941,6 +942,25 @@ static void check_model(const char *arch, int tied, int bias, int B, int T)
 	float *gg = dget(d.g, m->nw);
 
 	verdict("model_fwd", shape, "1e-04 of max|cpu|");
+
+	/* Twice the same step gives the same bits: no kernel depends on
+	 * the order in which blocks run (a race between blocks, which only
+	 * hardware shows, would). */
+	{
+		float *l2, *p2, loss2, *g2;
+
+		d.w = dputf(m->w, m->nw);
+		d.g = dzeros(m->nw);
+		d.cos_t = dputf(m->rope_cos, (long)c.max_pos * (c.hd / 2));
+		d.sin_t = dputf(m->rope_sin, (long)c.max_pos * (c.hd / 2));
+		gpu_step(&d, tok, tgt, wts, B, T, &l2, &p2, &loss2);
+		g2 = dget(d.g, m->nw);
+		cmp_begin();
+		cmp("logits", l2, glogits, (long)N * c.vocab, 0, 0);
+		cmp("grads", g2, gg, m->nw, 0, 0);
+		verdict("model_repeat", shape, "bitwise");
+		free(l2), free(p2), free(g2);
+	}
 
 	cmp_begin();
 	for (int i = 0; i < m->np; i++) {
