@@ -598,6 +598,7 @@ struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen)
 		}
 		if (fw_st_read_f32(in, t, m->w + p->off, err, errlen))
 			goto fail;
+		fw_st_drop(in, t);
 	}
 	for (int s = 0; s < sh.n; s++)
 		fw_st_free(sh.st[s]);
@@ -1167,15 +1168,46 @@ int32_t fw_sample(const float *logits, int V, const struct fw_sampler *s,
 		tot += c[j].p;
 	}
 	if ((s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f) {
-		qsort(c, V, sizeof(*c), by_p_desc);
+		/* Sort only the head of the distribution: lower a threshold
+		 * (the top token has p = 1) until the tokens above it surely
+		 * hold the top-k set, or the top-p mass; the rest cannot be
+		 * drawn.  Sorting all of a 150k vocabulary per token would
+		 * cost more than the model step. */
+		int need_k = s->top_k > 0 && s->top_k < V ? s->top_k : 0, m = V;
+		double need = need_k ? 0 : s->top_p * tot, full = tot;
+
+		for (float th = 1.0f / 16; th > 1e-30f; th *= 1.0f / 16) {
+			double mass = 0;
+			int k = 0;
+
+			for (int j = 0; j < V; j++)
+				if (c[j].p >= th) {
+					struct cand x = c[k];
+
+					c[k] = c[j];
+					c[j] = x;
+					mass += c[k++].p;
+				}
+			if (need_k ? k >= need_k : mass >= need) {
+				m = k;
+				break;
+			}
+		}
+		qsort(c, m, sizeof(*c), by_p_desc);
+		n = m;
 		if (s->top_k > 0 && s->top_k < n)
 			n = s->top_k;
 		if (s->top_p < 1.0f) {
 			double keep = 0, all = 0;
 			int k;
 
-			for (k = 0; k < n; k++)
-				all += c[k].p;
+			/* top-p applies to the top-k set when there is one,
+			 * else to the whole distribution. */
+			if (need_k)
+				for (k = 0; k < n; k++)
+					all += c[k].p;
+			else
+				all = full;
 			for (k = 0; k < n; k++) {
 				keep += c[k].p;
 				if (keep >= s->top_p * all)

@@ -344,6 +344,20 @@ int fw_st_read_f32(const struct fw_st *st, const struct fw_st_tensor *t,
 	}
 }
 
+void fw_st_drop(const struct fw_st *st, const struct fw_st_tensor *t)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uintptr_t b, e;
+
+	if (!st->map || !t->nbytes)
+		return;
+	/* Whole pages inside the tensor only: neighbours keep theirs. */
+	b = ((uintptr_t)t->data + pg - 1) & ~(uintptr_t)(pg - 1);
+	e = ((uintptr_t)t->data + t->nbytes) & ~(uintptr_t)(pg - 1);
+	if (e > b)
+		madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
 /* ---- writing -------------------------------------------------------------- */
 
 static int64_t numel_of(const struct fw_st_out *t)

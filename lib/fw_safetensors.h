@@ -64,6 +64,12 @@ const struct fw_st_tensor *fw_st_find(const struct fw_st *st,
 int fw_st_read_f32(const struct fw_st *st, const struct fw_st_tensor *t,
 		   float *out, char *err, size_t errlen);
 
+/* Tells the system the file pages holding t are no longer needed, so a
+ * loader's peak memory is its own copy plus one tensor rather than plus the
+ * whole file.  The bytes stay readable (the pages come back from the file).
+ * Does nothing for handles over memory.  Cannot fail. */
+void fw_st_drop(const struct fw_st *st, const struct fw_st_tensor *t);
+
 /* A tensor to write: name, shape, and numel f32 values. */
 struct fw_st_out {
 	const char *name;

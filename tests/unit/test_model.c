@@ -385,6 +385,34 @@ TEST(sampling_greedy_topk_topp_and_seeds)
 		counts[fw_sample(logits, 5, &p, &r1, scr, NULL)]++;
 	CHECK(counts[0] == 0 && counts[2] == 0 && counts[3] == 0);
 	CHECK(counts[1] > 0 && counts[4] > 0);
+	/* A large vocabulary: draws stay inside the brute-force nucleus and
+	 * top-k sets. */
+	int V = 5000;
+	float *lg = malloc(sizeof(float) * V), *sc = malloc(sizeof(float) * 2 * V);
+	double *pr = malloc(sizeof(double) * V), tot = 0;
+	uint64_t st = 99;
+	for (int j = 0; j < V; j++) {
+		st = st * 6364136223846793005ull + 1;
+		lg[j] = (float)((st >> 40) % 1000) / 100.0f;
+		tot += pr[j] = exp(lg[j]);
+	}
+	struct fw_sampler pk = { 1, 0.8f, 0 }, kk = { 1, 1, 7 };
+	int outside = 0;
+	for (int i = 0; i < 300; i++) {
+		int32_t t = fw_sample(lg, V, &pk, &r1, sc, NULL);
+		double above = 0; /* mass strictly more likely than t */
+		for (int j = 0; j < V; j++)
+			if (pr[j] > pr[t])
+				above += pr[j];
+		outside += above >= 0.8 * tot;
+		t = fw_sample(lg, V, &kk, &r1, sc, NULL);
+		int rank = 0;
+		for (int j = 0; j < V; j++)
+			rank += pr[j] > pr[t];
+		outside += rank >= 7;
+	}
+	CHECK_EQ_INT(outside, 0);
+	free(lg); free(sc); free(pr);
 	r1 = 42;
 	for (int i = 0; i < 50; i++)
 		CHECK_EQ_INT(fw_sample(logits, 5, &full, &r1, scr, NULL),
