@@ -344,6 +344,50 @@ static long redact_field(json_t *o, const char *key, struct fw_redact *r,
 	return k;
 }
 
+/* Redacts every string inside v (an object or array from a log's metadata),
+ * recursively.  Returns replacements or -1. */
+static long redact_tree(json_t *v, struct fw_redact *r, struct fw_redact_counts *c, int depth)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+	long n = 0, m;
+
+	if (depth > 32)
+		return 0;
+	if (json_is_object(v)) {
+		json_object_foreach(v, k, x) {
+			if (depth == 0 && (!strcmp(k, "source_id") || !strcmp(k, "file") ||
+					   !strcmp(k, "redactions")))
+				continue; /* ours: ids and positions, not log content */
+			if (json_is_string(x))
+				m = redact_field(v, k, r, c);
+			else
+				m = redact_tree(x, r, c, depth + 1);
+			if (m < 0)
+				return -1;
+			n += m;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, x) {
+			if (json_is_string(x)) {
+				json_t *one = json_pack("{sO}", "s", x);
+				if (!one || (m = redact_field(one, "s", r, c)) < 0) {
+					json_decref(one);
+					return -1;
+				}
+				if (m)
+					json_array_set(v, i, json_object_get(one, "s"));
+				json_decref(one);
+			} else if ((m = redact_tree(x, r, c, depth + 1)) < 0) {
+				return -1;
+			}
+			n += m;
+		}
+	}
+	return n;
+}
+
 long fw_ingest_redact(json_t *traj, struct fw_redact *r, struct fw_redact_counts *total)
 {
 	struct fw_redact_counts c;
@@ -370,6 +414,10 @@ long fw_ingest_redact(json_t *traj, struct fw_redact *r, struct fw_redact_counts
 	}
 	/* a feedback record (an orphan) carries its comment at the top */
 	if ((x = redact_field(traj, "comment", r, &c)) < 0)
+		return -1;
+	k += x;
+	/* metadata copied from the log (user ids, paths, headers) */
+	if ((x = redact_tree(json_object_get(traj, "meta"), r, &c, 0)) < 0)
 		return -1;
 	k += x;
 	if (k == 0)

@@ -121,8 +121,9 @@ int fw_ingest_file(const char *path, enum fw_fmt force, const struct fw_ingest_s
 int fw_ingest_set_id(json_t *traj);
 
 /*
- * Redacts traj in place: turn text, thinking, call arguments and feedback
- * comments (also the top-level comment of a feedback record).  Adds this record's counts to meta.redactions ({rule: n}, only
+ * Redacts traj in place: turn text, thinking, call arguments, feedback
+ * comments (also the top-level comment of a feedback record) and every
+ * string in meta but source_id and file.  Adds this record's counts to meta.redactions ({rule: n}, only
  * rules that fired) and to *total (may be NULL).  Returns the number of
  * replacements, or -1 when memory runs out.
  */

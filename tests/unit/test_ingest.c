@@ -164,9 +164,18 @@ TEST(redaction_counts_land_in_meta)
 	CHECK_EQ_INT(tot.n[FW_RD_EMAIL], 2);
 	json_t *call = json_array_get(json_object_get(json_array_get(json_object_get(t, "turns"), 1), "calls"), 0);
 	CHECK_STR(json_string_value(json_object_get(call, "args")), "{\"cmd\":\"export K=<REDACTED:aws>\"}");
+	/* metadata from the log is redacted, the source id is not */
+	json_t *meta = json_object_get(t, "meta");
+	json_object_set_new(meta, "source_id", json_string("id-x@y.io"));
+	json_object_set_new(meta, "owner", json_pack("{s[ss]}", "mails", "e@f.io", "ok"));
+	CHECK_EQ_INT(fw_ingest_redact(t, r, NULL), 1);
+	CHECK_STR(json_string_value(json_object_get(meta, "source_id")), "id-x@y.io");
+	CHECK_STR(json_string_value(json_array_get(json_object_get(json_object_get(meta, "owner"), "mails"), 0)),
+		  "<REDACTED:email>");
+	CHECK_EQ_INT(json_integer_value(json_object_get(red, "email")), 3);
 	/* nothing left: a second pass finds nothing and leaves the counts */
 	CHECK_EQ_INT(fw_ingest_redact(t, r, NULL), 0);
-	CHECK_EQ_INT(json_integer_value(json_object_get(red, "email")), 2);
+	CHECK_EQ_INT(json_integer_value(json_object_get(red, "email")), 3);
 	json_decref(t);
 	fw_redact_free(r);
 }
