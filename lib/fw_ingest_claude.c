@@ -5,7 +5,8 @@
  * parentUuid: editing a message or retrying starts a new branch, and a
  * subagent's work hangs off the main thread as a side chain
  * (isSidechain: true).  The conversation a user saw is the chain from the
- * last main-thread event back to the root.  Claude Code writes each content
+ * last main-thread event back to the root (across compaction boundaries,
+ * which link back through logicalParentUuid).  Claude Code writes each content
  * block of an assistant message as its own event with the same message id;
  * those are merged back into one message, then converted like Anthropic
  * Messages.
@@ -37,6 +38,8 @@ static json_t *main_thread(const json_t *events, const json_t *idx, size_t leaf,
 		json_t *e = json_array_get(events, (size_t)cur);
 		json_array_insert_new(chain, 0, json_integer(cur));
 		const char *parent = ing_str(e, "parentUuid");
+		if (!parent) /* a compaction boundary links back logically */
+			parent = ing_str(e, "logicalParentUuid");
 		if (!parent)
 			break;
 		json_t *pi = json_object_get(idx, parent);

@@ -299,6 +299,15 @@ TEST(claude_code_broken_and_looping_links_end_the_walk)
 	CHECK(json_array_size(json_object_get(t, "turns")) <= 3);
 	json_decref(t);
 
+	/* a compaction boundary (system event, no parent) links back logically */
+	t = session("[{\"uuid\":\"a\",\"parentUuid\":null,\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"x\"}},"
+		    "{\"uuid\":\"c\",\"parentUuid\":null,\"logicalParentUuid\":\"a\",\"type\":\"system\",\"subtype\":\"compact_boundary\"},"
+		    "{\"uuid\":\"b\",\"parentUuid\":\"c\",\"type\":\"assistant\",\"message\":{\"role\":\"assistant\","
+		    "\"content\":[{\"type\":\"text\",\"text\":\"y\"}]}}]");
+	CHECK(t != NULL);
+	CHECK_EQ_INT(json_array_size(json_object_get(t, "turns")), 2);
+	json_decref(t);
+
 	/* only side-chain events: nothing to rebuild */
 	char err[256];
 	json_error_t je;
