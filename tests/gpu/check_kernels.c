@@ -3,7 +3,8 @@
  * backward, against the C oracle of kernels.h on random inputs; then the
  * forward and backward of whole models (Llama, Qwen2, Qwen3 variants) run
  * with the CUDA kernels against fw_model_forward / fw_model_backward on
- * the CPU, and AdamW over every parameter.
+ * the CPU, and AdamW over every parameter; and incremental decoding with a
+ * key-value cache against fw_gen_prefill / fw_gen_step.
  *
  * fw_model has no GPU path of its own, so the model check drives the CUDA
  * kernels in the order fw_model.c calls the C ones, on fw_model's own
@@ -874,6 +875,181 @@ static void gpu_step(struct dmodel *d, const int32_t *tokens,
 	free(dlogp);
 }
 
+/* Decoding state on the device, as struct fw_gen holds it. */
+struct dgen {
+	int nseq, maxT;
+	float *kc, *vc, *x, *ln, *q, *k, *v, *y, *tmp, *gate, *up, *h;
+	float *rs, *rsq, *rsk, *scr, *last, *logits;
+	int32_t *pos, *tok;
+};
+
+static void dgen_init(struct dgen *g, const struct fw_model *m, int nseq,
+		      int maxT, int rows)
+{
+	const struct fw_config *c = &m->cfg;
+	long kd = (long)c->nkv * c->hd, qd = (long)c->nh * c->hd;
+
+	g->nseq = nseq;
+	g->maxT = maxT;
+	g->kc = dzeros((long)c->L * nseq * maxT * kd);
+	g->vc = dzeros((long)c->L * nseq * maxT * kd);
+	g->x = dzeros((long)rows * c->C);
+	g->ln = dzeros((long)rows * c->C);
+	g->q = dzeros(rows * qd);
+	g->k = dzeros(rows * kd);
+	g->v = dzeros(rows * kd);
+	g->y = dzeros(rows * qd);
+	g->tmp = dzeros((long)rows * c->C);
+	g->gate = dzeros((long)rows * c->I);
+	g->up = dzeros((long)rows * c->I);
+	g->h = dzeros((long)rows * c->I);
+	g->rs = dzeros(rows);
+	g->rsq = dzeros((long)rows * c->nh);
+	g->rsk = dzeros((long)rows * c->nkv);
+	g->scr = dzeros((long)rows * c->nh * maxT);
+	g->last = dzeros((long)nseq * c->C);
+	g->logits = dzeros((long)nseq * c->vocab);
+	g->pos = dalloc(sizeof(int32_t) * rows);
+	g->tok = dalloc(sizeof(int32_t) * rows);
+}
+
+/* Tq new tokens (B sequences, host ids) at positions pos0..: the CUDA
+ * kernels in the order of gen_run in fw_model.c. */
+static void dgen_run(struct dgen *g, const struct dmodel *d,
+		     const int32_t *tok, int B, int Tq, int pos0)
+{
+	const struct fw_model *m = d->m;
+	const struct fw_config *c = &m->cfg;
+	int N = B * Tq, C = c->C, I = c->I, nh = c->nh, nkv = c->nkv,
+	    hd = c->hd, qd = nh * hd, kd = nkv * hd, T = g->maxT;
+	int32_t *pos = xmalloc(sizeof(int32_t) * N);
+
+	for (int i = 0; i < N; i++)
+		pos[i] = pos0 + i % Tq;
+	if (fw_cuda_memcpy_h2d(g->pos, pos, sizeof(int32_t) * N) ||
+	    fw_cuda_memcpy_h2d(g->tok, tok, sizeof(int32_t) * N))
+		die("fw_cuda_memcpy_h2d");
+	free(pos);
+	K(fw_cuda_embed_fwd(g->x, g->tok, DW(d, m->embed), N, C));
+	for (int l = 0; l < c->L; l++) {
+		const struct fw_layer_w *w = &m->lw[l];
+		float *kc = g->kc + (long)l * g->nseq * T * kd;
+		float *vc = g->vc + (long)l * g->nseq * T * kd;
+
+		K(fw_cuda_rmsnorm_fwd(g->ln, g->rs, g->x, DW(d, w->ln1), N, C, c->eps));
+		K(fw_cuda_matmul_fwd(g->q, g->ln, DW(d, w->wq), DW(d, w->bq), N, C, qd));
+		K(fw_cuda_matmul_fwd(g->k, g->ln, DW(d, w->wk), DW(d, w->bk), N, C, kd));
+		K(fw_cuda_matmul_fwd(g->v, g->ln, DW(d, w->wv), DW(d, w->bv), N, C, kd));
+		if (c->qk_norm) {
+			K(fw_cuda_rmsnorm_fwd(g->q, g->rsq, g->q, DW(d, w->qn), N * nh, hd, c->eps));
+			K(fw_cuda_rmsnorm_fwd(g->k, g->rsk, g->k, DW(d, w->kn), N * nkv, hd, c->eps));
+		}
+		K(fw_cuda_rope_fwd(g->q, g->pos, d->cos_t, d->sin_t, N, nh, hd));
+		K(fw_cuda_rope_fwd(g->k, g->pos, d->cos_t, d->sin_t, N, nkv, hd));
+		for (int b = 0; b < B; b++) {
+			long at = ((long)b * T + pos0) * kd;
+
+			K(fw_cuda_memcpy_d2d(kc + at, g->k + (long)b * Tq * kd, sizeof(float) * Tq * kd));
+			K(fw_cuda_memcpy_d2d(vc + at, g->v + (long)b * Tq * kd, sizeof(float) * Tq * kd));
+		}
+		K(fw_cuda_attn_cached(g->y, g->scr, g->q, kc, vc, B, Tq, pos0, T, nh, nkv, hd));
+		K(fw_cuda_matmul_fwd(g->tmp, g->y, DW(d, w->wo), DW(d, w->bo), N, qd, C));
+		K(fw_cuda_add(g->x, g->x, g->tmp, (long)N * C));
+		K(fw_cuda_rmsnorm_fwd(g->ln, g->rs, g->x, DW(d, w->ln2), N, C, c->eps));
+		K(fw_cuda_matmul_fwd(g->gate, g->ln, DW(d, w->wg), NULL, N, C, I));
+		K(fw_cuda_matmul_fwd(g->up, g->ln, DW(d, w->wu), NULL, N, C, I));
+		K(fw_cuda_swiglu_fwd(g->h, g->gate, g->up, (long)N * I));
+		K(fw_cuda_matmul_fwd(g->tmp, g->h, DW(d, w->wd), NULL, N, I, C));
+		K(fw_cuda_add(g->x, g->x, g->tmp, (long)N * C));
+	}
+	for (int b = 0; b < B; b++)
+		K(fw_cuda_memcpy_d2d(g->last + (long)b * C, g->x + ((long)b * Tq + Tq - 1) * C,
+				     sizeof(float) * C));
+	K(fw_cuda_rmsnorm_fwd(g->last, g->rs, g->last, DW(d, m->norm), B, C, c->eps));
+	K(fw_cuda_matmul_fwd(g->logits, g->last, DW(d, m->lm_head), NULL, B, C, c->vocab));
+}
+
+/* Incremental decoding: a prompt prefilled, then steps of nseq sequences,
+ * the logits of each against fw_gen_prefill / fw_gen_step. */
+static void check_decode(const char *arch, int nseq, int n, int steps)
+{
+	char json[1024], err[256], shape[64];
+	struct fw_config c;
+	struct fw_model *m;
+	struct fw_gen *gen;
+	struct dmodel d;
+	struct dgen g;
+	int maxT = n + steps, L, V;
+	long kd;
+
+	snprintf(json, sizeof(json),
+		 "{\"architectures\": [\"%s\"], \"vocab_size\": 101, "
+		 "\"hidden_size\": 40, \"intermediate_size\": 72, "
+		 "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+		 "\"num_key_value_heads\": 2, \"head_dim\": 12, "
+		 "\"max_position_embeddings\": 64, \"rope_theta\": 500000.0, "
+		 "\"rms_norm_eps\": 1e-5, \"initializer_range\": 0.2}", arch);
+	snprintf(shape, sizeof(shape), "%s nseq=%d prompt=%d steps=%d", arch,
+		 nseq, n, steps);
+	if (fw_config_parse(&c, json, strlen(json), "config", err, sizeof(err)) ||
+	    !(m = fw_model_new(&c, 5, err, sizeof(err))) ||
+	    !(gen = fw_gen_new(m, nseq, maxT, err, sizeof(err)))) {
+		printf("FAIL decode          %s: %s\n", shape, err);
+		nfail++;
+		return;
+	}
+	for (long i = 0; i < m->nw; i++)
+		m->w[i] += 0.1f * frand();
+	L = c.L;
+	V = c.vocab;
+	kd = (long)c.nkv * c.hd;
+	d.m = m;
+	d.w = dputf(m->w, m->nw);
+	d.g = NULL;
+	d.cos_t = dputf(m->rope_cos, (long)c.max_pos * (c.hd / 2));
+	d.sin_t = dputf(m->rope_sin, (long)c.max_pos * (c.hd / 2));
+	dgen_init(&g, m, nseq, maxT, n > nseq ? n : nseq);
+
+	int32_t *prompt = hids(n, 0, V), *tok = hids(nseq, 0, V);
+	float *h;
+
+	cmp_begin();
+	if (fw_gen_prefill(gen, prompt, n, err, sizeof(err))) {
+		printf("FAIL decode          %s: %s\n", shape, err);
+		nfail++;
+		return;
+	}
+	dgen_run(&g, &d, prompt, 1, n, 0);
+	/* Every sequence starts from the prompt's cache. */
+	for (int l = 0; l < L; l++)
+		for (int b = 1; b < nseq; b++) {
+			long l0 = (long)l * nseq * maxT * kd, at = l0 + (long)b * maxT * kd;
+
+			K(fw_cuda_memcpy_d2d(g.kc + at, g.kc + l0, sizeof(float) * n * kd));
+			K(fw_cuda_memcpy_d2d(g.vc + at, g.vc + l0, sizeof(float) * n * kd));
+		}
+	h = dget(g.logits, V);
+	cmp_scaled("prefill logits", h, fw_gen_logits(gen), V, 1e-4);
+	free(h);
+	for (int s = 0; s < steps; s++) {
+		for (int b = 0; b < nseq; b++)
+			tok[b] = (int32_t)(next() % (uint64_t)V);
+		if (fw_gen_step(gen, tok, err, sizeof(err))) {
+			printf("FAIL decode          %s: %s\n", shape, err);
+			nfail++;
+			return;
+		}
+		dgen_run(&g, &d, tok, nseq, 1, n + s);
+		h = dget(g.logits, (long)nseq * V);
+		cmp_scaled("step logits", h, fw_gen_logits(gen), (long)nseq * V, 1e-4);
+		free(h);
+	}
+	verdict("decode", shape, "1e-04 of max|cpu|");
+	free(prompt), free(tok);
+	fw_gen_free(gen);
+	fw_model_free(m);
+}
+
 static void check_model(const char *arch, int tied, int bias, int B, int T)
 {
 	char json[1024], err[256], shape[64];
@@ -1059,6 +1235,8 @@ int main(int argc, char **argv)
 	check_model("LlamaForCausalLM", 0, 1, 2, 7);
 	check_model("Qwen2ForCausalLM", 1, 0, 2, 9);
 	check_model("Qwen3ForCausalLM", 0, 0, 3, 6);
+	check_decode("Qwen3ForCausalLM", 3, 11, 5);
+	check_decode("LlamaForCausalLM", 2, 6, 4);
 
 	printf("%s: %d ok, %d failed\n", prog, npass, nfail);
 	fw_cuda_shutdown();
