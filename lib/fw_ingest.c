@@ -50,7 +50,7 @@ static int has(const json_t *o, const char *k)
 
 static int is_type(const json_t *o, const char *k, const char *want)
 {
-	const char *s = ing_str(o, k);
+	const char *s = fw_ing_str(o, k);
 	return s && !strcmp(s, want);
 }
 
@@ -62,7 +62,7 @@ static int messages_lean(const json_t *msgs)
 	json_t *m, *b;
 
 	json_array_foreach(msgs, i, m) {
-		const char *role = ing_str(m, "role");
+		const char *role = fw_ing_str(m, "role");
 		if (role && (!strcmp(role, "tool") || !strcmp(role, "system") ||
 			     !strcmp(role, "developer") || !strcmp(role, "function")))
 			return -1;
@@ -72,7 +72,7 @@ static int messages_lean(const json_t *msgs)
 		if (!json_is_array(c))
 			continue;
 		json_array_foreach(c, j, b) {
-			const char *t = ing_str(b, "type");
+			const char *t = fw_ing_str(b, "type");
 			if (!t)
 				continue;
 			if (!strcmp(t, "tool_use") || !strcmp(t, "tool_result") ||
@@ -132,7 +132,7 @@ static void describe(const json_t *doc, char *why, size_t whylen)
 	size_t used = 0, shown = 0;
 
 	if (!json_is_object(doc)) {
-		snprintf(why, whylen, "a JSON %s, not an object", ing_type_name(doc));
+		snprintf(why, whylen, "a JSON %s, not an object", fw_ing_type_name(doc));
 		return;
 	}
 	used = (size_t)snprintf(why, whylen, "a JSON object with keys");
@@ -448,7 +448,7 @@ long fw_ingest_redact(json_t *traj, struct fw_redact *r, struct fw_redact_counts
 
 /* ---- helpers shared by the converters ------------------------------------------ */
 
-const char *ing_type_name(const json_t *v)
+const char *fw_ing_type_name(const json_t *v)
 {
 	if (!v)
 		return "missing";
@@ -464,12 +464,12 @@ const char *ing_type_name(const json_t *v)
 	}
 }
 
-const char *ing_str(const json_t *o, const char *k)
+const char *fw_ing_str(const json_t *o, const char *k)
 {
 	return json_string_value(json_object_get(o, k));
 }
 
-int ing_field(const json_t *o, const char *k, json_type t, const char *path, const json_t **out,
+int fw_ing_field(const json_t *o, const char *k, json_type t, const char *path, const json_t **out,
 	      char *err, size_t errlen)
 {
 	const json_t *v = json_object_get(o, k);
@@ -480,14 +480,14 @@ int ing_field(const json_t *o, const char *k, json_type t, const char *path, con
 	if (!v || json_is_null(v))
 		return 0;
 	if (json_typeof(v) != t) {
-		snprintf(err, errlen, "'%s' is %s, not %s", path, ing_type_name(v), names[t]);
+		snprintf(err, errlen, "'%s' is %s, not %s", path, fw_ing_type_name(v), names[t]);
 		return -1;
 	}
 	*out = v;
 	return 0;
 }
 
-json_t *ing_traj_new(const char *source)
+json_t *fw_ing_traj_new(const char *source)
 {
 	json_t *t = json_object();
 
@@ -511,7 +511,7 @@ json_t *ing_traj_new(const char *source)
 	return t;
 }
 
-json_t *ing_turn_add(json_t *traj, const char *role)
+json_t *fw_ing_turn_add(json_t *traj, const char *role)
 {
 	json_t *t = json_object();
 
@@ -522,7 +522,7 @@ json_t *ing_turn_add(json_t *traj, const char *role)
 	return t;
 }
 
-json_t *ing_turn_last(json_t *traj)
+json_t *fw_ing_turn_last(json_t *traj)
 {
 	json_t *turns = json_object_get(traj, "turns");
 	size_t n = json_array_size(turns);
@@ -530,7 +530,7 @@ json_t *ing_turn_last(json_t *traj)
 	return n ? json_array_get(turns, n - 1) : NULL;
 }
 
-int ing_turn_append(json_t *turn, const char *key, const char *s, size_t n)
+int fw_ing_turn_append(json_t *turn, const char *key, const char *s, size_t n)
 {
 	json_t *old = json_object_get(turn, key);
 	size_t on = json_string_length(old);
@@ -550,7 +550,7 @@ int ing_turn_append(json_t *turn, const char *key, const char *s, size_t n)
 	return rc;
 }
 
-int ing_turn_call(json_t *turn, const char *id, const char *name, const json_t *args)
+int fw_ing_turn_call(json_t *turn, const char *id, const char *name, const json_t *args)
 {
 	json_t *calls = json_object_get(turn, "calls");
 	json_t *c = json_object();
@@ -587,9 +587,9 @@ int ing_turn_call(json_t *turn, const char *id, const char *name, const json_t *
 	return json_array_append_new(calls, c);
 }
 
-json_t *ing_tool_turn(json_t *traj, const char *call_id, const char *text, size_t n, int is_error)
+json_t *fw_ing_tool_turn(json_t *traj, const char *call_id, const char *text, size_t n, int is_error)
 {
-	json_t *t = ing_turn_add(traj, "tool");
+	json_t *t = fw_ing_turn_add(traj, "tool");
 
 	if (!t)
 		return NULL;
@@ -599,7 +599,7 @@ json_t *ing_tool_turn(json_t *traj, const char *call_id, const char *text, size_
 	return t;
 }
 
-char *ing_content_text(const json_t *content, size_t *n)
+char *fw_ing_content_text(const json_t *content, size_t *n)
 {
 	size_t i, len = 0, cap = 64;
 	json_t *part;
@@ -621,12 +621,12 @@ char *ing_content_text(const json_t *content, size_t *n)
 	json_array_foreach(content, i, part) {
 		const char *s = NULL;
 		size_t sn = 0;
-		const char *type = ing_str(part, "type");
+		const char *type = fw_ing_str(part, "type");
 		if (json_is_string(part)) {
 			s = json_string_value(part);
 			sn = json_string_length(part);
 		} else if (type && (!strcmp(type, "refusal"))) {
-			s = ing_str(part, "refusal");
+			s = fw_ing_str(part, "refusal");
 			sn = s ? strlen(s) : 0;
 		} else if (type && (strstr(type, "image") || strstr(type, "audio") ||
 				    !strcmp(type, "input_file") || !strcmp(type, "document"))) {
@@ -665,7 +665,7 @@ char *ing_content_text(const json_t *content, size_t *n)
 	return out;
 }
 
-void ing_set_created(json_t *traj, const json_t *v)
+void fw_ing_set_created(json_t *traj, const json_t *v)
 {
 	char t[32];
 
@@ -673,7 +673,7 @@ void ing_set_created(json_t *traj, const json_t *v)
 		json_object_set_new(traj, "created", json_string(t));
 }
 
-void ing_set_usage(json_t *traj, const json_t *v, const char *in, const char *out)
+void fw_ing_set_usage(json_t *traj, const json_t *v, const char *in, const char *out)
 {
 	json_t *u = json_object_get(traj, "usage");
 	json_t *a = json_object_get(v, in), *b = json_object_get(v, out);
@@ -684,7 +684,7 @@ void ing_set_usage(json_t *traj, const json_t *v, const char *in, const char *ou
 		json_object_set_new(u, "output_tokens", json_integer(json_integer_value(b)));
 }
 
-void ing_meta_merge(json_t *traj, const json_t *md)
+void fw_ing_meta_merge(json_t *traj, const json_t *md)
 {
 	json_t *meta = json_object_get(traj, "meta");
 	const char *k;

@@ -2,9 +2,10 @@
  * fw_ingest.h — product logs and feedback events to `traj` records.
  *
  * Format detection, one converter per log format (each builds the common
- * traj record of flywheel-records(5) as a jansson object), content ids,
- * redaction of a record's text, and the feedback table that joins ratings
- * to trajectories.  fb-ingest(1) is the loop around these.
+ * traj record of flywheel-records(5) as a jansson object), reading a whole
+ * log file into trajectories, content ids, redaction of a record's text,
+ * and the feedback table that joins ratings to trajectories.  fb-ingest(1)
+ * is the loop around these.
  *
  * A traj built here looks like
  *

@@ -20,7 +20,7 @@
 
 static int is_turn_event(const json_t *e)
 {
-	const char *type = ing_str(e, "type");
+	const char *type = fw_ing_str(e, "type");
 
 	return type && (!strcmp(type, "user") || !strcmp(type, "assistant")) &&
 	       json_is_object(json_object_get(e, "message"));
@@ -37,9 +37,9 @@ static json_t *main_thread(const json_t *events, const json_t *idx, size_t leaf,
 	while (chain && cur >= 0 && steps++ <= n) {
 		json_t *e = json_array_get(events, (size_t)cur);
 		json_array_insert_new(chain, 0, json_integer(cur));
-		const char *parent = ing_str(e, "parentUuid");
+		const char *parent = fw_ing_str(e, "parentUuid");
 		if (!parent) /* a compaction boundary links back logically */
-			parent = ing_str(e, "logicalParentUuid");
+			parent = fw_ing_str(e, "logicalParentUuid");
 		if (!parent)
 			break;
 		json_t *pi = json_object_get(idx, parent);
@@ -66,11 +66,11 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 	if (!idx || !onmain || !msgs || !usage)
 		goto done;
 	if (!json_is_array(events)) {
-		snprintf(err, errlen, "session events are %s, not array", ing_type_name(events));
+		snprintf(err, errlen, "session events are %s, not array", fw_ing_type_name(events));
 		goto done;
 	}
 	json_array_foreach(events, i, e) {
-		const char *uuid = ing_str(e, "uuid");
+		const char *uuid = fw_ing_str(e, "uuid");
 		if (uuid)
 			json_object_set_new(idx, uuid, json_integer((json_int_t)i));
 		if (!is_turn_event(e))
@@ -89,12 +89,12 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 		goto done;
 	json_array_foreach(chain, i, v) {
 		e = json_array_get(events, (size_t)json_integer_value(v));
-		const char *uuid = ing_str(e, "uuid");
+		const char *uuid = fw_ing_str(e, "uuid");
 		if (uuid)
 			json_object_set_new(onmain, uuid, json_true());
 	}
 	json_array_foreach(events, i, e) {
-		const char *uuid = ing_str(e, "uuid");
+		const char *uuid = fw_ing_str(e, "uuid");
 		if (is_turn_event(e) && !json_is_true(json_object_get(e, "isSidechain")) &&
 		    uuid && !json_object_get(onmain, uuid))
 			dropped++;
@@ -107,11 +107,11 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 		if (!is_turn_event(e) || json_is_true(json_object_get(e, "isMeta")))
 			continue;
 		const json_t *m = json_object_get(e, "message");
-		const char *role = ing_str(m, "role");
-		const char *mid = ing_str(m, "id");
+		const char *role = fw_ing_str(m, "role");
+		const char *mid = fw_ing_str(m, "id");
 		const json_t *content = json_object_get(m, "content");
 		if (!role)
-			role = ing_str(e, "type");
+			role = fw_ing_str(e, "type");
 		if (!strcmp(role, "assistant") && mid && json_is_object(json_object_get(m, "usage")))
 			json_object_set(usage, mid, json_object_get(m, "usage"));
 		json_t *prev = json_array_get(msgs, json_array_size(msgs) - 1);
@@ -131,20 +131,20 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 		last_id = !strcmp(role, "assistant") ? mid : NULL;
 	}
 
-	traj = ing_traj_new("claude-code");
+	traj = fw_ing_traj_new("claude-code");
 	if (!traj)
 		goto done;
-	if (ing_anthropic_messages(traj, msgs, "message", err, errlen)) {
+	if (fw_ing_anthropic_messages(traj, msgs, "message", err, errlen)) {
 		json_decref(traj);
 		traj = NULL;
 		goto done;
 	}
 	json_t *first = json_array_get(events, (size_t)json_integer_value(json_array_get(chain, 0)));
 	json_t *meta = json_object_get(traj, "meta");
-	ing_set_created(traj, json_object_get(first, "timestamp"));
+	fw_ing_set_created(traj, json_object_get(first, "timestamp"));
 	json_array_foreach(chain, i, v) {
 		e = json_array_get(events, (size_t)json_integer_value(v));
-		const char *model = ing_str(json_object_get(e, "message"), "model");
+		const char *model = fw_ing_str(json_object_get(e, "message"), "model");
 		if (model && strcmp(model, "<synthetic>")) {
 			json_object_set_new(traj, "model", json_string(model));
 			break;
@@ -159,14 +159,14 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 		json_object_set_new(json_object_get(traj, "usage"), "input_tokens", json_integer(in));
 		json_object_set_new(json_object_get(traj, "usage"), "output_tokens", json_integer(out));
 	}
-	if (ing_str(first, "sessionId"))
-		json_object_set_new(meta, "source_id", json_string(ing_str(first, "sessionId")));
-	if (ing_str(first, "cwd"))
-		json_object_set_new(meta, "cwd", json_string(ing_str(first, "cwd")));
-	if (ing_str(first, "gitBranch"))
-		json_object_set_new(meta, "git_branch", json_string(ing_str(first, "gitBranch")));
-	if (ing_str(first, "version"))
-		json_object_set_new(meta, "client_version", json_string(ing_str(first, "version")));
+	if (fw_ing_str(first, "sessionId"))
+		json_object_set_new(meta, "source_id", json_string(fw_ing_str(first, "sessionId")));
+	if (fw_ing_str(first, "cwd"))
+		json_object_set_new(meta, "cwd", json_string(fw_ing_str(first, "cwd")));
+	if (fw_ing_str(first, "gitBranch"))
+		json_object_set_new(meta, "git_branch", json_string(fw_ing_str(first, "gitBranch")));
+	if (fw_ing_str(first, "version"))
+		json_object_set_new(meta, "client_version", json_string(fw_ing_str(first, "version")));
 	if (nside) {
 		json_array_append_new(json_object_get(traj, "tags"), json_string("sidechain"));
 		json_object_set_new(meta, "sidechain_events", json_integer(nside));

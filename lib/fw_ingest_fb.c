@@ -446,7 +446,7 @@ static int parse_jsonl(struct load *L, FILE *f, char *err, size_t errlen)
 		json_t *o = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
 		if (!json_is_object(o)) {
 			if (o)
-				snprintf(msg, sizeof msg, "a JSON %s, not an object", ing_type_name(o));
+				snprintf(msg, sizeof msg, "a JSON %s, not an object", fw_ing_type_name(o));
 			else
 				snprintf(msg, sizeof msg, "invalid JSON: %s", je.text);
 			json_decref(o);
@@ -631,8 +631,8 @@ long fw_feedback_join(struct fw_feedback *fb, const char *key, json_t *traj)
 		moved++;
 		/* the same user may already have voted under another key */
 		json_array_foreach(arr, j, have) {
-			const char *u = ing_str(have, "user");
-			const char *at = ing_str(have, "at");
+			const char *u = fw_ing_str(have, "user");
+			const char *at = fw_ing_str(have, "at");
 			if (!e->user[0] || !u || strcmp(u, e->user))
 				continue;
 			fb->st.superseded++;

@@ -73,7 +73,7 @@ static int do_claude(struct in *in, FILE *fp)
 			bad_at(in, "line", lineno, why);
 			continue;
 		}
-		const char *s = ing_str(e, "sessionId");
+		const char *s = fw_ing_str(e, "sessionId");
 		if (!s) {
 			json_decref(e); /* summaries and snapshots belong to no turn */
 			continue;

@@ -41,11 +41,11 @@ static void set_source_id(json_t *traj, const json_t *v)
 static int append_content(json_t *turn, const char *key, const json_t *content)
 {
 	size_t n;
-	char *s = ing_content_text(content, &n);
+	char *s = fw_ing_content_text(content, &n);
 
 	if (!s)
 		return -1;
-	int rc = ing_turn_append(turn, key, s, n);
+	int rc = fw_ing_turn_append(turn, key, s, n);
 	free(s);
 	return rc;
 }
@@ -55,7 +55,7 @@ static int append_content(json_t *turn, const char *key, const json_t *content)
 static int chat_message(json_t *traj, const json_t *m, const char *path, char **legacy,
 			char *err, size_t errlen)
 {
-	const char *role = ing_str(m, "role");
+	const char *role = fw_ing_str(m, "role");
 	const json_t *calls, *fc;
 	json_t *t;
 	size_t i;
@@ -64,27 +64,27 @@ static int chat_message(json_t *traj, const json_t *m, const char *path, char **
 	if (!m)
 		return ERR("'%s' is missing", path);
 	if (!json_is_object(m))
-		return ERR("'%s' is %s, not object", path, ing_type_name(m));
+		return ERR("'%s' is %s, not object", path, fw_ing_type_name(m));
 	if (!role)
 		return ERR("'%s.role' is missing", path);
 	if (!strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user")) {
-		t = ing_turn_add(traj, role[0] == 'u' ? "user" : "system");
+		t = fw_ing_turn_add(traj, role[0] == 'u' ? "user" : "system");
 		return t && !append_content(t, "text", json_object_get(m, "content")) ? 0 : -1;
 	}
 	if (!strcmp(role, "assistant")) {
-		t = ing_turn_add(traj, "assistant");
+		t = fw_ing_turn_add(traj, "assistant");
 		if (!t || append_content(t, "text", json_object_get(m, "content")))
 			return -1;
-		if (ing_str(m, "refusal"))
-			ing_turn_append(t, "text", ing_str(m, "refusal"), strlen(ing_str(m, "refusal")));
-		if (ing_field(m, "tool_calls", JSON_ARRAY, "tool_calls", &calls, err, errlen))
+		if (fw_ing_str(m, "refusal"))
+			fw_ing_turn_append(t, "text", fw_ing_str(m, "refusal"), strlen(fw_ing_str(m, "refusal")));
+		if (fw_ing_field(m, "tool_calls", JSON_ARRAY, "tool_calls", &calls, err, errlen))
 			return -1;
 		json_array_foreach(calls, i, c) {
 			const json_t *f = json_object_get(c, "function");
 			if (!json_is_object(f))
 				return ERR("'%s.tool_calls[%zu].function' is %s, not object", path, i,
-					   ing_type_name(f));
-			if (ing_turn_call(t, ing_str(c, "id"), ing_str(f, "name"),
+					   fw_ing_type_name(f));
+			if (fw_ing_turn_call(t, fw_ing_str(c, "id"), fw_ing_str(f, "name"),
 					  json_object_get(f, "arguments")))
 				return -1;
 		}
@@ -95,18 +95,18 @@ static int chat_message(json_t *traj, const json_t *m, const char *path, char **
 			snprintf(id, sizeof id, "fc_%zu", json_array_size(json_object_get(traj, "turns")) - 1);
 			free(*legacy);
 			*legacy = strdup(id);
-			if (ing_turn_call(t, id, ing_str(fc, "name"), json_object_get(fc, "arguments")))
+			if (fw_ing_turn_call(t, id, fw_ing_str(fc, "name"), json_object_get(fc, "arguments")))
 				return -1;
 		}
 		return 0;
 	}
 	if (!strcmp(role, "tool") || !strcmp(role, "function")) {
 		size_t n;
-		const char *id = !strcmp(role, "tool") ? ing_str(m, "tool_call_id") : *legacy;
-		char *s = ing_content_text(json_object_get(m, "content"), &n);
+		const char *id = !strcmp(role, "tool") ? fw_ing_str(m, "tool_call_id") : *legacy;
+		char *s = fw_ing_content_text(json_object_get(m, "content"), &n);
 		if (!s)
 			return -1;
-		t = ing_tool_turn(traj, id, s, n, 0);
+		t = fw_ing_tool_turn(traj, id, s, n, 0);
 		free(s);
 		return t ? 0 : -1;
 	}
@@ -135,7 +135,7 @@ static json_t *conv_openai_chat(const json_t *doc, char *err, size_t errlen)
 	}
 	if (!json_is_array(msgs)) {
 		if (msgs)
-			snprintf(err, errlen, "'%s' is %s, not array", mpath, ing_type_name(msgs));
+			snprintf(err, errlen, "'%s' is %s, not array", mpath, fw_ing_type_name(msgs));
 		else
 			snprintf(err, errlen, "'%s' is missing", mpath);
 		return NULL;
@@ -143,10 +143,10 @@ static json_t *conv_openai_chat(const json_t *doc, char *err, size_t errlen)
 	if (!choices && resp)
 		choices = json_object_get(resp, "choices");
 	if (choices && !json_is_array(choices)) {
-		snprintf(err, errlen, "'choices' is %s, not array", ing_type_name(choices));
+		snprintf(err, errlen, "'choices' is %s, not array", fw_ing_type_name(choices));
 		return NULL;
 	}
-	json_t *traj = ing_traj_new("openai-chat");
+	json_t *traj = fw_ing_traj_new("openai-chat");
 	if (!traj)
 		return NULL;
 	json_array_foreach(msgs, i, m) {
@@ -159,9 +159,9 @@ static json_t *conv_openai_chat(const json_t *doc, char *err, size_t errlen)
 		if (chat_message(traj, json_object_get(ch, "message"), "choices[0].message", &legacy,
 				 err, errlen))
 			goto fail;
-		if (ing_str(ch, "finish_reason"))
+		if (fw_ing_str(ch, "finish_reason"))
 			json_object_set_new(json_object_get(traj, "meta"), "stop",
-					    json_string(ing_str(ch, "finish_reason")));
+					    json_string(fw_ing_str(ch, "finish_reason")));
 	}
 	static const char *const model_keys[] = {"model", NULL};
 	const json_t *model = first_of(doc, model_keys);
@@ -172,14 +172,14 @@ static json_t *conv_openai_chat(const json_t *doc, char *err, size_t errlen)
 	set_str(traj, "model", model);
 	static const char *const time_keys[] = {"created", "created_at", "timestamp", NULL};
 	const json_t *tm = first_of(doc, time_keys);
-	ing_set_created(traj, tm ? tm : resp ? json_object_get(resp, "created") : NULL);
+	fw_ing_set_created(traj, tm ? tm : resp ? json_object_get(resp, "created") : NULL);
 	const json_t *usage = json_object_get(doc, "usage");
-	ing_set_usage(traj, usage ? usage : resp ? json_object_get(resp, "usage") : NULL,
+	fw_ing_set_usage(traj, usage ? usage : resp ? json_object_get(resp, "usage") : NULL,
 		      "prompt_tokens", "completion_tokens");
 	const json_t *id = json_object_get(doc, "id");
 	set_source_id(traj, id ? id : resp ? json_object_get(resp, "id") : NULL);
 	const json_t *md = json_object_get(doc, "metadata");
-	ing_meta_merge(traj, md ? md : req ? json_object_get(req, "metadata") : NULL);
+	fw_ing_meta_merge(traj, md ? md : req ? json_object_get(req, "metadata") : NULL);
 	free(legacy);
 	return traj;
 fail:
@@ -194,8 +194,8 @@ fail:
  * assistant turn still open for this kind of item, else a new one. */
 static json_t *open_assistant(json_t *traj, int for_call)
 {
-	json_t *t = ing_turn_last(traj);
-	const char *role = ing_str(t, "role");
+	json_t *t = fw_ing_turn_last(traj);
+	const char *role = fw_ing_str(t, "role");
 
 	if (t && role && !strcmp(role, "assistant")) {
 		if (for_call)
@@ -205,7 +205,7 @@ static json_t *open_assistant(json_t *traj, int for_call)
 		if (!json_string_length(json_object_get(t, "text")) && !json_object_get(t, "calls"))
 			return t;
 	}
-	return ing_turn_add(traj, "assistant");
+	return fw_ing_turn_add(traj, "assistant");
 }
 
 static int responses_items(json_t *traj, const json_t *items, const char *what, long *unknown,
@@ -216,23 +216,23 @@ static int responses_items(json_t *traj, const json_t *items, const char *what, 
 	json_t *t;
 
 	if (json_is_string(items)) {
-		t = ing_turn_add(traj, "user");
+		t = fw_ing_turn_add(traj, "user");
 		return t && !append_content(t, "text", items) ? 0 : -1;
 	}
 	if (!items || json_is_null(items))
 		return 0;
 	if (!json_is_array(items))
-		return ERR("'%s' is %s, not array", what, ing_type_name(items));
+		return ERR("'%s' is %s, not array", what, fw_ing_type_name(items));
 	json_array_foreach(items, i, it) {
 		if (!json_is_object(it))
-			return ERR("'%s[%zu]' is %s, not object", what, i, ing_type_name(it));
-		const char *type = ing_str(it, "type");
-		const char *role = ing_str(it, "role");
+			return ERR("'%s[%zu]' is %s, not object", what, i, fw_ing_type_name(it));
+		const char *type = fw_ing_str(it, "type");
+		const char *role = fw_ing_str(it, "role");
 		if ((!type || !strcmp(type, "message")) && role) {
 			if (!strcmp(role, "assistant"))
 				t = open_assistant(traj, 0);
 			else
-				t = ing_turn_add(traj, !strcmp(role, "user") ? "user" : "system");
+				t = fw_ing_turn_add(traj, !strcmp(role, "user") ? "user" : "system");
 			if (!t || append_content(t, "text", json_object_get(it, "content")))
 				return -1;
 		} else if (type && !strcmp(type, "reasoning")) {
@@ -242,15 +242,15 @@ static int responses_items(json_t *traj, const json_t *items, const char *what, 
 		} else if (type && (!strcmp(type, "function_call") || !strcmp(type, "custom_tool_call"))) {
 			t = open_assistant(traj, 1);
 			const json_t *args = json_object_get(it, type[0] == 'f' ? "arguments" : "input");
-			if (!t || ing_turn_call(t, ing_str(it, "call_id"), ing_str(it, "name"), args))
+			if (!t || fw_ing_turn_call(t, fw_ing_str(it, "call_id"), fw_ing_str(it, "name"), args))
 				return -1;
 		} else if (type && (!strcmp(type, "function_call_output") ||
 				    !strcmp(type, "custom_tool_call_output"))) {
 			size_t n;
-			char *s = ing_content_text(json_object_get(it, "output"), &n);
+			char *s = fw_ing_content_text(json_object_get(it, "output"), &n);
 			if (!s)
 				return -1;
-			t = ing_tool_turn(traj, ing_str(it, "call_id"), s, n, 0);
+			t = fw_ing_tool_turn(traj, fw_ing_str(it, "call_id"), s, n, 0);
 			free(s);
 			if (!t)
 				return -1;
@@ -263,14 +263,14 @@ static int responses_items(json_t *traj, const json_t *items, const char *what, 
 
 static json_t *conv_openai_responses(const json_t *doc, char *err, size_t errlen)
 {
-	json_t *traj = ing_traj_new("openai-responses");
+	json_t *traj = fw_ing_traj_new("openai-responses");
 	long unknown = 0;
 
 	if (!traj)
 		return NULL;
 	const json_t *ins = json_object_get(doc, "instructions");
 	if (json_is_string(ins) && json_string_length(ins)) {
-		json_t *t = ing_turn_add(traj, "system");
+		json_t *t = fw_ing_turn_add(traj, "system");
 		if (!t || append_content(t, "text", ins))
 			goto fail;
 	}
@@ -278,10 +278,10 @@ static json_t *conv_openai_responses(const json_t *doc, char *err, size_t errlen
 	    responses_items(traj, json_object_get(doc, "output"), "output", &unknown, err, errlen))
 		goto fail;
 	set_str(traj, "model", json_object_get(doc, "model"));
-	ing_set_created(traj, json_object_get(doc, "created_at"));
-	ing_set_usage(traj, json_object_get(doc, "usage"), "input_tokens", "output_tokens");
+	fw_ing_set_created(traj, json_object_get(doc, "created_at"));
+	fw_ing_set_usage(traj, json_object_get(doc, "usage"), "input_tokens", "output_tokens");
 	set_source_id(traj, json_object_get(doc, "id"));
-	ing_meta_merge(traj, json_object_get(doc, "metadata"));
+	fw_ing_meta_merge(traj, json_object_get(doc, "metadata"));
 	if (unknown)
 		json_object_set_new(json_object_get(traj, "meta"), "unknown_items", json_integer(unknown));
 	return traj;
@@ -301,9 +301,9 @@ static int anthropic_blocks_assistant(json_t *t, const json_t *content, const ch
 	if (json_is_string(content))
 		return append_content(t, "text", content);
 	if (!json_is_array(content))
-		return ERR("'%s.content' is %s, not array", path, ing_type_name(content));
+		return ERR("'%s.content' is %s, not array", path, fw_ing_type_name(content));
 	json_array_foreach(content, i, b) {
-		const char *type = ing_str(b, "type");
+		const char *type = fw_ing_str(b, "type");
 		if (!type)
 			return ERR("'%s.content[%zu].type' is missing", path, i);
 		if (!strcmp(type, "text")) {
@@ -316,15 +316,15 @@ static int anthropic_blocks_assistant(json_t *t, const json_t *content, const ch
 			const json_t *in = json_object_get(b, "input");
 			if (in && !json_is_object(in))
 				return ERR("'%s.content[%zu].input' is %s, not object", path, i,
-					   ing_type_name(in));
-			if (ing_turn_call(t, ing_str(b, "id"), ing_str(b, "name"), in))
+					   fw_ing_type_name(in));
+			if (fw_ing_turn_call(t, fw_ing_str(b, "id"), fw_ing_str(b, "name"), in))
 				return -1;
 		}
 	}
 	return 0;
 }
 
-int ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpath, char *err,
+int fw_ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpath, char *err,
 			   size_t errlen)
 {
 	size_t i, j;
@@ -332,16 +332,16 @@ int ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpath, 
 	char path[64];
 
 	if (!json_is_array(msgs))
-		return msgs ? ERR("'%s' is %s, not array", mpath, ing_type_name(msgs))
+		return msgs ? ERR("'%s' is %s, not array", mpath, fw_ing_type_name(msgs))
 			    : ERR("'%s' is missing", mpath);
 	json_array_foreach(msgs, i, m) {
 		snprintf(path, sizeof path, "%s[%zu]", mpath, i);
-		const char *role = ing_str(m, "role");
+		const char *role = fw_ing_str(m, "role");
 		const json_t *content = json_object_get(m, "content");
 		if (!role)
 			return ERR("'%s.role' is missing", path);
 		if (!strcmp(role, "assistant")) {
-			json_t *t = ing_turn_add(traj, "assistant");
+			json_t *t = fw_ing_turn_add(traj, "assistant");
 			if (!t || anthropic_blocks_assistant(t, content, path, err, errlen))
 				return -1;
 			continue;
@@ -349,22 +349,22 @@ int ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpath, 
 		if (strcmp(role, "user"))
 			return ERR("'%s.role' is '%.40s', not user or assistant", path, role);
 		if (json_is_string(content)) {
-			json_t *t = ing_turn_add(traj, "user");
+			json_t *t = fw_ing_turn_add(traj, "user");
 			if (!t || append_content(t, "text", content))
 				return -1;
 			continue;
 		}
 		if (!json_is_array(content))
-			return ERR("'%s.content' is %s, not array", path, ing_type_name(content));
+			return ERR("'%s.content' is %s, not array", path, fw_ing_type_name(content));
 		json_t *user = NULL; /* the user turn this message's text goes to */
 		json_array_foreach(content, j, b) {
-			const char *type = ing_str(b, "type");
+			const char *type = fw_ing_str(b, "type");
 			if (type && !strcmp(type, "tool_result")) {
 				size_t n;
-				char *s = ing_content_text(json_object_get(b, "content"), &n);
+				char *s = fw_ing_content_text(json_object_get(b, "content"), &n);
 				if (!s)
 					return -1;
-				json_t *t = ing_tool_turn(traj, ing_str(b, "tool_use_id"), s, n,
+				json_t *t = fw_ing_tool_turn(traj, fw_ing_str(b, "tool_use_id"), s, n,
 							  json_is_true(json_object_get(b, "is_error")));
 				free(s);
 				if (!t)
@@ -373,7 +373,7 @@ int ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpath, 
 				continue;
 			}
 			if (!user) {
-				user = ing_turn_add(traj, "user");
+				user = fw_ing_turn_add(traj, "user");
 				if (!user)
 					return -1;
 			}
@@ -392,7 +392,7 @@ int ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpath, 
  * "assistant"), whose content is the last assistant turn. */
 static int is_assistant_response(const json_t *doc)
 {
-	const char *role = ing_str(doc, "role"), *type = ing_str(doc, "type");
+	const char *role = fw_ing_str(doc, "role"), *type = fw_ing_str(doc, "type");
 
 	return (role && !strcmp(role, "assistant")) || (type && !strcmp(type, "message"));
 }
@@ -409,39 +409,39 @@ static json_t *conv_anthropic(const json_t *doc, char *err, size_t errlen)
 		mpath = "request.messages";
 	if (!json_is_object(resp))
 		resp = doc;
-	json_t *traj = ing_traj_new("anthropic");
+	json_t *traj = fw_ing_traj_new("anthropic");
 	if (!traj)
 		return NULL;
 	const json_t *sys = json_object_get(req, "system");
 	if (!sys)
 		sys = json_object_get(doc, "system");
 	if (json_is_string(sys) || json_is_array(sys)) {
-		json_t *t = ing_turn_add(traj, "system");
+		json_t *t = fw_ing_turn_add(traj, "system");
 		if (!t || append_content(t, "text", sys))
 			goto fail;
 	}
 	const json_t *msgs = json_object_get(req, "messages");
 	if (!msgs)
 		msgs = json_object_get(doc, "messages");
-	if (ing_anthropic_messages(traj, msgs, mpath, err, errlen))
+	if (fw_ing_anthropic_messages(traj, msgs, mpath, err, errlen))
 		goto fail;
 	/* the response, when the log line holds it next to the request */
 	const json_t *rc = json_object_get(resp, "content");
 	if (rc && (is_assistant_response(resp) || resp != doc)) {
-		json_t *t = ing_turn_add(traj, "assistant");
+		json_t *t = fw_ing_turn_add(traj, "assistant");
 		if (!t || anthropic_blocks_assistant(t, rc, "content", err, errlen))
 			goto fail;
 	}
 	const json_t *model = json_object_get(resp, "model");
 	set_str(traj, "model", model ? model : json_object_get(req, "model"));
 	static const char *const time_keys[] = {"created_at", "created", "timestamp", NULL};
-	ing_set_created(traj, first_of(doc, time_keys));
-	ing_set_usage(traj, json_object_get(resp, "usage"), "input_tokens", "output_tokens");
+	fw_ing_set_created(traj, first_of(doc, time_keys));
+	fw_ing_set_usage(traj, json_object_get(resp, "usage"), "input_tokens", "output_tokens");
 	set_source_id(traj, json_object_get(resp, "id"));
-	if (ing_str(resp, "stop_reason"))
+	if (fw_ing_str(resp, "stop_reason"))
 		json_object_set_new(json_object_get(traj, "meta"), "stop",
-				    json_string(ing_str(resp, "stop_reason")));
-	ing_meta_merge(traj, json_object_get(doc, "metadata"));
+				    json_string(fw_ing_str(resp, "stop_reason")));
+	fw_ing_meta_merge(traj, json_object_get(doc, "metadata"));
 	return traj;
 fail:
 	json_decref(traj);
@@ -462,15 +462,15 @@ static int in_list(const char *s, const char *const *list)
  * {name, arguments} or an array of them. */
 static int sharegpt_calls(json_t *traj, const json_t *value, json_t *pending, int *k)
 {
-	json_t *t = ing_turn_last(traj);
+	json_t *t = fw_ing_turn_last(traj);
 	json_error_t je;
 	json_t *v = NULL;
 	size_t i;
 	json_t *c;
 	char id[32];
 
-	if (!t || strcmp(ing_str(t, "role"), "assistant"))
-		t = ing_turn_add(traj, "assistant");
+	if (!t || strcmp(fw_ing_str(t, "role"), "assistant"))
+		t = fw_ing_turn_add(traj, "assistant");
 	if (!t)
 		return -1;
 	if (json_is_string(value))
@@ -482,7 +482,7 @@ static int sharegpt_calls(json_t *traj, const json_t *value, json_t *pending, in
 		json_decref(v);
 		snprintf(id, sizeof id, "call_%d", (*k)++);
 		json_array_append_new(pending, json_string(id));
-		return ing_turn_call(t, id, "", value);
+		return fw_ing_turn_call(t, id, "", value);
 	}
 	if (json_is_object(v)) {
 		json_t *a = json_array();
@@ -494,7 +494,7 @@ static int sharegpt_calls(json_t *traj, const json_t *value, json_t *pending, in
 		static const char *const arg_keys[] = {"arguments", "parameters", "args", "input", NULL};
 		snprintf(id, sizeof id, "call_%d", (*k)++);
 		json_array_append_new(pending, json_string(id));
-		if (ing_turn_call(t, id, ing_str(c, "name"), first_of(c, arg_keys))) {
+		if (fw_ing_turn_call(t, id, fw_ing_str(c, "name"), first_of(c, arg_keys))) {
 			json_decref(v);
 			return -1;
 		}
@@ -523,26 +523,26 @@ static json_t *conv_sharegpt(const json_t *doc, char *err, size_t errlen)
 	}
 	if (!json_is_array(conv)) {
 		if (conv)
-			snprintf(err, errlen, "'%s' is %s, not array", cpath, ing_type_name(conv));
+			snprintf(err, errlen, "'%s' is %s, not array", cpath, fw_ing_type_name(conv));
 		else
 			snprintf(err, errlen, "'conversations' is missing");
 		return NULL;
 	}
-	json_t *traj = ing_traj_new("sharegpt");
+	json_t *traj = fw_ing_traj_new("sharegpt");
 	json_t *pending = json_array();
 	if (!traj || !pending)
 		goto fail;
 	const json_t *sys = json_object_get(doc, "system");
 	if (json_is_string(sys) && json_string_length(sys)) {
-		json_t *t = ing_turn_add(traj, "system");
+		json_t *t = fw_ing_turn_add(traj, "system");
 		if (!t || append_content(t, "text", sys))
 			goto fail;
 	}
 	json_array_foreach(conv, i, m) {
-		const char *from = ing_str(m, "from");
+		const char *from = fw_ing_str(m, "from");
 		const json_t *value = json_object_get(m, "value");
 		if (!from)
-			from = ing_str(m, "role");
+			from = fw_ing_str(m, "role");
 		if (!value)
 			value = json_object_get(m, "content");
 		if (!from) {
@@ -551,21 +551,21 @@ static json_t *conv_sharegpt(const json_t *doc, char *err, size_t errlen)
 		}
 		json_t *t = NULL;
 		if (!strcmp(from, "system")) {
-			t = ing_turn_add(traj, "system");
+			t = fw_ing_turn_add(traj, "system");
 		} else if (in_list(from, user_from)) {
-			t = ing_turn_add(traj, "user");
+			t = fw_ing_turn_add(traj, "user");
 		} else if (in_list(from, asst_from)) {
-			t = ing_turn_add(traj, "assistant");
+			t = fw_ing_turn_add(traj, "assistant");
 		} else if (in_list(from, call_from)) {
 			if (sharegpt_calls(traj, value, pending, &k))
 				goto fail;
 			continue;
 		} else if (in_list(from, obs_from)) {
 			size_t n;
-			char *s = ing_content_text(value, &n);
+			char *s = fw_ing_content_text(value, &n);
 			/* calls are answered in the order they were made */
 			const char *id = json_string_value(json_array_get(pending, 0));
-			t = s ? ing_tool_turn(traj, id, s, n, 0) : NULL;
+			t = s ? fw_ing_tool_turn(traj, id, s, n, 0) : NULL;
 			free(s);
 			if (!t)
 				goto fail;
@@ -581,9 +581,9 @@ static json_t *conv_sharegpt(const json_t *doc, char *err, size_t errlen)
 	json_decref(pending);
 	set_str(traj, "model", json_object_get(doc, "model"));
 	static const char *const time_keys[] = {"created", "created_at", "timestamp", NULL};
-	ing_set_created(traj, first_of(doc, time_keys));
+	fw_ing_set_created(traj, first_of(doc, time_keys));
 	set_source_id(traj, json_object_get(doc, "id"));
-	ing_meta_merge(traj, json_object_get(doc, "metadata"));
+	fw_ing_meta_merge(traj, json_object_get(doc, "metadata"));
 	return traj;
 fail:
 	json_decref(pending);
@@ -598,13 +598,13 @@ fail:
 static int swe_action(json_t *traj, const char *thought, const char *action, int step,
 		      char *idbuf, size_t idlen)
 {
-	json_t *t = ing_turn_add(traj, "assistant");
+	json_t *t = fw_ing_turn_add(traj, "assistant");
 	char name[64];
 	size_t n = 0;
 
 	if (!t)
 		return -1;
-	if (thought && ing_turn_append(t, "text", thought, strlen(thought)))
+	if (thought && fw_ing_turn_append(t, "text", thought, strlen(thought)))
 		return -1;
 	idbuf[0] = 0;
 	if (!action || !*action)
@@ -616,7 +616,7 @@ static int swe_action(json_t *traj, const char *thought, const char *action, int
 	name[n] = 0;
 	snprintf(idbuf, idlen, "step-%d", step);
 	json_t *args = json_pack("{ss}", "command", action);
-	int rc = ing_turn_call(t, idbuf, name, args);
+	int rc = fw_ing_turn_call(t, idbuf, name, args);
 	json_decref(args);
 	return rc;
 }
@@ -629,25 +629,25 @@ static json_t *conv_swe_agent(const json_t *doc, const char *name, char *err, si
 	size_t i;
 	json_t *h;
 
-	if (ing_field(doc, "history", JSON_ARRAY, "history", &hist, err, errlen) ||
-	    ing_field(doc, "trajectory", JSON_ARRAY, "trajectory", &steps, err, errlen))
+	if (fw_ing_field(doc, "history", JSON_ARRAY, "history", &hist, err, errlen) ||
+	    fw_ing_field(doc, "trajectory", JSON_ARRAY, "trajectory", &steps, err, errlen))
 		return NULL;
-	json_t *traj = ing_traj_new("swe-agent");
+	json_t *traj = fw_ing_traj_new("swe-agent");
 	if (!traj)
 		return NULL;
 	if (json_array_size(hist)) {
 		json_array_foreach(hist, i, h) {
-			const char *role = ing_str(h, "role");
+			const char *role = fw_ing_str(h, "role");
 			if (!role) {
 				snprintf(err, errlen, "'history[%zu].role' is missing", i);
 				goto fail;
 			}
 			const json_t *content = json_object_get(h, "content");
 			if (!strcmp(role, "assistant")) {
-				const char *thought = ing_str(h, "thought");
-				const char *action = ing_str(h, "action");
+				const char *thought = fw_ing_str(h, "thought");
+				const char *action = fw_ing_str(h, "action");
 				if (!thought && !action) {
-					json_t *t = ing_turn_add(traj, "assistant");
+					json_t *t = fw_ing_turn_add(traj, "assistant");
 					if (!t || append_content(t, "text", content))
 						goto fail;
 					continue;
@@ -656,25 +656,25 @@ static json_t *conv_swe_agent(const json_t *doc, const char *name, char *err, si
 					goto fail;
 			} else if ((!strcmp(role, "user") || !strcmp(role, "tool")) && pending[0]) {
 				size_t n;
-				char *s = ing_content_text(content, &n);
-				json_t *t = s ? ing_tool_turn(traj, pending, s, n, 0) : NULL;
+				char *s = fw_ing_content_text(content, &n);
+				json_t *t = s ? fw_ing_tool_turn(traj, pending, s, n, 0) : NULL;
 				free(s);
 				if (!t)
 					goto fail;
 				pending[0] = 0;
 			} else {
-				json_t *t = ing_turn_add(traj, !strcmp(role, "system") ? "system" : "user");
+				json_t *t = fw_ing_turn_add(traj, !strcmp(role, "system") ? "system" : "user");
 				if (!t || append_content(t, "text", content))
 					goto fail;
 			}
 		}
 	} else {
 		json_array_foreach(steps, i, h) {
-			const char *obs = ing_str(h, "observation");
-			if (swe_action(traj, ing_str(h, "thought"), ing_str(h, "action"), step++, pending,
+			const char *obs = fw_ing_str(h, "observation");
+			if (swe_action(traj, fw_ing_str(h, "thought"), fw_ing_str(h, "action"), step++, pending,
 				       sizeof pending))
 				goto fail;
-			if (pending[0] && !ing_tool_turn(traj, pending, obs ? obs : "", obs ? strlen(obs) : 0, 0))
+			if (pending[0] && !fw_ing_tool_turn(traj, pending, obs ? obs : "", obs ? strlen(obs) : 0, 0))
 				goto fail;
 		}
 	}
@@ -703,10 +703,10 @@ static json_t *conv_swe_agent(const json_t *doc, const char *name, char *err, si
 	}
 	json_decref(cfg);
 	const json_t *info = json_object_get(doc, "info");
-	ing_set_usage(traj, json_object_get(info, "model_stats"), "tokens_sent", "tokens_received");
-	if (ing_str(info, "exit_status"))
+	fw_ing_set_usage(traj, json_object_get(info, "model_stats"), "tokens_sent", "tokens_received");
+	if (fw_ing_str(info, "exit_status"))
 		json_object_set_new(json_object_get(traj, "meta"), "exit_status",
-				    json_string(ing_str(info, "exit_status")));
+				    json_string(fw_ing_str(info, "exit_status")));
 	return traj;
 fail:
 	json_decref(traj);
@@ -717,7 +717,7 @@ json_t *fw_ingest_convert(enum fw_fmt f, const json_t *doc, const char *name, ch
 			  size_t errlen)
 {
 	if (!json_is_object(doc)) {
-		snprintf(err, errlen, "a JSON %s, not an object", ing_type_name(doc));
+		snprintf(err, errlen, "a JSON %s, not an object", fw_ing_type_name(doc));
 		return NULL;
 	}
 	snprintf(err, errlen, "out of memory");

@@ -1,6 +1,6 @@
 /*
  * fw_ingest_int.h — helpers shared by the fw_ingest*.c files (not part of
- * the library's interface).  All of them take and return jansson objects;
+ * the library's interface; prefix fw_ing_).  All of them take and return jansson objects;
  * "borrowed" results are owned by the object they came from.
  */
 #ifndef FW_INGEST_INT_H
@@ -11,59 +11,59 @@
 
 /* A new traj object with every field in schema order (id "" until
  * fw_ingest_set_id()).  NULL when memory runs out. */
-json_t *ing_traj_new(const char *source);
+json_t *fw_ing_traj_new(const char *source);
 
 /* Appends a turn {role, text: ""} to traj; returns it (borrowed) or NULL. */
-json_t *ing_turn_add(json_t *traj, const char *role);
+json_t *fw_ing_turn_add(json_t *traj, const char *role);
 
 /* The last turn of traj (borrowed), or NULL. */
-json_t *ing_turn_last(json_t *traj);
+json_t *fw_ing_turn_last(json_t *traj);
 
 /* Appends s[0..n) to the turn's field key (text or thinking), after a
  * newline when the field is not empty.  Returns 0 or -1. */
-int ing_turn_append(json_t *turn, const char *key, const char *s, size_t n);
+int fw_ing_turn_append(json_t *turn, const char *key, const char *s, size_t n);
 
 /* Appends a call {id, name, args} to the turn; args is a JSON string (kept,
  * compacted when it parses as JSON) or any other JSON value (dumped
  * compact).  Returns 0 or -1. */
-int ing_turn_call(json_t *turn, const char *id, const char *name, const json_t *args);
+int fw_ing_turn_call(json_t *turn, const char *id, const char *name, const json_t *args);
 
 /* Appends a tool turn answering call_id.  Returns it (borrowed) or NULL. */
-json_t *ing_tool_turn(json_t *traj, const char *call_id, const char *text, size_t n,
+json_t *fw_ing_tool_turn(json_t *traj, const char *call_id, const char *text, size_t n,
 		      int is_error);
 
 /* Text of message content: a string; an array of parts whose text is
  * joined with newlines ("text", "input_text", "output_text", "refusal",
  * "summary_text"; images as "[image]"); null as "".  Returns a malloc'd
  * NUL-terminated string (length in *n) or NULL when memory runs out. */
-char *ing_content_text(const json_t *content, size_t *n);
+char *fw_ing_content_text(const json_t *content, size_t *n);
 
 /* String field k of o, or NULL when absent or not a string. */
-const char *ing_str(const json_t *o, const char *k);
+const char *fw_ing_str(const json_t *o, const char *k);
 
 /* Field k of o if it has type t (or is absent: then *out = NULL) and
  * returns 0; -1 with "'PATH' is TYPE, not WANT" in err otherwise.  path
  * names the field in the message. */
-int ing_field(const json_t *o, const char *k, json_type t, const char *path, const json_t **out,
+int fw_ing_field(const json_t *o, const char *k, json_type t, const char *path, const json_t **out,
 	      char *err, size_t errlen);
 
 /* Name of a jansson type for messages ("object", "array", ...). */
-const char *ing_type_name(const json_t *v);
+const char *fw_ing_type_name(const json_t *v);
 
 /* Sets traj.created from v when v is a time (see fw_ingest_time()). */
-void ing_set_created(json_t *traj, const json_t *v);
+void fw_ing_set_created(json_t *traj, const json_t *v);
 
 /* Sets traj.usage to {input_tokens, output_tokens} from v's fields in and
  * out (either may be missing). */
-void ing_set_usage(json_t *traj, const json_t *v, const char *in, const char *out);
+void fw_ing_set_usage(json_t *traj, const json_t *v, const char *in, const char *out);
 
 /* Copies the members of object md (when an object) into traj.meta, never
  * overwriting a key already there. */
-void ing_meta_merge(json_t *traj, const json_t *md);
+void fw_ing_meta_merge(json_t *traj, const json_t *md);
 
 /* Converts Anthropic-style messages (role + string or content blocks) and
  * appends their turns to traj.  Returns 0, or -1 with err set. */
-int ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *path, char *err,
+int fw_ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *path, char *err,
 			   size_t errlen);
 
 #endif
