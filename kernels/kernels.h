@@ -102,6 +102,11 @@ void fw_rmsnorm_bwd(float *dinp, float *dw, const float *dout,
 void fw_rope_table(float *cos_t, float *sin_t, int maxT, int hd,
 		   double theta);
 
+/* As fw_rope_table with the hd/2 frequencies given: angle(p, i) =
+ * p * inv_freq[i] (for scaled RoPE variants, computed by the caller). */
+void fw_rope_table_inv(float *cos_t, float *sin_t, int maxT, int hd,
+		       const float *inv_freq);
+
 /* Rotates x (N, nh, hd) in place, row r at position pos[r] (< maxT of the
  * tables), in the Hugging Face "rotate_half" layout: element i pairs with
  * i + hd/2.  x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin. */

@@ -134,8 +134,33 @@ int fw_config_parse(struct fw_config *c, const char *json, size_t len,
 		 json_is_string(v) ? json_string_value(v) : "float32");
 	v = json_object_get(o, "rope_scaling");
 	if (v && !json_is_null(v)) {
-		seterr(err, errlen, "%s: rope_scaling is not supported", name);
-		goto fail;
+		json_t *t = json_object_get(v, "rope_type");
+		const char *ty;
+
+		if (!t)
+			t = json_object_get(v, "type");
+		ty = json_is_string(t) ? json_string_value(t) : "?";
+		c->rope_factor = get_num(v, "factor", 0);
+		if (!strcmp(ty, "linear"))
+			c->rope_type = FW_ROPE_LINEAR;
+		else if (!strcmp(ty, "llama3")) {
+			c->rope_type = FW_ROPE_LLAMA3;
+			c->rope_low = get_num(v, "low_freq_factor", 1.0);
+			c->rope_high = get_num(v, "high_freq_factor", 4.0);
+			get_int(v, "original_max_position_embeddings", 8192, &c->rope_orig_max);
+			if (!(c->rope_high > c->rope_low) || c->rope_orig_max <= 0) {
+				seterr(err, errlen, "%s: bad llama3 rope_scaling", name);
+				goto fail;
+			}
+		} else {
+			seterr(err, errlen, "%s: rope_scaling type '%s' is not "
+			       "supported (linear, llama3 are)", name, ty);
+			goto fail;
+		}
+		if (!(c->rope_factor > 0)) {
+			seterr(err, errlen, "%s: rope_scaling needs a positive factor", name);
+			goto fail;
+		}
 	}
 	if (get_bool(o, "use_sliding_window", 0)) {
 		seterr(err, errlen, "%s: use_sliding_window is not supported", name);
@@ -240,7 +265,17 @@ int fw_config_save(const struct fw_config *c, const char *path,
 	json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied));
 	if (c->arch != FW_ARCH_QWEN2)
 		json_object_set_new(o, "attention_bias", json_boolean(c->qkv_bias));
-	json_object_set_new(o, "rope_scaling", json_null());
+	if (c->rope_type == FW_ROPE_LINEAR)
+		json_object_set_new(o, "rope_scaling", json_pack("{s:s, s:f}",
+				    "rope_type", "linear", "factor", c->rope_factor));
+	else if (c->rope_type == FW_ROPE_LLAMA3)
+		json_object_set_new(o, "rope_scaling", json_pack(
+				    "{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3",
+				    "factor", c->rope_factor, "low_freq_factor", c->rope_low,
+				    "high_freq_factor", c->rope_high,
+				    "original_max_position_embeddings", c->rope_orig_max));
+	else
+		json_object_set_new(o, "rope_scaling", json_null());
 	if (c->bos >= 0)
 		json_object_set_new(o, "bos_token_id", json_integer(c->bos));
 	if (c->eos >= 0)
@@ -263,6 +298,31 @@ out:
 	free(tmp);
 	json_decref(o);
 	return rc;
+}
+
+void fw_config_rope_freqs(const struct fw_config *c, float *inv_freq)
+{
+	for (int i = 0; i < c->hd / 2; i++) {
+		double f = 1.0 / pow(c->rope_theta, (double)(2 * i) / c->hd);
+
+		if (c->rope_type == FW_ROPE_LINEAR)
+			f /= c->rope_factor;
+		else if (c->rope_type == FW_ROPE_LLAMA3) {
+			/* Long wavelengths slowed by factor, short ones kept,
+			 * a smooth blend between (Llama 3.1). */
+			double wl = 2 * M_PI / f, old = c->rope_orig_max;
+
+			if (wl > old / c->rope_low)
+				f /= c->rope_factor;
+			else if (wl >= old / c->rope_high) {
+				double sm = (old / wl - c->rope_low) /
+					    (c->rope_high - c->rope_low);
+
+				f = (1 - sm) * f / c->rope_factor + sm * f;
+			}
+		}
+		inv_freq[i] = (float)f;
+	}
 }
 
 /* ---- parameters --------------------------------------------------------------- */
@@ -338,7 +398,15 @@ static struct fw_model *model_alloc(const struct fw_config *c, char *err,
 	m->rope_sin = malloc(sizeof(float) * (size_t)c->max_pos * (c->hd / 2));
 	if (!m->w || !m->rope_cos || !m->rope_sin)
 		goto oom;
-	fw_rope_table(m->rope_cos, m->rope_sin, c->max_pos, c->hd, c->rope_theta);
+	{
+		float *inv = malloc(sizeof(float) * (c->hd / 2));
+
+		if (!inv)
+			goto oom;
+		fw_config_rope_freqs(c, inv);
+		fw_rope_table_inv(m->rope_cos, m->rope_sin, c->max_pos, c->hd, inv);
+		free(inv);
+	}
 	return m;
 oom:
 	seterr(err, errlen, "out of memory for the model");

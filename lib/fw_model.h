@@ -28,6 +28,7 @@
 #include "fw_safetensors.h"
 
 enum fw_arch { FW_ARCH_LLAMA, FW_ARCH_QWEN2, FW_ARCH_QWEN3 };
+enum { FW_ROPE_DEFAULT, FW_ROPE_LINEAR, FW_ROPE_LLAMA3 };
 
 /* What config.json says, in the units the model uses. */
 struct fw_config {
@@ -42,6 +43,10 @@ struct fw_config {
 	int hd;               /* head_dim (default C / nh) */
 	int max_pos;          /* max_position_embeddings */
 	double rope_theta;    /* rope_theta (default 10000) */
+	int rope_type;        /* rope_scaling: FW_ROPE_DEFAULT, _LINEAR, _LLAMA3 */
+	double rope_factor;   /* rope_scaling.factor */
+	double rope_low, rope_high; /* low_freq_factor, high_freq_factor (llama3) */
+	int rope_orig_max;    /* original_max_position_embeddings (llama3) */
 	float eps;            /* rms_norm_eps */
 	int tied;             /* tie_word_embeddings */
 	int qkv_bias;         /* q/k/v projections have biases (Qwen2, Llama attention_bias) */
@@ -54,7 +59,7 @@ struct fw_config {
 
 /* Reads a Hugging Face config.json.  Returns 0, or -1 with err ("PATH:
  * reason") naming what is missing, malformed or unsupported (architecture,
- * rope_scaling, sliding window, mlp_bias). */
+ * a rope_scaling other than "linear" or "llama3", sliding window, mlp_bias). */
 int fw_config_load(struct fw_config *c, const char *path, char *err,
 		   size_t errlen);
 
@@ -68,6 +73,10 @@ int fw_config_parse(struct fw_config *c, const char *json, size_t len,
  * filled. */
 int fw_config_save(const struct fw_config *c, const char *path,
 		   const char *dtype, char *err, size_t errlen);
+
+/* Fills inv_freq (hd/2) with the RoPE frequencies c implies:
+ * theta^(-2i/hd), then rescaled as its rope_scaling says.  Cannot fail. */
+void fw_config_rope_freqs(const struct fw_config *c, float *inv_freq);
 
 /* One named parameter tensor, a view into the flat buffer. */
 struct fw_param {

@@ -172,3 +172,26 @@ sharp() {
   run ckpt --version
   assert_success
 }
+
+@test "llama3 and linear rope_scaling: frequencies as Hugging Face rescales them" {
+  jq '.initializer_range = 0.5 | .rope_theta = 500000.0 | .rope_scaling = {"rope_type": "llama3",
+      "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 64}' "$M/tiny-llama.json" > "$T/l3.json"
+  ckpt init "$T/l3.json" "$T/l3" --seed 2
+  run jq -c .rope_scaling "$T/l3/config.json"
+  assert_output '{"rope_type":"llama3","factor":8,"low_freq_factor":1,"high_freq_factor":4,"original_max_position_embeddings":64}'
+  ckpt dump "$T/l3" --text "$(printf "$TEXT")" --batch 2 -o "$T/d.st"
+  run "$PY" "$REF" "$T/l3" "$T/d.st"
+  echo "$output"
+  assert_success
+  # the reference itself tells the difference: without the scaling it fails
+  jq '.rope_scaling = null' "$T/l3/config.json" > "$T/c" && mv "$T/c" "$T/l3/config.json"
+  run -1 "$PY" "$REF" "$T/l3" "$T/d.st"
+  jq '.initializer_range = 0.5 | .rope_scaling = {"type": "linear", "factor": 4.0}' \
+    "$M/tiny-qwen2.json" > "$T/lin.json"
+  ckpt init "$T/lin.json" "$T/lin" --seed 2
+  ckpt dump "$T/lin" --text "$(printf "$TEXT")" --batch 2 -o "$T/e.st"
+  run "$PY" "$REF" "$T/lin" "$T/e.st"
+  echo "$output"
+  assert_success
+}

@@ -155,23 +155,30 @@ void fw_rmsnorm_bwd(float *dinp, float *dw, const float *dout,
 
 /* ---- RoPE ------------------------------------------------------------------ */
 
-void fw_rope_table(float *cos_t, float *sin_t, int maxT, int hd,
-		   double theta)
+void fw_rope_table_inv(float *cos_t, float *sin_t, int maxT, int hd,
+		       const float *inv_freq)
 {
 	int half = hd / 2;
 
-	for (int i = 0; i < half; i++) {
-		/* The frequency is rounded to f32 as Hugging Face's inv_freq
-		 * buffer is, so long positions agree with it too. */
-		float inv = (float)(1.0 / pow(theta, (double)(2 * i) / hd));
-
+	for (int i = 0; i < half; i++)
 		for (int p = 0; p < maxT; p++) {
-			float ang = (float)p * inv;
+			/* The angle is rounded to f32 as Hugging Face computes
+			 * it, so long positions agree with it too. */
+			float ang = (float)p * inv_freq[i];
 
 			cos_t[(long)p * half + i] = (float)cos((double)ang);
 			sin_t[(long)p * half + i] = (float)sin((double)ang);
 		}
-	}
+}
+
+void fw_rope_table(float *cos_t, float *sin_t, int maxT, int hd,
+		   double theta)
+{
+	float inv[1024];
+
+	for (int i = 0; i < hd / 2 && i < 1024; i++)
+		inv[i] = (float)(1.0 / pow(theta, (double)(2 * i) / hd));
+	fw_rope_table_inv(cos_t, sin_t, maxT, hd, inv);
 }
 
 static void rope_rows(void *p, int r0, int r1)

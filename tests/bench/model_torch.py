@@ -22,7 +22,7 @@ def decode(cfg, P, prompt, n):
     """Greedy decoding with a per-layer key-value cache; returns tokens/s
     of the steps after the prefill, and the prefill time."""
     maxT = prompt.shape[1] + n
-    cos_all, sin_all = R.rope_tables(maxT, cfg.hd, cfg.theta)
+    cos_all, sin_all = R.rope_tables(maxT, cfg.hd, cfg.theta, cfg.rope_scaling)
     rep = cfg.nh // cfg.nkv
     cache = [None] * cfg.L
     lm = P["model.embed_tokens.weight"] if cfg.tied else P["lm_head.weight"]

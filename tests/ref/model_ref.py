@@ -27,6 +27,7 @@ and exits 1 when any fails, 2 on bad usage.
 """
 import argparse
 import json
+import math
 import struct
 import sys
 
@@ -68,6 +69,7 @@ class Config:
         self.nkv = c.get("num_key_value_heads", self.nh)
         self.hd = c.get("head_dim") or self.C // self.nh
         self.theta = c.get("rope_theta", 10000.0)
+        self.rope_scaling = c.get("rope_scaling")
         self.eps = c.get("rms_norm_eps", 1e-6)
         self.tied = c.get("tie_word_embeddings", False)
         self.qk_norm = self.arch == "Qwen3ForCausalLM"
@@ -85,8 +87,21 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rope_tables(T, hd, theta):
+def rope_tables(T, hd, theta, scaling=None):
     inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type"))
+    if kind == "linear":
+        inv = inv / scaling["factor"]
+    elif kind == "llama3":
+        # as transformers' _compute_llama3_parameters
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > old / low, inv / factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+        inv = torch.where(medium, smoothed, scaled)
     freqs = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
@@ -101,7 +116,7 @@ def forward(cfg, P, tokens):
     """tokens (B, T) int64 -> logits (B, T, V)."""
     B, T = tokens.shape
     x = P["model.embed_tokens.weight"][tokens]
-    cos, sin = rope_tables(T, cfg.hd, cfg.theta)
+    cos, sin = rope_tables(T, cfg.hd, cfg.theta, cfg.rope_scaling)
     rep = cfg.nh // cfg.nkv
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(cfg.L):
