@@ -269,3 +269,11 @@ all_samples() {
   # and from a pipe
   [ "$(fb-ingest -q < "$T/long.jsonl" | rec count)" = 2 ]
 }
+
+@test "the usage and the man page synopsis agree word for word" {
+  man=$(groff -mdoc -Tascii -P-cbou "$BATS_TEST_DIRNAME/../man/fb-ingest.1" 2>/dev/null |
+    sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s ' \n' ' ')
+  use=$(fb-ingest --help | head -2 | sed 's/^usage: //' | tr -s ' \n' ' ')
+  [ -n "$use" ]
+  [ "$(echo $man)" = "$(echo $use)" ]
+}
