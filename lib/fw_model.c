@@ -529,6 +529,7 @@ void fw_model_free(struct fw_model *m)
 	free(m->g);
 	free(m->rope_cos);
 	free(m->rope_sin);
+	free(m->cfg_json);
 	free(m);
 }
 
@@ -627,11 +628,19 @@ struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen)
 	struct fw_model *m;
 	struct shards sh = { 0 };
 
+	size_t cl;
+	char *cj;
+
 	snprintf(path, sizeof(path), "%s/config.json", dir);
-	if (fw_config_load(&c, path, err, errlen))
+	if (!(cj = slurp(path, &cl, err, errlen)))
 		return NULL;
-	if (!(m = model_alloc(&c, err, errlen)))
+	if (fw_config_parse(&c, cj, cl, path, err, errlen) ||
+	    !(m = model_alloc(&c, err, errlen))) {
+		free(cj);
 		return NULL;
+	}
+	m->cfg_json = cj;
+	m->cfg_json_len = cl;
 	bind(m, m->w, m->lw, &m->embed, &m->norm, &m->lm_head);
 	if (open_shards(&sh, dir, err, errlen))
 		goto fail;
@@ -678,6 +687,34 @@ fail:
 	return NULL;
 }
 
+/* Writes the config.json the model was loaded from, every field as it was
+ * and in its order, with torch_dtype set to dtype. */
+static int save_orig_config(const struct fw_model *m, const char *path,
+			    const char *dtype, char *err, size_t errlen)
+{
+	json_t *o = json_loadb(m->cfg_json, m->cfg_json_len, 0, NULL);
+	char *tmp = NULL;
+	int rc = -1;
+
+	if (!o || asprintf(&tmp, "%s.tmp", path) < 0) {
+		tmp = NULL;
+		seterr(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	json_object_set_new(o, "torch_dtype", json_string(dtype));
+	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) ||
+	    rename(tmp, path)) {
+		seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(tmp);
+	json_decref(o);
+	return rc;
+}
+
 int fw_model_save(const struct fw_model *m, const char *dir,
 		  enum fw_dtype dtype, char *err, size_t errlen)
 {
@@ -698,7 +735,8 @@ int fw_model_save(const struct fw_model *m, const char *dir,
 		t[i].data = m->w + m->params[i].off;
 	}
 	snprintf(path, sizeof(path), "%s/config.json", dir);
-	rc = fw_config_save(&m->cfg, path, tn, err, errlen);
+	rc = m->cfg_json ? save_orig_config(m, path, tn, err, errlen)
+			 : fw_config_save(&m->cfg, path, tn, err, errlen);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	if (!rc)
 		rc = fw_st_write(path, t, m->np, dtype, err, errlen);

@@ -106,6 +106,8 @@ struct fw_model {
 	float *gembed, *gnorm, *glm_head;
 	float *rope_cos, *rope_sin;        /* (max_pos, hd/2) */
 	struct fw_acts *acts;              /* planned activations, or NULL */
+	char *cfg_json;            /* config.json as loaded (NULL for fw_model_new) */
+	size_t cfg_json_len;
 	int no_grad;               /* set by the caller: forward keeps one
 				    * layer's activations (scoring, a fraction
 				    * of the memory) and backward is refused */
@@ -126,7 +128,9 @@ struct fw_model *fw_model_new(const struct fw_config *c, uint64_t seed,
 struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen);
 
 /* Writes config.json and model.safetensors (dtype F32, BF16 or F16) into
- * the existing directory dir, each via a temp file and rename.  Tied
+ * the existing directory dir, each via a temp file and rename.  A loaded
+ * model writes back its own config.json with every field kept and only
+ * torch_dtype changed; a fresh one writes the fields fw_config knows.  Tied
  * models do not write lm_head.weight.  Returns 0, or -1 with err filled. */
 int fw_model_save(const struct fw_model *m, const char *dir,
 		  enum fw_dtype dtype, char *err, size_t errlen);

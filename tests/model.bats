@@ -195,3 +195,14 @@ sharp() {
   echo "$output"
   assert_success
 }
+
+@test "ckpt convert keeps every config.json field it does not own" {
+  ckpt init "$M/tiny-qwen2.json" "$T/m"
+  jq '.transformers_version = "4.44.0" | .eos_token_id = [256, 258] | .custom = {"a": 1}' \
+    "$T/m/config.json" > "$T/c" && mv "$T/c" "$T/m/config.json"
+  ckpt convert --dtype bf16 "$T/m" "$T/b"
+  run jq -c '[.transformers_version, .eos_token_id, .custom, .torch_dtype]' "$T/b/config.json"
+  assert_output '["4.44.0",[256,258],{"a":1},"bfloat16"]'
+  run diff <(jq -S 'del(.torch_dtype)' "$T/m/config.json") <(jq -S 'del(.torch_dtype)' "$T/b/config.json")
+  assert_success
+}
