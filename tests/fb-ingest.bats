@@ -277,3 +277,12 @@ all_samples() {
   [ -n "$use" ]
   [ "$(echo $man)" = "$(echo $use)" ]
 }
+
+@test "a missing log sets exit status 1 and the others are still read; a missing feedback file stops before output" {
+  run -1 --separate-stderr fb-ingest -o "$T/o.mp" "$T/nope.jsonl" "$FIX/sharegpt.jsonl"
+  [[ "$stderr" == *"fb-ingest: $T/nope.jsonl: No such file or directory"* ]]
+  [ "$(rec count "$T/o.mp")" = 1 ]
+  run -1 --separate-stderr fb-ingest --feedback "$T/nope.csv" -o "$T/o2.mp" "$FIX/sharegpt.jsonl"
+  [[ "$stderr" == *"fb-ingest: $T/nope.csv: No such file or directory"* ]]
+  [ ! -e "$T/o2.mp" ]
+}
