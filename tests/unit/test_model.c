@@ -25,6 +25,8 @@ static const char *tmp(void)
 	return tmpdir;
 }
 
+static void write_file(const char *path, const void *p, size_t n);
+
 static const char *cfg_json(const char *arch, int tied, int extra_big)
 {
 	static char buf[1024];
@@ -137,6 +139,56 @@ TEST(save_and_load_round_trip_in_every_dtype)
 		fw_model_free(b);
 	}
 	fw_model_free(a);
+}
+
+TEST(sharded_checkpoints_load_through_the_index)
+{
+	struct fw_model *a = tiny("LlamaForCausalLM", 0, 0.3f), *b;
+	struct fw_st_out *t = calloc(a->np, sizeof(*t));
+	char path[512], *idx = malloc(65536);
+	size_t o = 0;
+	int half = a->np / 2;
+
+	CHECK_EQ_INT(fw_model_save(a, tmp(), FW_F32, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/model.safetensors", tmp());
+	unlink(path);
+	o += snprintf(idx + o, 65536 - o, "{\"metadata\": {}, \"weight_map\": {");
+	for (int i = 0; i < a->np; i++) {
+		t[i] = (struct fw_st_out){ a->params[i].name, a->params[i].ndim,
+					   { a->params[i].shape[0], a->params[i].shape[1] },
+					   a->w + a->params[i].off };
+		o += snprintf(idx + o, 65536 - o, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+			      i ? ", " : "", t[i].name, i < half ? 1 : 2);
+	}
+	snprintf(idx + o, 65536 - o, "}}");
+	snprintf(path, sizeof(path), "%s/model-00001-of-00002.safetensors", tmp());
+	CHECK_EQ_INT(fw_st_write(path, t, half, FW_BF16, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/model-00002-of-00002.safetensors", tmp());
+	CHECK_EQ_INT(fw_st_write(path, t + half, a->np - half, FW_F32, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/model.safetensors.index.json", tmp());
+	write_file(path, idx, strlen(idx));
+	b = fw_model_load(tmp(), err, sizeof(err));
+	CHECK(b != NULL);
+	if (!b)
+		printf("# %s\n", err);
+	else {
+		long last = a->params[a->np - 1].off;
+		CHECK(memcmp(b->w + last, a->w + last, sizeof(float) * a->params[a->np - 1].n) == 0);
+		CHECK(fabs(b->w[5] - a->w[5]) <= fabs(a->w[5]) / 256);
+	}
+	/* A shard missing from disk is named. */
+	snprintf(path, sizeof(path), "%s/model-00002-of-00002.safetensors", tmp());
+	unlink(path);
+	CHECK(fw_model_load(tmp(), err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "model-00002-of-00002.safetensors: No such file") != NULL);
+	snprintf(path, sizeof(path), "%s/model-00001-of-00002.safetensors", tmp());
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/model.safetensors.index.json", tmp());
+	unlink(path);
+	fw_model_free(a);
+	fw_model_free(b);
+	free(t);
+	free(idx);
 }
 
 TEST(f16_and_bf16_conversions_round_to_nearest_even)
