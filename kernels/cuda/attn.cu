@@ -2,8 +2,9 @@
  * attn.cu — causal attention with grouped-query heads on the GPU: training
  * forward and backward, and the key-value-cache variant for decoding.
  *
- * The same split as kernels/cpu/attn.c, one block where the C version has
- * one loop iteration: forward and the first backward pass take a block per
+ * The same split as the plain C loops of kernels/cpu/attn.c
+ * (fw_attn_fwd_ref, fw_attn_bwd_ref, fw_attn_cached), one block where they
+ * have one loop iteration: forward and the first backward pass take a block per
  * query row (b, h, t), whose threads share the keys j of the row and then
  * the head dimensions d; the second backward pass takes a block per key row
  * (b, g, j), whose threads take the dimensions d of dk and dv.  So every
@@ -12,8 +13,8 @@
  * barrier separates writing a row of them from reading it.
  *
  * Build: make CUDA=1 (nvcc, into libflywheel.a); on the CPU for tests:
- * make gpu-emu.  Test: tests/gpu/check (against kernels/cpu/attn.c; long
- * rows and wide heads so every strided loop runs more than once).
+ * make gpu-emu.  Test: tests/gpu/check (against those loops; long rows
+ * and wide heads so every strided loop runs more than once).
  */
 #include "common.cuh"
 

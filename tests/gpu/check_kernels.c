@@ -1,6 +1,7 @@
 /*
  * check_kernels.c — every CUDA kernel of kernels_cuda.h, forward and
- * backward, against the C oracle of kernels.h on random inputs; then the
+ * backward, against the C oracle of kernels.h on random inputs (the plain
+ * loops, fw_*_ref, where kernels.h also has a BLAS version); then the
  * forward and backward of whole models (Llama, Qwen2, Qwen3 variants) run
  * with the CUDA kernels against fw_model_forward / fw_model_backward on
  * the CPU, and AdamW over every parameter; and incremental decoding with a
@@ -468,7 +469,7 @@ static void check_attn(int B, int T, int nh, int nkv, int hd)
 
 	snprintf(shape, sizeof(shape), "B=%d T=%d nh=%d nkv=%d hd=%d", B, T, nh,
 		 nkv, hd);
-	fw_attn_fwd(out, att, q, k, v, B, T, nh, nkv, hd);
+	fw_attn_fwd_ref(out, att, q, k, v, B, T, nh, nkv, hd);
 
 	float *gq = dputf(q, nq), *gk = dputf(k, nk), *gv = dputf(v, nk);
 	float *junk = hrand(na, 9);
@@ -486,7 +487,7 @@ static void check_attn(int B, int T, int nh, int nkv, int hd)
 	free(h);
 	verdict("attn_fwd", shape, "1e-06 + 1e-04 rel");
 
-	fw_attn_bwd(dq, dk, dv, scr, dout, att, q, k, v, B, T, nh, nkv, hd);
+	fw_attn_bwd_ref(dq, dk, dv, scr, dout, att, q, k, v, B, T, nh, nkv, hd);
 	gq = dputf(q, nq);
 	gk = dputf(k, nk);
 	gv = dputf(v, nk);
