@@ -4,11 +4,12 @@
  *
  * The same split as the plain C loops of kernels/cpu/attn.c
  * (fw_attn_fwd_ref, fw_attn_bwd_ref, fw_attn_cached), one block where they
- * have one loop iteration: forward and the first backward pass take a block per
- * query row (b, h, t), whose threads share the keys j of the row and then
- * the head dimensions d; the second backward pass takes a block per key row
- * (b, g, j), whose threads take the dimensions d of dk and dv.  So every
- * gradient element has one writer and sums in the order of the C version.
+ * have one loop iteration: forward and the first backward pass take a
+ * block per query row (b, h, t), whose threads share the keys j of the row
+ * and then the head dimensions d; the second backward pass takes a block
+ * per key row (b, g, j), whose threads take the dimensions d of dk and dv.
+ * So every gradient element has one writer and sums in the order of the C
+ * version.
  * The probabilities live in att (global memory, kept for backward); a
  * barrier separates writing a row of them from reading it.
  *
