@@ -124,7 +124,7 @@ test: deps
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory test
-	$(Q)$(MAKE) --no-print-directory asan manlint fuzz
+	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps
