@@ -1024,6 +1024,52 @@ int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
 	return 0;
 }
 
+/* ---- optimizer ------------------------------------------------------------------ */
+
+struct fw_opt *fw_opt_new(const struct fw_model *m)
+{
+	struct fw_opt *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	o->nw = m->nw;
+	o->mom = calloc((size_t)m->nw, sizeof(float));
+	o->var = calloc((size_t)m->nw, sizeof(float));
+	if (!o->mom || !o->var) {
+		fw_opt_free(o);
+		return NULL;
+	}
+	return o;
+}
+
+void fw_opt_free(struct fw_opt *o)
+{
+	if (!o)
+		return;
+	free(o->mom);
+	free(o->var);
+	free(o);
+}
+
+double fw_opt_step(struct fw_opt *o, struct fw_model *m,
+		   const struct fw_adamw_cfg *c)
+{
+	double norm = sqrt(fw_sumsq(m->g, m->nw));
+
+	/* As clip_grad_norm_: scale by clip / (norm + 1e-6) when above. */
+	if (c->clip > 0 && norm > c->clip)
+		fw_scale(m->g, (float)(c->clip / (norm + 1e-6)), m->nw);
+	o->step++;
+	for (int i = 0; i < m->np; i++) {
+		const struct fw_param *p = &m->params[i];
+
+		fw_adamw(m->w + p->off, o->mom + p->off, o->var + p->off,
+			 m->g + p->off, p->n, c->lr, c->b1, c->b2, c->eps,
+			 p->ndim == 2 ? c->wd : 0.0f, o->step);
+	}
+	return norm;
+}
+
 /* ---- incremental decoding -------------------------------------------------------- */
 
 #define CHUNK 64 /* prompt rows per prefill pass */

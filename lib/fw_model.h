@@ -178,6 +178,39 @@ int fw_model_backward(struct fw_model *m, char *err, size_t errlen);
 /* Bytes held by planned activations (0 before the first forward). */
 size_t fw_model_act_bytes(const struct fw_model *m);
 
+/* ---- optimizer ----------------------------------------------------------------- */
+
+/* AdamW settings (torch.optim.AdamW's meaning). */
+struct fw_adamw_cfg {
+	float lr, b1, b2, eps;
+	float wd;     /* weight decay, applied to matrices and embeddings only,
+		       * not to norm weights or biases */
+	float clip;   /* clip the global gradient norm to this; <= 0: no clip */
+};
+
+/* AdamW state for a model: first and second moments (one float each per
+ * parameter) and the step count. */
+struct fw_opt {
+	float *mom, *var;
+	long nw;
+	long step;
+};
+
+/* New zeroed optimizer state for m.  Returns it (fw_opt_free), or NULL
+ * when out of memory. */
+struct fw_opt *fw_opt_new(const struct fw_model *m);
+
+/* Frees o.  fw_opt_free(NULL) does nothing. */
+void fw_opt_free(struct fw_opt *o);
+
+/* One optimizer step from the gradients in m->g: scales them so their
+ * global L2 norm is at most c->clip (torch.nn.utils.clip_grad_norm_), then
+ * updates m->w with AdamW, per parameter tensor.  Gradients are left
+ * scaled, not zeroed.  Returns the global gradient norm before clipping;
+ * cannot fail (m->g must exist). */
+double fw_opt_step(struct fw_opt *o, struct fw_model *m,
+		   const struct fw_adamw_cfg *c);
+
 /* ---- incremental decoding ------------------------------------------------- */
 
 struct fw_gen;

@@ -592,6 +592,7 @@ static int cmd_dump(struct opts *o)
 	int n = 0, B = o->batch, T, N, V, rc = FW_EXIT_DATA, P;
 	int32_t *tok = NULL, *tgt = NULL;
 	float *wts = NULL, *logp = NULL, loss, *ft = NULL, *kv = NULL, *fw = NULL;
+	float *gcopy = NULL, *wafter = NULL;
 	struct fw_st_out *out = NULL;
 	struct fw_gen *g = NULL;
 
@@ -627,7 +628,7 @@ static int cmd_dump(struct opts *o)
 	ft = malloc(sizeof(float) * N * 3);
 	P = (T + 1) / 2;
 	kv = malloc(sizeof(float) * B * (T - P));
-	out = calloc(m->np + 8, sizeof(*out));
+	out = calloc(2 * m->np + 8, sizeof(*out));
 	if (!tok || !tgt || !wts || !logp || !ft || !kv || !out)
 		goto out;
 	for (int i = 0; i < N; i++) {
@@ -685,6 +686,21 @@ static int cmd_dump(struct opts *o)
 			}
 		}
 	}
+	/* One AdamW step (clipped) from these gradients: the weights after it. */
+	struct fw_adamw_cfg ac = { 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f };
+	struct fw_opt *opt = fw_opt_new(m);
+	float gnorm;
+
+	gcopy = malloc(sizeof(float) * m->nw);
+	wafter = malloc(sizeof(float) * m->nw);
+	if (!opt || !gcopy || !wafter) {
+		fw_opt_free(opt);
+		goto out;
+	}
+	memcpy(gcopy, m->g, sizeof(float) * m->nw);
+	gnorm = (float)fw_opt_step(opt, m, &ac);
+	memcpy(wafter, m->w, sizeof(float) * m->nw);
+	fw_opt_free(opt);
 	for (int i = 0; i < N; i++) {
 		ft[i] = (float)tok[i];
 		ft[N + i] = (float)tgt[i];
@@ -698,20 +714,22 @@ static int cmd_dump(struct opts *o)
 	out[k++] = (struct fw_st_out){ "logp", 2, { B, T }, logp };
 	out[k++] = (struct fw_st_out){ "loss", 1, { 1 }, &loss };
 	out[k++] = (struct fw_st_out){ "kv_logp", 2, { B, T - P }, kv };
-	char **names = calloc(m->np, sizeof(char *));
-	for (int i = 0; i < m->np; i++) {
-		if (asprintf(&names[i], "grad.%s", m->params[i].name) < 0)
+	out[k++] = (struct fw_st_out){ "grad_norm", 1, { 1 }, &gnorm };
+	char **names = calloc(2 * m->np, sizeof(char *));
+	for (int i = 0; i < 2 * m->np; i++) {
+		const struct fw_param *pp = &m->params[i % m->np];
+
+		if (asprintf(&names[i], "%s.%s", i < m->np ? "grad" : "step", pp->name) < 0)
 			goto out;
-		out[k] = (struct fw_st_out){ names[i], m->params[i].ndim,
-					     { m->params[i].shape[0], m->params[i].shape[1] },
-					     m->g + m->params[i].off };
+		out[k] = (struct fw_st_out){ names[i], pp->ndim, { pp->shape[0], pp->shape[1] },
+					     (i < m->np ? gcopy : wafter) + pp->off };
 		k++;
 	}
 	if (fw_st_write(o->out, out, k, FW_F32, err, sizeof(err)))
 		fw_warn("%s", err);
 	else
 		rc = FW_EXIT_OK;
-	for (int i = 0; i < m->np; i++)
+	for (int i = 0; i < 2 * m->np; i++)
 		free(names[i]);
 	free(names);
 out:
@@ -727,6 +745,8 @@ out:
 	free(ft);
 	free(kv);
 	free(fw);
+	free(gcopy);
+	free(wafter);
 	free(out);
 	fw_model_free(m);
 	return rc;

@@ -252,6 +252,30 @@ def main(argv):
         if not ok:
             print(f"FAIL gradient of {name}: {e:.3g}")
             fails.append(name)
+    # one AdamW step as ckpt dump takes it: clip to 0.5, lr 1e-2, betas
+    # (0.9, 0.95), eps 1e-8, weight decay 0.1 on matrices only
+    if "grad_norm" in D:
+        params = list(P.values())
+        with torch.no_grad():
+            for t in params:
+                t.grad = D["grad." + next(n for n, v in P.items() if v is t)].clone()
+        gn = torch.nn.utils.clip_grad_norm_(params, 0.5)
+        report("global gradient norm", D["grad_norm"], gn.reshape(1).float(),
+               gn.reshape(1).double(), tol_logits)
+        opt = torch.optim.AdamW([{"params": [t for t in params if t.dim() == 2], "weight_decay": 0.1},
+                                 {"params": [t for t in params if t.dim() != 2], "weight_decay": 0.0}],
+                                lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+        opt.step()
+        werst, wn = 0.0, ""
+        for name, t in P.items():
+            e = rel(D["step." + name], t.detach())
+            if e > werst:
+                werst, wn = e, name
+        ok = werst <= 1e-5
+        print(f"{'ok  ' if ok else 'FAIL'} weights after one AdamW step, worst relative error "
+              f"({wn}): {werst:.3g} (tolerance 1e-05)")
+        if not ok:
+            fails.append("adamw")
     extra = [n[5:] for n in D if n.startswith("grad.") and n[5:] not in P]
     if extra:
         print(f"FAIL gradients of unknown tensors: {extra}")
