@@ -1,0 +1,610 @@
+/*
+ * grade — rollouts in, rollouts with a `grade` sub-map out: the task's
+ * tests run in the clean room on the patched task tree, protected files
+ * restored, hack detectors applied.  `grade --summary` turns graded
+ * rollouts into pass rates, pass@k and retirement lists.  See grade(1).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fw_cli.h"
+#include "fw_grade.h"
+#include "fw_mp.h"
+#include "fw_stream.h"
+
+static const char usage_text[] =
+	"usage: grade [--store DIR] [--reward resolved|f2p|shaped] [--hacks zero|warn]\n"
+	"             [-j N] [--shard K/N] [--timeout SEC] [--no-time] [-o OUT] [-z]\n"
+	"             [--progress] [FILE...]\n"
+	"       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]\n"
+	"             [FILE...]\n"
+	"       grade -h | --help | --version\n";
+
+struct opts {
+	struct fw_grade_opts g;
+	uint64_t jobs;
+	uint64_t shard_k, shard_n;
+	int summary, records, progress, level;
+	double retire_at;
+	uint64_t recent;
+	const char *out;
+	char **files;
+	int nfiles;
+};
+
+/* ---- grading: a window of records graded by workers, written in order ---- */
+
+enum { SLOT_FREE = 0, SLOT_PENDING, SLOT_RUNNING, SLOT_DONE };
+
+struct slot {
+	int state;
+	uint64_t seq;
+	struct fw_buf in, out;
+	int pass;       /* not a rollout: written as it came */
+	int rc;         /* of fw_grade_rollout */
+	char err[600];
+	const char *file;
+	uint64_t index, offset;
+};
+
+struct pool {
+	const struct opts *o;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_work, cv_done;
+	struct slot *slots;
+	size_t nslots;
+	uint64_t next_seq;  /* next record to enqueue */
+	uint64_t next_take; /* next record a worker takes */
+	uint64_t next_out;  /* next record to write */
+	int closing;
+	int stop;           /* a fatal error: workers take nothing more */
+};
+
+static void *worker(void *arg)
+{
+	struct pool *p = arg;
+	struct fw_grader *g = fw_grader_new(&p->o->g);
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		for (;;) {
+			/* records passed through are never taken */
+			while (p->next_take < p->next_seq &&
+			       (p->slots[p->next_take % p->nslots].seq != p->next_take ||
+				p->slots[p->next_take % p->nslots].state != SLOT_PENDING))
+				p->next_take++;
+			if (p->stop || p->next_take < p->next_seq || p->closing)
+				break;
+			pthread_cond_wait(&p->cv_work, &p->mu);
+		}
+		if (p->stop || p->next_take == p->next_seq) {
+			pthread_mutex_unlock(&p->mu);
+			break;
+		}
+		struct slot *s = &p->slots[p->next_take++ % p->nslots];
+		s->state = SLOT_RUNNING;
+		pthread_mutex_unlock(&p->mu);
+		if (!g) {
+			s->rc = -1;
+			snprintf(s->err, sizeof s->err, "out of memory");
+		} else {
+			s->err[0] = '\0';
+			s->rc = fw_grade_rollout(g, (struct fw_mpv){ s->in.p, s->in.n }, &s->out,
+						 s->err, sizeof s->err);
+		}
+		pthread_mutex_lock(&p->mu);
+		s->state = SLOT_DONE;
+		pthread_cond_broadcast(&p->cv_done);
+		pthread_mutex_unlock(&p->mu);
+	}
+	fw_grader_free(g);
+	return NULL;
+}
+
+struct run {
+	struct pool pool;
+	struct fw_writer *w;
+	struct fw_progress prog;
+	uint64_t written, graded, errors, passed;
+	int status;
+	int fatal;
+};
+
+/* Writes the finished prefix; with wait, blocks until slot seq `until`
+ * is written.  Returns 0, or -1 on a write error or a fatal grading error. */
+static int drain(struct run *r, uint64_t until, int wait)
+{
+	struct pool *p = &r->pool;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		if (p->next_out >= p->next_seq || p->next_out >= until)
+			break;
+		struct slot *s = &p->slots[p->next_out % p->nslots];
+		if (s->state != SLOT_DONE) {
+			if (!wait)
+				break;
+			pthread_cond_wait(&p->cv_done, &p->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&p->mu);
+		int rc = 0;
+		if (s->pass) {
+			rc = fw_writer_put(r->w, s->in.p, s->in.n);
+			r->passed++;
+		} else if (s->rc < 0) {
+			fw_warn_rec(s->file, s->index, s->offset, "%s", s->err);
+			r->fatal = 1;
+		} else {
+			if (s->rc == 1) {
+				fw_warn_rec(s->file, s->index, s->offset, "%s", s->err);
+				r->errors++;
+			}
+			r->graded++;
+			rc = fw_writer_put(r->w, s->out.p, s->out.n);
+		}
+		if (rc < 0) {
+			fw_warn("write error: %s", fw_writer_error(r->w));
+			r->fatal = 1;
+		}
+		r->written++;
+		fw_progress_tick(&r->prog, r->written, 0);
+		pthread_mutex_lock(&p->mu);
+		fw_buf_reset(&s->in);
+		fw_buf_reset(&s->out);
+		s->state = SLOT_FREE;
+		p->next_out++;
+		if (r->fatal) {
+			p->stop = 1;
+			pthread_cond_broadcast(&p->cv_work);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	return r->fatal ? -1 : 0;
+}
+
+static int is_rollout(struct fw_mpv v)
+{
+	struct fw_mpv k;
+	return fw_mp_get(v, "kind", &k) == 1 && fw_mp_str_eq(k, "rollout", 7);
+}
+
+/* Enqueues one record.  Returns 0 or -1 (stop). */
+static int enqueue(struct run *r, const struct fw_rec *rec, const char *file)
+{
+	struct pool *p = &r->pool;
+	uint64_t seq = p->next_seq;
+	/* the slot is free once record seq - nslots is written */
+	if (seq >= p->nslots && drain(r, seq - p->nslots + 1, 1) < 0)
+		return -1;
+	struct slot *s = &p->slots[seq % p->nslots];
+	fw_buf_reset(&s->in);
+	if (fw_buf_append(&s->in, rec->v.p, rec->v.n) < 0) {
+		fw_warn("out of memory");
+		return -1;
+	}
+	s->file = file;
+	s->index = rec->index;
+	s->offset = rec->offset;
+	s->pass = !is_rollout(rec->v);
+	pthread_mutex_lock(&p->mu);
+	s->seq = seq;
+	s->state = s->pass ? SLOT_DONE : SLOT_PENDING;
+	p->next_seq++;
+	pthread_cond_signal(&p->cv_work);
+	pthread_mutex_unlock(&p->mu);
+	return drain(r, UINT64_MAX, 0);
+}
+
+static int grade_main(struct opts *o)
+{
+	struct run r;
+	memset(&r, 0, sizeof r);
+	struct pool *p = &r.pool;
+	p->o = o;
+	p->nslots = o->jobs * 4 < 8 ? 8 : o->jobs * 4;
+	p->slots = calloc(p->nslots, sizeof *p->slots);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv_work, NULL);
+	pthread_cond_init(&p->cv_done, NULL);
+	char err[512];
+	r.w = fw_writer_open(o->out, o->level, err, sizeof err);
+	if (!r.w || !p->slots) {
+		fw_warn("%s", r.w ? "out of memory" : err);
+		fw_writer_abort(r.w);
+		free(p->slots);
+		return FW_EXIT_DATA;
+	}
+	pthread_t th[64];
+	size_t nt = 0;
+	for (; nt < o->jobs; nt++)
+		if (pthread_create(&th[nt], NULL, worker, p) != 0)
+			break;
+	if (nt == 0) {
+		fw_warn("cannot start a worker thread");
+		fw_writer_abort(r.w);
+		free(p->slots);
+		return FW_EXIT_DATA;
+	}
+	fw_progress_start(&r.prog, o->progress);
+
+	static char *stdin_only[] = { "-" };
+	char **files = o->nfiles ? o->files : stdin_only;
+	int nfiles = o->nfiles ? o->nfiles : 1;
+	for (int f = 0; f < nfiles && !r.fatal; f++) {
+		struct fw_reader *rd = fw_reader_open(files[f], NULL, err, sizeof err);
+		if (!rd) {
+			fw_warn("%s: %s", files[f], err);
+			r.status = FW_EXIT_DATA;
+			continue;
+		}
+		struct fw_rec rec;
+		int k;
+		while ((k = fw_reader_next(rd, &rec)) == 1) {
+			if (o->shard_n && !fw_shard_keep(rec.v, o->shard_k, o->shard_n))
+				continue;
+			if (enqueue(&r, &rec, files[f]) < 0)
+				break;
+		}
+		if (k < 0) {
+			fw_warn_reader(rd);
+			r.status = FW_EXIT_DATA;
+		}
+		/* the rest of this file must be written before its name goes */
+		drain(&r, UINT64_MAX, 1);
+		fw_reader_close(rd);
+	}
+	pthread_mutex_lock(&p->mu);
+	p->closing = 1;
+	pthread_cond_broadcast(&p->cv_work);
+	pthread_mutex_unlock(&p->mu);
+	drain(&r, UINT64_MAX, 1);
+	for (size_t i = 0; i < nt; i++)
+		pthread_join(th[i], NULL);
+	fw_progress_end(&r.prog);
+	if (fw_writer_close(r.w, err, sizeof err) < 0) {
+		fw_warn("%s", err);
+		r.status = FW_EXIT_DATA;
+	}
+	for (size_t i = 0; i < p->nslots; i++) {
+		fw_buf_free(&p->slots[i].in);
+		fw_buf_free(&p->slots[i].out);
+	}
+	free(p->slots);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv_work);
+	pthread_cond_destroy(&p->cv_done);
+	if (r.passed)
+		fw_warn("%llu records that are not rollouts passed through ungraded",
+			(unsigned long long)r.passed);
+	if (r.errors || r.fatal)
+		r.status = FW_EXIT_DATA;
+	return r.status;
+}
+
+/* ---- summary ------------------------------------------------------------------ */
+
+static const char *const scope_names[] = { "checkpoint", "task", "split" };
+
+static void pack_str(msgpack_packer *pk, const char *s)
+{
+	size_t n = strlen(s);
+	msgpack_pack_str(pk, n);
+	msgpack_pack_str_body(pk, s, n);
+}
+
+static void pack_num(msgpack_packer *pk, double x)
+{
+	if (isnan(x))
+		msgpack_pack_nil(pk);
+	else
+		msgpack_pack_double(pk, x);
+}
+
+static int summary_records(const struct fw_gsum_row *rows, long n, struct fw_writer *w)
+{
+	struct fw_buf b = { 0 };
+	int rc = 0;
+	for (long i = 0; i < n && rc == 0; i++) {
+		const struct fw_gsum_row *r = &rows[i];
+		char key[600], id[17], k[8];
+		snprintf(key, sizeof key, "%s\n%s", scope_names[r->scope], r->key);
+		snprintf(id, sizeof id, "%016llx", (unsigned long long)fw_hash64(key, strlen(key)));
+		fw_buf_reset(&b);
+		msgpack_packer pk;
+		fw_buf_packer(&pk, &b);
+		int nf = 16 + (r->scope == FW_GSUM_TASK);
+		msgpack_pack_map(&pk, nf);
+		pack_str(&pk, "kind"); pack_str(&pk, "grade-summary");
+		pack_str(&pk, "id"); pack_str(&pk, id);
+		pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
+		pack_str(&pk, "scope"); pack_str(&pk, scope_names[r->scope]);
+		pack_str(&pk, "key"); pack_str(&pk, r->key);
+		if (r->scope == FW_GSUM_TASK) {
+			pack_str(&pk, "split");
+			pack_str(&pk, r->split);
+		}
+		pack_str(&pk, "tasks"); msgpack_pack_uint64(&pk, r->tasks);
+		pack_str(&pk, "rollouts"); msgpack_pack_uint64(&pk, r->rollouts);
+		pack_str(&pk, "solved"); msgpack_pack_uint64(&pk, r->solved);
+		pack_str(&pk, "rate"); pack_num(&pk, r->rate);
+		pack_str(&pk, "lo"); pack_num(&pk, r->lo);
+		pack_str(&pk, "hi"); pack_num(&pk, r->hi);
+		pack_str(&pk, "pass_at");
+		int nk = 0;
+		for (int j = 0; j < FW_GSUM_NK; j++)
+			nk += !isnan(r->pass_at[j]);
+		msgpack_pack_map(&pk, nk);
+		for (int j = 0; j < FW_GSUM_NK; j++) {
+			if (isnan(r->pass_at[j]))
+				continue;
+			snprintf(k, sizeof k, "%u", fw_gsum_k[j]);
+			pack_str(&pk, k);
+			msgpack_pack_double(&pk, r->pass_at[j]);
+		}
+		pack_str(&pk, "recent_rollouts"); msgpack_pack_uint64(&pk, r->recent_rollouts);
+		pack_str(&pk, "recent_rate"); pack_num(&pk, r->recent_rate);
+		pack_str(&pk, "retire");
+		r->retire ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+		pack_str(&pk, "never_solved");
+		r->never_solved ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+		if (fw_writer_put(w, b.p, b.n) < 0) {
+			fw_warn("write error: %s", fw_writer_error(w));
+			rc = -1;
+		}
+	}
+	fw_buf_free(&b);
+	return rc;
+}
+
+static void fmt_num(char *buf, size_t n, double x)
+{
+	if (isnan(x))
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.3f", x);
+}
+
+static void summary_text(FILE *f, struct fw_gsum *s, const struct fw_gsum_row *rows, long n,
+			 double retire_at)
+{
+	int kw = 10;
+	for (long i = 0; i < n; i++)
+		if ((int)strlen(rows[i].key) > kw)
+			kw = (int)strlen(rows[i].key);
+	char a[32], b[32], c[32], d[32];
+	for (int scope = 0; scope < 3; scope++) {
+		int any = 0;
+		for (long i = 0; i < n; i++) {
+			const struct fw_gsum_row *r = &rows[i];
+			if ((int)r->scope != scope)
+				continue;
+			if (!any) {
+				if (scope)
+					fputc('\n', f);
+				fprintf(f, "%-*s  %-7s %5s %8s %6s  %-5s  %-13s  %-6s  %-6s  %-7s  %s\n",
+					kw, scope_names[scope], scope == FW_GSUM_TASK ? "split" : "",
+					"tasks", "rollouts", "solved", "rate", "95% wilson", "pass@1",
+					"pass@5", "pass@10", scope ? "recent" : "");
+				any = 1;
+			}
+			fmt_num(a, sizeof a, r->rate);
+			fmt_num(b, sizeof b, r->pass_at[0]);
+			fmt_num(c, sizeof c, r->pass_at[1]);
+			fmt_num(d, sizeof d, r->pass_at[2]);
+			char ci[40], rec[64];
+			snprintf(ci, sizeof ci, "%.3f-%.3f", r->lo, r->hi);
+			rec[0] = '\0';
+			if (scope) {
+				fmt_num(rec, sizeof rec, r->recent_rate);
+				if (r->retire)
+					strcat(rec, " retire");
+				if (r->never_solved)
+					strcat(rec, " never-solved");
+			}
+			fprintf(f, "%-*s  %-7s %5llu %8llu %6llu  %-5s  %-13s  %-6s  %-6s  %-7s  %s\n", kw,
+				r->key, r->split ? r->split : "", (unsigned long long)r->tasks,
+				(unsigned long long)r->rollouts, (unsigned long long)r->solved, a, ci, b,
+				c, d, rec);
+		}
+	}
+	size_t nr;
+	const char *const *recent = fw_gsum_recent(s, &nr);
+	fprintf(f, "\nrecent checkpoints:");
+	for (size_t i = 0; i < nr; i++)
+		fprintf(f, "%s %s", i ? "," : "", recent[i]);
+	fprintf(f, "\nretire (recent pass rate >= %g):", retire_at);
+	int any = 0;
+	for (long i = 0; i < n; i++)
+		if (rows[i].retire)
+			fprintf(f, "%s %s %s", any++ ? "," : "", scope_names[rows[i].scope], rows[i].key);
+	fprintf(f, "%s\nnever solved (too hard or broken):", any ? "" : " none");
+	any = 0;
+	for (long i = 0; i < n; i++)
+		if (rows[i].never_solved)
+			fprintf(f, "%s task %s", any++ ? "," : "", rows[i].key);
+	fprintf(f, "%s\n", any ? "" : " none");
+}
+
+static int summary_main(struct opts *o)
+{
+	struct fw_gsum *s = fw_gsum_new((unsigned)o->recent, o->retire_at);
+	if (!s) {
+		fw_warn("out of memory");
+		return FW_EXIT_DATA;
+	}
+	int status = FW_EXIT_OK;
+	static char *stdin_only[] = { "-" };
+	char **files = o->nfiles ? o->files : stdin_only;
+	int nfiles = o->nfiles ? o->nfiles : 1;
+	char err[512];
+	for (int f = 0; f < nfiles; f++) {
+		struct fw_reader *rd = fw_reader_open(files[f], NULL, err, sizeof err);
+		if (!rd) {
+			fw_warn("%s: %s", files[f], err);
+			status = FW_EXIT_DATA;
+			continue;
+		}
+		struct fw_rec rec;
+		int k;
+		while ((k = fw_reader_next(rd, &rec)) == 1) {
+			int a = fw_gsum_add(s, rec.v, err, sizeof err);
+			if (a < 0) {
+				fw_warn("out of memory");
+				fw_reader_close(rd);
+				fw_gsum_free(s);
+				return FW_EXIT_DATA;
+			}
+			if (a == 1) {
+				fw_warn_rec(fw_reader_name(rd), rec.index, rec.offset, "%s", err);
+				status = FW_EXIT_DATA;
+			}
+		}
+		if (k < 0) {
+			fw_warn_reader(rd);
+			status = FW_EXIT_DATA;
+		}
+		fw_reader_close(rd);
+	}
+	const struct fw_gsum_row *rows;
+	long n = fw_gsum_rows(s, &rows);
+	if (n < 0) {
+		fw_warn("out of memory");
+		fw_gsum_free(s);
+		return FW_EXIT_DATA;
+	}
+	if (o->records) {
+		struct fw_writer *w = fw_writer_open(o->out, o->level, err, sizeof err);
+		if (!w) {
+			fw_warn("%s", err);
+			status = FW_EXIT_DATA;
+		} else {
+			if (summary_records(rows, n, w) < 0)
+				status = FW_EXIT_DATA;
+			if (fw_writer_close(w, err, sizeof err) < 0) {
+				fw_warn("%s", err);
+				status = FW_EXIT_DATA;
+			}
+		}
+	} else {
+		FILE *f = stdout;
+		if (o->out && strcmp(o->out, "-") != 0 && !(f = fopen(o->out, "w"))) {
+			fw_warn("%s: %s", o->out, strerror(errno));
+			fw_gsum_free(s);
+			return FW_EXIT_DATA;
+		}
+		summary_text(f, s, rows, n, o->retire_at);
+		if (f != stdout && fclose(f) != 0) {
+			fw_warn("%s: %s", o->out, strerror(errno));
+			status = FW_EXIT_DATA;
+		}
+	}
+	fw_gsum_free(s);
+	return status;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", fw_prog);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fputs(usage_text, stderr);
+	return FW_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	fw_cli_init("grade");
+	struct opts o = { .jobs = 1, .level = -1, .retire_at = 0.9, .recent = 3 };
+	o.g.reward = FW_REWARD_RESOLVED;
+	enum { O_STORE = 256, O_REWARD, O_HACKS, O_SHARD, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
+	       O_SUMMARY, O_RETIRE_AT, O_RECENT, O_RECORDS, O_VERSION };
+	static const struct option longopts[] = {
+		{ "store", required_argument, NULL, O_STORE },
+		{ "reward", required_argument, NULL, O_REWARD },
+		{ "hacks", required_argument, NULL, O_HACKS },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "shard", required_argument, NULL, O_SHARD },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "no-time", no_argument, NULL, O_NO_TIME },
+		{ "output", required_argument, NULL, 'o' },
+		{ "progress", no_argument, NULL, O_PROGRESS },
+		{ "summary", no_argument, NULL, O_SUMMARY },
+		{ "retire-at", required_argument, NULL, O_RETIRE_AT },
+		{ "recent", required_argument, NULL, O_RECENT },
+		{ "records", no_argument, NULL, O_RECORDS },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch, k, grade_only = 0, summary_only = 0;
+	while ((ch = getopt_long(argc, argv, "j:o:zh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_STORE: o.g.store = optarg; grade_only = 1; break;
+		case O_REWARD:
+			if ((k = fw_reward_parse(optarg)) < 0)
+				return usage_error("unknown reward '%s' (resolved, f2p, shaped)", optarg);
+			o.g.reward = (enum fw_reward)k;
+			grade_only = 1;
+			break;
+		case O_HACKS:
+			if (strcmp(optarg, "zero") == 0)
+				o.g.hacks_warn = 0;
+			else if (strcmp(optarg, "warn") == 0)
+				o.g.hacks_warn = 1;
+			else
+				return usage_error("unknown hacks mode '%s' (zero, warn)", optarg);
+			grade_only = 1;
+			break;
+		case 'j':
+			if (fw_parse_u64(optarg, &o.jobs, 0) < 0 || o.jobs < 1 || o.jobs > 64)
+				return usage_error("bad job count '%s' (1..64)", optarg);
+			grade_only = 1;
+			break;
+		case O_SHARD:
+			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
+				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			grade_only = 1;
+			break;
+		case O_TIMEOUT:
+			if (fw_parse_double(optarg, &o.g.timeout_s) < 0 || !(o.g.timeout_s > 0))
+				return usage_error("bad timeout '%s'", optarg);
+			grade_only = 1;
+			break;
+		case O_NO_TIME: o.g.no_time = 1; grade_only = 1; break;
+		case 'o': o.out = optarg; break;
+		case 'z': o.level = 3; break;
+		case O_PROGRESS: o.progress = 1; break;
+		case O_SUMMARY: o.summary = 1; break;
+		case O_RETIRE_AT:
+			if (fw_parse_double(optarg, &o.retire_at) < 0 || o.retire_at < 0 ||
+			    o.retire_at > 1)
+				return usage_error("bad pass rate '%s' (0..1)", optarg);
+			summary_only = 1;
+			break;
+		case O_RECENT:
+			if (fw_parse_u64(optarg, &o.recent, 0) < 0 || o.recent < 1)
+				return usage_error("bad checkpoint count '%s'", optarg);
+			summary_only = 1;
+			break;
+		case O_RECORDS: o.records = 1; summary_only = 1; break;
+		case 'h': fputs(usage_text, stdout); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case O_VERSION: fw_print_version(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
+		}
+	}
+	if (o.summary && grade_only)
+		return usage_error("%s", "--summary takes no grading options");
+	if (!o.summary && summary_only)
+		return usage_error("%s", "--retire-at, --recent and --records need --summary");
+	o.files = argv + optind;
+	o.nfiles = argc - optind;
+	int status = o.summary ? summary_main(&o) : grade_main(&o);
+	if (fw_close_stdout() < 0)
+		status = FW_EXIT_DATA;
+	return status;
+}
