@@ -1,25 +1,32 @@
 /*
  * fw_sandbox.h — the clean room: run one untrusted command under bubblewrap.
  *
- * A run gets new user, pid, ipc, uts and network namespaces, every capability
- * dropped, the system directories a test suite needs read-only (/usr, /lib*,
- * /bin, /sbin, /etc pieces: ld.so cache, alternatives, ssl, passwd, group,
- * hosts, localtime), the workspace read-write at FW_SANDBOX_WORKDIR, a private
- * /tmp, a fresh /proc and a minimal /dev.  The environment is cleared to
- * PATH, HOME, LANG, TZ=UTC, PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1 plus
- * the caller's additions.  Resource limits (CPU, address space, processes,
- * file size, open files) are set with setrlimit in the child before exec;
- * memory and processes are also capped with cgroups where the machine
- * offers writable ones (v1 or v2), and the run's CPU time is read from one.  A wall-clock timeout sends SIGTERM to every process of the sandbox,
- * then SIGKILL to its pid-namespace init after a grace period, which ends
- * the whole tree.  stdout and stderr are captured through pipes up to a cap;
- * the rest is drained and dropped and the capture is marked truncated.
+ * A run gets new user, pid, ipc, uts, cgroup and network namespaces, every
+ * capability dropped and nested user namespaces disabled.  Its root is
+ * read-only: /usr (and the /bin, /sbin, /lib* links) bound from the host,
+ * from /etc only copies of what programs need (loader cache, passwd, group,
+ * hosts, nsswitch.conf, time zone, CA certificates, alternatives, Debian's
+ * python config; never shadow or /etc/ssl/private), a fresh /proc and a
+ * minimal /dev.  Writable: the workspace at FW_SANDBOX_WORKDIR, and a
+ * private /tmp.  The environment is cleared to PATH, HOME=/tmp, LANG, TZ=UTC,
+ * PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1, TMPDIR plus the caller's
+ * additions.
+ *
+ * Limits: setrlimit in the child before exec (CPU, address space,
+ * processes, file size, open files); memory and processes also through
+ * cgroups where the machine offers writable ones (v1 or v2), which also
+ * measure the run's CPU time and peak memory.  A wall-clock timeout sends
+ * SIGTERM to every process of the sandbox, then SIGKILL to its pid-namespace
+ * init after a grace period, which ends the whole tree.  stdout and stderr
+ * are captured through pipes up to a cap; the rest is drained and dropped
+ * and the capture is marked truncated.
  *
  * Network: none by default (the net namespace holds only loopback).  With
- * an allow list, a filtering HTTP/HTTPS (CONNECT) proxy runs on the host on
- * a Unix socket bound into the sandbox; a relay inside (socat) listens on
- * 127.0.0.1:FW_SANDBOX_PROXY_PORT and HTTP_PROXY/HTTPS_PROXY point at it.
- * Every request the proxy refuses is recorded as an event.
+ * an allow list, a filtering HTTP/HTTPS (CONNECT) proxy (fw_proxy.h) runs
+ * in the caller on a Unix socket bound into the sandbox; a relay inside
+ * (socat) listens on 127.0.0.1:FW_SANDBOX_PROXY_PORT and http_proxy /
+ * https_proxy point at it.  Every request the proxy sees is an event,
+ * "net-allowed" or "net-denied".
  *
  * Needs bwrap(1) on PATH (Debian bubblewrap), and socat(1) for allow lists.
  */
@@ -46,7 +53,9 @@ enum fw_sandbox_cause {
 	FW_SANDBOX_MEMORY,  /* the memory limit (cgroup OOM kill, or failed
 			     * allocation under the address-space limit) */
 	FW_SANDBOX_FSIZE,   /* the file-size limit (SIGXFSZ / EFBIG) */
-	FW_SANDBOX_PROCS,   /* the process limit (fork failed with EAGAIN) */
+	FW_SANDBOX_PROCS,   /* the process limit (fork failed with EAGAIN, or
+			     * the run sat at the limit for a second, or went
+			     * over a limit nothing enforced) */
 	FW_SANDBOX_KILLED,  /* killed by some other signal */
 };
 
@@ -75,7 +84,8 @@ struct fw_sandbox_opts {
 	double timeout_s;     /* wall clock, seconds (default 0: none) */
 	double grace_s;       /* SIGTERM → SIGKILL, seconds (default 0.5) */
 	long cpu_s;           /* RLIMIT_CPU, seconds (default 0: none) */
-	uint64_t mem_bytes;   /* RLIMIT_AS and cgroup memory, bytes */
+	uint64_t mem_bytes;   /* bytes: a memory cgroup where there is one,
+			       * else RLIMIT_AS (default 0: none) */
 	long procs;           /* processes (threads) alive at once: a pids
 			       * cgroup where there is one, and RLIMIT_NPROC
 			       * (which the kernel never applies to root) */
@@ -116,7 +126,8 @@ struct fw_sandbox_output {
 struct fw_sandbox_result {
 	enum fw_sandbox_cause cause;
 	int exit_code;   /* the command's exit status, or -1 when signalled */
-	int signal;      /* the terminating signal, or 0 */
+	int signal;      /* the terminating signal, or 0; as in sh(1), a
+			  * status above 128 reads as signal status-128 */
 	double wall_s;   /* wall-clock seconds, start to end */
 	double cpu_s;    /* CPU seconds of the whole tree, from the run's
 			  * cgroup; -1 when the machine offers none */
