@@ -67,6 +67,32 @@ OUT
   grep -q '^very long: ' "$T/ckpt-c"
 }
 
+@test "the rules find the scenario of every sample trajectory, and nothing in the successful ones" {
+  # the answer key fb-ingest's tests use names each trajectory's scenario
+  KEY="$BATS_TEST_DIRNAME/fixtures/ingest/sample-turns.jsonl"
+  [ -s "$KEY" ]
+  for pair in loop:loop/repetition tool_error:'tool error' failing_tests:'failing tests' \
+    timeout:timeout refusal:refusal correction:'user correction' long:'very long' success:; do
+    s=${pair%%:*} want=${pair#*:}
+    jq -c --slurpfile key <(jq -c --arg s "$s" 'select(.scenario == $s) | .source_id' "$KEY") \
+      'select(.meta.source_id as $id | $key | index($id)) | .feedback = [{"rating": -1, "user": "x"}]' \
+      "$JSONL" | rec from-json > "$T/$s"
+    n=$(rec count "$T/$s")
+    [ "$n" -ge 10 ]
+    fb-report --records "$T/$s" | rec json > "$T/$s.json"
+    [ -n "$want" ] || continue
+    got=$(jq -r --arg c "$want" 'select(.report == "category" and .category == $c) | .count' "$T/$s.json")
+    [ "$got" = "$n" ] || { echo "$s: $want found in ${got:-0} of $n"; return 1; }
+  done
+  # successful trajectories meet no rule: they are other, or only their tags
+  run -0 jq -r 'select(.report == "category") | .category' "$T/success.json"
+  assert_output - <<'OUT'
+other
+sidechain
+OUT
+  [ "$(jq -s 'map(select(.report == "category") | .count) | add' "$T/success.json")" -eq "$(rec count "$T/success")" ]
+}
+
 @test "thumbs-down counts agree with jq on the samples" {
   run -0 bash -c "fb-report --records '$TRAJ' | rec json | jq -c 'select(.report == \"summary\") | [.trajectories, .votes, .down, .down_external, .down_internal]'"
   want=$(jq -s -c '[length, ([.[].feedback[] | select(.rating != 0)] | length),

@@ -239,7 +239,6 @@ static unsigned classify(struct state *st, struct fw_mpv rec)
 		int nk = 0;
 		if (tn)
 			keys[nk++] = fw_hash64(text, tn) ^ 0x5bd1e995;
-		int ncalls = 0;
 		if (fw_mp_get(t, "calls", &calls) == 1 && fw_mp_iter_init(&ci, calls) > 0) {
 			while (fw_mp_iter_next(&ci, &call) == 1 && nk < 64) {
 				const char *nm, *args;
@@ -250,7 +249,6 @@ static unsigned classify(struct state *st, struct fw_mpv rec)
 				uint64_t h = fw_hash64(nm ? nm : "", nn) * 31 + fw_hash64(args ? args : "", an);
 				keys[nk++] = h;
 				total += an;
-				ncalls++;
 			}
 		}
 		for (int k = 0; k < nk; k++) {
@@ -265,11 +263,12 @@ static unsigned classify(struct state *st, struct fw_mpv rec)
 			if (j < nseen && ++seen_n[j] >= LOOP_REPEATS)
 				bits |= 1u << R_LOOP;
 		}
-		if (ncalls == 0) {
+		/* The answer is the last assistant text; some harnesses (SWE-agent)
+		 * attach a call to every assistant turn, so calls do not matter. */
+		if (tn) {
 			last_answer = text;
 			last_answer_n = tn;
-			if (tn)
-				answered = 1;
+			answered = 1;
 		}
 	}
 	if (last_answer && matches(st, st->re_refusal, last_answer, last_answer_n))
