@@ -1043,9 +1043,12 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	}
 	if (o->workspace) {
 		struct stat st;
-		if (stat(o->workspace, &st) != 0 || !S_ISDIR(st.st_mode)) {
-			seterr(err, errlen, "workspace '%s': %s", o->workspace,
-			       errno ? strerror(errno) : "not a directory");
+		if (stat(o->workspace, &st) != 0) {
+			seterr(err, errlen, "workspace '%s': %s", o->workspace, strerror(errno));
+			return -1;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			seterr(err, errlen, "workspace '%s': not a directory", o->workspace);
 			return -1;
 		}
 	}
