@@ -88,7 +88,7 @@ struct job {
 	struct fw_symbols syms;
 	struct fw_text *files;
 	size_t nfiles;
-	struct fw_report *base_pass; /* tests passing in both original runs */
+	struct fw_report *base_pass; /* tests passing (or xfail) in both original runs */
 	struct cand *c;
 	size_t nc;
 	size_t next;
@@ -149,10 +149,10 @@ static int failing(const struct fw_report *r, const char *id)
 	return !t || t->outcome == FW_FAIL || t->outcome == FW_ERROR;
 }
 
-static int passing(const struct fw_report *r, const char *id)
+static int same(const struct fw_report *r, const char *id, enum fw_outcome o)
 {
 	const struct fw_test_result *t = fw_report_find(r, id);
-	return t && t->outcome == FW_PASS;
+	return t && t->outcome == o;
 }
 
 static enum reason reject(struct cand *c, enum reason r, const char *fmt, const char *a)
@@ -198,7 +198,7 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	struct fw_mutation m = { 0 };
 	struct fw_audit *audit = NULL;
 	struct fw_report *m1 = fw_report_new(), *m2 = fw_report_new();
-	struct fw_strlist f2p = { 0 }, p2p = { 0 }, leaks = { 0 };
+	struct fw_strlist f2p = { 0 }, p2p = { 0 }, xfail = { 0 }, leaks = { 0 };
 	char err[512] = "", mut[FW_OID_HEX], ws[4200], detail[512] = "";
 	char *patch = NULL, *prompt = NULL;
 	enum reason r = R_ERROR;
@@ -261,7 +261,8 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	}
 	size_t nf1 = 0;
 	for (size_t i = 0; i < j->base_pass->n; i++)
-		nf1 += failing(m1, j->base_pass->tests[i].id);
+		nf1 += j->base_pass->tests[i].outcome == FW_PASS &&
+		       failing(m1, j->base_pass->tests[i].id);
 	if (nf1 == 0) {
 		r = reject(c, R_NO_F2P, "%s", "no passing test fails after the mutation");
 		goto out;
@@ -284,10 +285,17 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	}
 	for (size_t i = 0; i < j->base_pass->n; i++) {
 		const char *id = j->base_pass->tests[i].id;
-		if (failing(m1, id) && failing(m2, id))
+		if (j->base_pass->tests[i].outcome == FW_XFAIL) {
+			/* expected failures stay expected: p2p, listed in xfail */
+			if (same(m1, id, FW_XFAIL) && same(m2, id, FW_XFAIL)) {
+				fw_strlist_add(&p2p, id);
+				fw_strlist_add(&xfail, id);
+			}
+		} else if (failing(m1, id) && failing(m2, id)) {
 			fw_strlist_add(&f2p, id);
-		else if (passing(m1, id) && passing(m2, id))
+		} else if (same(m1, id, FW_PASS) && same(m2, id, FW_PASS)) {
 			fw_strlist_add(&p2p, id);
+		}
 	}
 	if (f2p.n == 0) {
 		r = reject(c, R_EMPTY_PATCH, "%s", "the failing tests pass when run again");
@@ -316,7 +324,7 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 
 	msgpack_packer pk;
 	fw_buf_packer(&pk, &c->rec);
-	msgpack_pack_map(&pk, 18);
+	msgpack_pack_map(&pk, 19);
 	pack_str(&pk, "kind"); pack_str(&pk, "task");
 	pack_str(&pk, "id"); pack_str(&pk, id);
 	pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
@@ -342,6 +350,7 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	pack_str(&pk, "report"); pack_str(&pk, o->fmt == FW_REPORT_TAP ? "tap" : "junit");
 	pack_str(&pk, "f2p"); pack_strs(&pk, &f2p);
 	pack_str(&pk, "p2p"); pack_strs(&pk, &p2p);
+	pack_str(&pk, "xfail"); pack_strs(&pk, &xfail);
 	pack_str(&pk, "solution"); pack_str(&pk, patch);
 	pack_str(&pk, "split"); pack_str(&pk, split_of(o, id));
 	pack_str(&pk, "lang"); pack_str(&pk, fw_lang_name(m.targets[0].lang));
@@ -352,6 +361,7 @@ out:
 	free(prompt);
 	fw_strlist_free(&f2p);
 	fw_strlist_free(&p2p);
+	fw_strlist_free(&xfail);
 	fw_strlist_free(&leaks);
 	fw_report_free(m1);
 	fw_report_free(m2);
@@ -539,7 +549,7 @@ static int baseline(struct job *j, const char *ws)
 			flaky++;
 			continue;
 		}
-		if (a->outcome != FW_PASS) {
+		if (a->outcome != FW_PASS && a->outcome != FW_XFAIL) {
 			bad += a->outcome == FW_FAIL || a->outcome == FW_ERROR;
 			continue;
 		}
@@ -557,13 +567,14 @@ static int baseline(struct job *j, const char *ws)
 			j->base_pass->tests = t;
 			j->base_pass->cap = cap;
 		}
-		j->base_pass->tests[j->base_pass->n++] = (struct fw_test_result){ id, FW_PASS, 0, NULL };
+		j->base_pass->tests[j->base_pass->n++] =
+			(struct fw_test_result){ id, a->outcome, 0, NULL };
 	}
 	if (flaky)
 		fw_warn("%s: %zu flaky tests (differ between two runs) are excluded", j->repo, flaky);
 	if (bad)
 		fw_warn("%s: %zu tests fail on the original and are excluded", j->repo, bad);
-	if (j->base_pass->n == 0) {
+	if (fw_report_count(j->base_pass, FW_PASS) == 0) {
 		fw_warn("%s: no test passes on the original", j->repo);
 		goto out;
 	}
