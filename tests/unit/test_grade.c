@@ -1,0 +1,375 @@
+/*
+ * test_grade.c — protected paths, test sections, patch reading, the hack
+ * detectors, scoring, pass@k and the summary arithmetic of fw_grade.h.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fw_grade.h"
+#include "test.h"
+
+/* pass@k by the definition 1 - C(n-c, k) / C(n, k), in exact integers */
+static double binom(unsigned n, unsigned k)
+{
+	if (k > n)
+		return 0;
+	double r = 1;
+	for (unsigned i = 1; i <= k; i++)
+		r = r * (n - k + i) / i;
+	return r;
+}
+
+TEST(pass_at_k_matches_the_definition)
+{
+	for (unsigned n = 1; n <= 20; n++)
+		for (unsigned c = 0; c <= n; c++)
+			for (unsigned k = 1; k <= n; k++) {
+				double want = 1 - binom(n - c, k) / binom(n, k);
+				CHECK(fabs(fw_pass_at_k(n, c, k) - want) < 1e-12);
+			}
+	CHECK(fabs(fw_pass_at_k(10, 3, 1) - 0.3) < 1e-15);
+	CHECK(fabs(fw_pass_at_k(10, 3, 5) - (1 - 21.0 / 252)) < 1e-12);
+	CHECK(fw_pass_at_k(10, 0, 10) == 0);
+	CHECK(fw_pass_at_k(10, 1, 10) == 1);
+	CHECK(isnan(fw_pass_at_k(3, 1, 5)));
+	CHECK(isnan(fw_pass_at_k(0, 0, 1)));
+	CHECK(isnan(fw_pass_at_k(3, 4, 1)));
+}
+
+TEST(rewards_follow_the_documented_formulas)
+{
+	struct fw_score all = { 2, 2, 10, 10, 1 }, half = { 1, 2, 10, 10, 0 },
+			broke = { 2, 2, 8, 10, 0 }, none = { 0, 2, 10, 10, 0 };
+	CHECK(fw_reward_of(FW_REWARD_RESOLVED, &all) == 1);
+	CHECK(fw_reward_of(FW_REWARD_RESOLVED, &half) == 0);
+	CHECK(fw_reward_of(FW_REWARD_F2P, &half) == 0.5);
+	CHECK(fw_reward_of(FW_REWARD_F2P, &broke) == 0);
+	CHECK(fw_reward_of(FW_REWARD_SHAPED, &all) == 1);
+	CHECK(fabs(fw_reward_of(FW_REWARD_SHAPED, &half) - 0.45) < 1e-12);
+	/* f = 1, b = 0.2: 0.9 * 0.8 */
+	CHECK(fabs(fw_reward_of(FW_REWARD_SHAPED, &broke) - 0.72) < 1e-12);
+	CHECK(fw_reward_of(FW_REWARD_SHAPED, &none) == 0);
+	CHECK(fw_reward_parse("shaped") == FW_REWARD_SHAPED);
+	CHECK(fw_reward_parse("bogus") == -1);
+}
+
+TEST(tests_pass_only_on_an_explicit_pass)
+{
+	struct fw_report *r = fw_report_new();
+	const char *xml = "<testsuite><testcase classname=\"t\" name=\"a\"/>"
+			  "<testcase classname=\"t\" name=\"b\"><skipped/></testcase>"
+			  "<testcase classname=\"t\" name=\"c\"><skipped type=\"pytest.xfail\"/>"
+			  "</testcase><testcase classname=\"t\" name=\"d\"><failure/></testcase>"
+			  "</testsuite>";
+	CHECK(fw_report_parse_junit(r, xml, strlen(xml), NULL, 0) == 4);
+	const char *st;
+	CHECK(fw_test_passes(r, "t::a", 0, &st) == 1 && strcmp(st, "pass") == 0);
+	CHECK(fw_test_passes(r, "t::b", 1, &st) == 0 && strcmp(st, "skip") == 0);
+	CHECK(fw_test_passes(r, "t::c", 0, &st) == 0 && strcmp(st, "xfail") == 0);
+	CHECK(fw_test_passes(r, "t::c", 1, NULL) == 1);
+	CHECK(fw_test_passes(r, "t::d", 1, &st) == 0 && strcmp(st, "fail") == 0);
+	CHECK(fw_test_passes(r, "t::zz", 1, &st) == 0 && strcmp(st, "missing") == 0);
+	CHECK(fw_test_passes(NULL, "t::a", 1, &st) == 0 && strcmp(st, "missing") == 0);
+	fw_report_free(r);
+}
+
+TEST(protected_paths)
+{
+	CHECK(fw_protected_path("tests/test_x.py", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("pkg/conftest.py", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("conftest.py", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("pytest.ini", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("tox.ini", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("Makefile", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("package.json", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path(".github/workflows/ci.yml", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path(".gitlab-ci.yml", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("sitecustomize.py", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("evil.pth", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("pytest.py", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("jest.config.js", NULL) == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("pyproject.toml", NULL) == FW_PROTECT_SECTIONS);
+	CHECK(fw_protected_path("setup.cfg", NULL) == FW_PROTECT_SECTIONS);
+	CHECK(fw_protected_path("textkit/strings.py", NULL) == FW_PROTECT_NONE);
+	CHECK(fw_protected_path("src/stats.c", NULL) == FW_PROTECT_NONE);
+	CHECK(fw_protected_path("README.md", NULL) == FW_PROTECT_NONE);
+	/* scripts the test command names */
+	CHECK(fw_protected_path("run_tests.py", "python3 run_tests.py") == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("ci/check.sh", "sh ./ci/check.sh -v") == FW_PROTECT_FILE);
+	CHECK(fw_protected_path("run_tests.py", "python3 my_run_tests.py") == FW_PROTECT_NONE);
+}
+
+TEST(test_sections_are_restored_and_the_rest_kept)
+{
+	const char *orig = "[project]\nname = \"x\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n";
+	const char *same = "[project]\nname = \"x\"\nversion = \"2\"\n\n[tool.pytest.ini_options]\n"
+			   "testpaths = [\"tests\"]\n";
+	const char *evil = "[project]\nname = \"x\"\nversion = \"2\"\n\n[tool.pytest.ini_options]\n"
+			   "testpaths = [\"tests\"]\naddopts = \"-p evil\"\n";
+	size_t n;
+	int changed = -1;
+	char *t = fw_restore_sections(orig, strlen(orig), same, strlen(same), &n, &changed);
+	CHECK(t && changed == 0 && strcmp(t, same) == 0 && n == strlen(same));
+	free(t);
+	t = fw_restore_sections(orig, strlen(orig), evil, strlen(evil), &n, &changed);
+	CHECK(t && changed == 1);
+	CHECK(t && strstr(t, "version = \"2\"") && !strstr(t, "evil") &&
+	      strstr(t, "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"));
+	free(t);
+	/* a test table added where there was none goes away */
+	const char *cfg = "[metadata]\nname = x\n";
+	const char *cfg2 = "[metadata]\nname = x\n[tool:pytest]\naddopts = -p evil\n";
+	t = fw_restore_sections(cfg, strlen(cfg), cfg2, strlen(cfg2), &n, &changed);
+	CHECK(t && changed == 1 && strcmp(t, cfg) == 0);
+	free(t);
+}
+
+static const char patch_text[] =
+	"diff --git a/pkg/mod.py b/pkg/mod.py\n"
+	"index 1111111..2222222 100644\n"
+	"--- a/pkg/mod.py\n"
+	"+++ b/pkg/mod.py\n"
+	"@@ -1,3 +1,4 @@\n"
+	" def f(x):\n"
+	"-    raise NotImplementedError\n"
+	"+    y = x + 1\n"
+	"+    return y\n"
+	" \n"
+	"diff --git a/conftest.py b/conftest.py\n"
+	"new file mode 100644\n"
+	"--- /dev/null\n"
+	"+++ b/conftest.py\n"
+	"@@ -0,0 +1,2 @@\n"
+	"+import pytest\n"
+	"+++x = 1\n"
+	"diff --git a/old name.txt b/new name.txt\n"
+	"similarity index 100%\n"
+	"rename from old name.txt\n"
+	"rename to new name.txt\n"
+	"diff --git a/gone.py b/gone.py\n"
+	"deleted file mode 100644\n"
+	"--- a/gone.py\n"
+	"+++ /dev/null\n"
+	"@@ -1 +0,0 @@\n"
+	"-x = 1\n";
+
+TEST(patches_are_read_file_by_file)
+{
+	struct fw_patch p = { 0 };
+	char err[128];
+	CHECK(fw_patch_parse(&p, patch_text, strlen(patch_text), err, sizeof err) == 4);
+	CHECK(p.n == 4);
+	if (p.n == 4) {
+		CHECK(strcmp(p.v[0].old_path, "pkg/mod.py") == 0 &&
+		      strcmp(p.v[0].new_path, "pkg/mod.py") == 0);
+		CHECK(p.v[0].nadded == 2 && strcmp(p.v[0].added[0].text, "    y = x + 1") == 0 &&
+		      p.v[0].added[0].line == 2 && p.v[0].added[1].line == 3);
+		CHECK(p.v[1].old_path == NULL && strcmp(p.v[1].new_path, "conftest.py") == 0);
+		/* a "+++" inside a hunk is an added line, not a header */
+		CHECK(p.v[1].nadded == 2 && strcmp(p.v[1].added[1].text, "++x = 1") == 0);
+		CHECK(strcmp(p.v[2].old_path, "old name.txt") == 0 &&
+		      strcmp(p.v[2].new_path, "new name.txt") == 0);
+		CHECK(strcmp(p.v[3].old_path, "gone.py") == 0 && p.v[3].new_path == NULL);
+	}
+	fw_patch_free(&p);
+	CHECK(fw_patch_parse(&p, "", 0, err, sizeof err) == 0);
+	const char cut[] = "--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n";
+	CHECK(fw_patch_parse(&p, cut, strlen(cut), err, sizeof err) == -1);
+	CHECK(strstr(err, "cut short") != NULL);
+	fw_patch_free(&p);
+}
+
+static const char *orig_of(void *arg, const char *path)
+{
+	(void)arg;
+	if (strcmp(path, "lib/roman.py") == 0)
+		return "def to_roman(n):\n    if n <= 0:\n        sys.exit(1)\n    return ''\n";
+	return NULL;
+}
+
+/* Which hacks the detectors find in a one-file patch adding `lines`. */
+static unsigned detect(const char *path, const char *lines, const struct fw_strlist *lits)
+{
+	struct fw_buf b = { 0 };
+	int n = 0;
+	for (const char *p = lines; *p; p++)
+		n += *p == '\n';
+	fw_buf_printf(&b, "--- a/%s\n+++ b/%s\n@@ -1,0 +1,%d @@\n", path, path, n);
+	for (const char *p = lines; *p;) {
+		const char *e = strchr(p, '\n');
+		fw_buf_printf(&b, "+%.*s\n", (int)(e - p), p);
+		p = e + 1;
+	}
+	struct fw_patch pt = { 0 };
+	struct fw_hacks h = { 0 };
+	unsigned mask = 0;
+	if (fw_patch_parse(&pt, (char *)b.p, b.n, NULL, 0) == 1 &&
+	    fw_detect_patch(&pt, orig_of, NULL, lits, &h) >= 0)
+		for (size_t i = 0; i < h.n; i++)
+			mask |= 1u << h.v[i].kind;
+	fw_hacks_free(&h);
+	fw_patch_free(&pt);
+	fw_buf_free(&b);
+	return mask;
+}
+
+#define BIT(h) (1u << (h))
+
+TEST(each_detector_fires_on_its_hack)
+{
+	CHECK(detect("tests/test_a.py", "@pytest.mark.skip(reason='x')\n", NULL) ==
+	      BIT(FW_HACK_SKIP));
+	CHECK(detect("lib/a.py", "    pytest.skip('later')\n", NULL) ==
+	      (BIT(FW_HACK_SKIP)));
+	CHECK(detect("lib/a.py", "import pytest\n", NULL) == BIT(FW_HACK_TEST_HOOK));
+	CHECK(detect("tests/test_a.py", "import pytest\n", NULL) == 0);
+	CHECK(detect("lib/a.py", "import os\nos._exit(0)\n", NULL) == BIT(FW_HACK_EXIT));
+	CHECK(detect("lib/a.py", "import atexit\n", NULL) == BIT(FW_HACK_EXIT));
+	CHECK(detect("src/a.c", "\texit(0);\n", NULL) == BIT(FW_HACK_EXIT));
+	CHECK(detect("src/a.c", "\tshould_exit(0);\n", NULL) == 0);
+	CHECK(detect("conftest.py", "def pytest_runtest_makereport(item, call):\n", NULL) ==
+	      BIT(FW_HACK_TEST_HOOK));
+	CHECK(detect("lib/a.py", "print('tests/test_a.py::test_x PASSED')\n", NULL) ==
+	      BIT(FW_HACK_FAKE_OUTPUT));
+	CHECK(detect("src/a.c", "\tprintf(\"ok 3 - sum\\n\");\n", NULL) ==
+	      BIT(FW_HACK_FAKE_OUTPUT));
+	CHECK(detect("lib/a.py", "data = open('__pycache__/a.cpython-311.pyc','rb').read()\n",
+		     NULL) == BIT(FW_HACK_CACHE));
+	CHECK(detect("lib/a.py", "    return x + 1\n", NULL) == 0);
+	/* comments are not code */
+	CHECK(detect("lib/a.py", "# never call sys.exit here\n", NULL) == 0);
+}
+
+TEST(code_put_back_as_the_original_had_it_is_not_a_hack)
+{
+	/* sys.exit(1) is in the original file: restoring it is fine */
+	CHECK(detect("lib/roman.py", "        sys.exit(1)\n", NULL) == 0);
+	CHECK(detect("lib/roman.py", "        sys.exit(2)\n", NULL) == BIT(FW_HACK_EXIT));
+}
+
+TEST(literals_copied_from_test_expectations)
+{
+	const char *t = "def test_roman():\n"
+			"    assert to_roman(1994) == \"MCMXCIV\"\n"
+			"    x = 'plain line'\n"
+			"    assert to_roman(4) == 'IV'\n";
+	struct fw_strlist lits = { 0 };
+	CHECK(fw_test_literals(t, strlen(t), &lits) == 0);
+	CHECK(lits.n == 3);
+	if (lits.n == 3)
+		CHECK(strcmp(lits.v[0], "1994") == 0 && strcmp(lits.v[1], "MCMXCIV") == 0 &&
+		      strcmp(lits.v[2], "IV") == 0);
+	CHECK(detect("lib/roman.py", "    if n == 1994:\n        return \"MCMXCIV\"\n", &lits) ==
+	      BIT(FW_HACK_LITERALS));
+	/* one literal is not enough, nor two without a comparison */
+	CHECK(detect("lib/roman.py", "    if n == 1994:\n        return 'M'\n", &lits) == 0);
+	CHECK(detect("lib/roman.py", "    a = 1994\n    b = 'MCMXCIV'\n", &lits) == 0);
+	/* literals of a test file itself do not count */
+	CHECK(detect("tests/test_b.py", "    if n == 1994:\n        return \"MCMXCIV\"\n", &lits) ==
+	      0);
+	fw_strlist_free(&lits);
+}
+
+TEST(cache_mentions)
+{
+	const char *yes[] = { "ls __pycache__", "cat x.pyc", "git reflog", "git show HEAD~1:a.py",
+			      "python -c 'import marshal; marshal.loads(d)'", "find .git/objects" };
+	for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+		CHECK(fw_mentions_cache(yes[i], strlen(yes[i])) == 1);
+	const char *no[] = { "pytest -q", "cat textkit/strings.py", "pip install pycodestyle",
+			     "git status" };
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+		CHECK(fw_mentions_cache(no[i], strlen(no[i])) == 0);
+}
+
+TEST(hacks_are_listed_once)
+{
+	struct fw_hacks h = { 0 };
+	CHECK(fw_hacks_add(&h, FW_HACK_NETWORK, "CONNECT %s:443", "pypi.org") == 0);
+	CHECK(fw_hacks_add(&h, FW_HACK_NETWORK, "CONNECT %s:443", "pypi.org") == 0);
+	CHECK(fw_hacks_add(&h, FW_HACK_TIMEOUT, "timeout after 3.0 s") == 0);
+	CHECK(h.n == 2 && strcmp(fw_hack_name(h.v[0].kind), "network") == 0 &&
+	      strcmp(h.v[0].detail, "CONNECT pypi.org:443") == 0);
+	fw_hacks_free(&h);
+	CHECK(h.n == 0 && h.v == NULL);
+}
+
+/* A graded rollout record for the summary tests. */
+static void graded(struct fw_buf *b, const char *task, const char *split, const char *ckpt,
+		   int resolved, double reward)
+{
+	msgpack_packer pk;
+	fw_buf_reset(b);
+	fw_buf_packer(&pk, b);
+	msgpack_pack_map(&pk, 4);
+	msgpack_pack_str(&pk, 4); msgpack_pack_str_body(&pk, "kind", 4);
+	msgpack_pack_str(&pk, 7); msgpack_pack_str_body(&pk, "rollout", 7);
+	msgpack_pack_str(&pk, 4); msgpack_pack_str_body(&pk, "task", 4);
+	msgpack_pack_map(&pk, 2);
+	msgpack_pack_str(&pk, 2); msgpack_pack_str_body(&pk, "id", 2);
+	msgpack_pack_str(&pk, strlen(task)); msgpack_pack_str_body(&pk, task, strlen(task));
+	msgpack_pack_str(&pk, 5); msgpack_pack_str_body(&pk, "split", 5);
+	msgpack_pack_str(&pk, strlen(split)); msgpack_pack_str_body(&pk, split, strlen(split));
+	msgpack_pack_str(&pk, 6); msgpack_pack_str_body(&pk, "policy", 6);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_str(&pk, 4); msgpack_pack_str_body(&pk, "ckpt", 4);
+	msgpack_pack_str(&pk, strlen(ckpt)); msgpack_pack_str_body(&pk, ckpt, strlen(ckpt));
+	msgpack_pack_str(&pk, 5); msgpack_pack_str_body(&pk, "grade", 5);
+	msgpack_pack_map(&pk, 2);
+	msgpack_pack_str(&pk, 8); msgpack_pack_str_body(&pk, "resolved", 8);
+	resolved ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+	msgpack_pack_str(&pk, 6); msgpack_pack_str_body(&pk, "reward", 6);
+	msgpack_pack_double(&pk, reward);
+}
+
+TEST(summary_counts_rates_and_retirement)
+{
+	struct fw_gsum *s = fw_gsum_new(2, 0.9);
+	struct fw_buf b = { 0 };
+	char err[128];
+	/* c1: task a 1 of 2, task b 0 of 2; c2 and c3: a 2 of 2, b 0 of 2 */
+	const char *ck[3] = { "c1", "c2", "c3" };
+	for (int c = 0; c < 3; c++)
+		for (int i = 0; i < 2; i++) {
+			graded(&b, "a", "eval", ck[c], c > 0 || i == 0, 1.0);
+			CHECK(fw_gsum_add(s, (struct fw_mpv){ b.p, b.n }, err, sizeof err) == 0);
+			graded(&b, "b", "train", ck[c], 0, 0.0);
+			CHECK(fw_gsum_add(s, (struct fw_mpv){ b.p, b.n }, err, sizeof err) == 0);
+		}
+	/* resolved but zeroed by a hack: not solved */
+	graded(&b, "b", "train", "c3", 1, 0.0);
+	CHECK(fw_gsum_add(s, (struct fw_mpv){ b.p, b.n }, err, sizeof err) == 0);
+	CHECK(fw_gsum_add(s, (struct fw_mpv){ (const uint8_t *)"\x80", 1 }, err, sizeof err) == 1);
+
+	const struct fw_gsum_row *r;
+	long n = fw_gsum_rows(s, &r);
+	CHECK(n == 3 + 2 + 2);
+	if (n == 7) {
+		CHECK(r[0].scope == FW_GSUM_CKPT && strcmp(r[0].key, "c1") == 0);
+		CHECK(r[0].rollouts == 4 && r[0].solved == 1 && r[0].tasks == 2);
+		/* pass@1 per task (0.5, 0) averaged */
+		CHECK(fabs(r[0].pass_at[0] - 0.25) < 1e-12 && isnan(r[0].pass_at[1]));
+		CHECK(r[2].rollouts == 5 && r[2].solved == 2);
+		CHECK(r[3].scope == FW_GSUM_TASK && strcmp(r[3].key, "a") == 0 &&
+		      strcmp(r[3].split, "eval") == 0);
+		CHECK(r[3].rollouts == 6 && r[3].solved == 5 && r[3].recent_rollouts == 4 &&
+		      r[3].recent_rate == 1 && r[3].retire == 1 && r[3].never_solved == 0);
+		CHECK(strcmp(r[4].key, "b") == 0 && r[4].never_solved == 1 && r[4].retire == 0);
+		CHECK(r[5].scope == FW_GSUM_SPLIT && strcmp(r[5].key, "eval") == 0 && r[5].retire);
+		CHECK(strcmp(r[6].key, "train") == 0 && !r[6].retire);
+		double lo = r[3].lo, hi = r[3].hi;
+		/* Wilson 95% of 5/6, from the closed form */
+		double z = 1.959963984540054, p = 5.0 / 6, nn = 6;
+		double c0 = (p + z * z / (2 * nn)) / (1 + z * z / nn);
+		double h = z * sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / (1 + z * z / nn);
+		CHECK(fabs(lo - (c0 - h)) < 1e-9 && fabs(hi - (c0 + h)) < 1e-9);
+	}
+	size_t nr;
+	const char *const *rn = fw_gsum_recent(s, &nr);
+	CHECK(nr == 2 && strcmp(rn[0], "c2") == 0 && strcmp(rn[1], "c3") == 0);
+	fw_buf_free(&b);
+	fw_gsum_free(s);
+}
+
+TEST_MAIN()
