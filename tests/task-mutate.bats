@@ -468,6 +468,34 @@ EOF
   json "$T/t.mp" | jq -e '.p2p == ["test_core::test_add", "test_core::test_clamp", "test_core::test_double_once", "test_extra::test_triple"]'
 }
 
+@test "a run killed midway leaves no output file and a consistent store" {
+  mini
+  task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" -o "$T/t.mp" "$T/mini" 2>/dev/null &
+  pid=$!
+  for _ in $(seq 100); do
+    [ -n "$(git -C "$T/st.git" for-each-ref refs/flywheel/tasks 2>/dev/null)" ] && break
+    sleep 0.1
+  done
+  kill -9 $pid
+  wait $pid || true
+  [ ! -e "$T/t.mp" ]
+  git -C "$T/st.git" fsck --no-dangling 2>&1 | grep -v '^notice' | { ! grep .; }
+  # and the next run works with the same store
+  run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --strategy delete-feature -o "$T/t.mp" "$T/mini"
+  assert_success
+  [ "$(rec count "$T/t.mp")" = 1 ]
+}
+
+@test "compressed output with -z reads back" {
+  mini
+  run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --strategy delete-feature -z -o "$T/t.zst" "$T/mini"
+  assert_success
+  [ "$(head -c 4 "$T/t.zst" | od -An -tx1 | tr -d ' ')" = 28b52ffd ]
+  [ "$(rec count "$T/t.zst")" = 1 ]
+}
+
 @test "an original suite that outlives --timeout is an error" {
   mini
   run -1 --separate-stderr task-mutate --test-cmd 'sleep 30' --report tap --timeout 1 \
