@@ -206,3 +206,13 @@ sharp() {
   run diff <(jq -S 'del(.torch_dtype)' "$T/m/config.json") <(jq -S 'del(.torch_dtype)' "$T/b/config.json")
   assert_success
 }
+
+@test "ckpt init leaves nothing behind when OUTDIR is taken, and accepts OUTDIR/" {
+  mkdir -p "$T/taken" && touch "$T/taken/x"
+  run -1 ckpt init "$M/tiny-llama.json" "$T/taken"
+  assert_output --partial "$T/taken: Directory not empty"
+  run ls "$T"
+  assert_output taken
+  ckpt init "$M/tiny-llama.json" "$T/new/"
+  [ -s "$T/new/model.safetensors" ]
+}

@@ -68,8 +68,11 @@ struct opts {
 static char *tmp_dir(const char *final)
 {
 	char *t;
+	size_t n = strlen(final);
 
-	if (asprintf(&t, "%s.tmp.%ld", final, (long)getpid()) < 0)
+	while (n > 1 && final[n - 1] == '/')
+		n--;
+	if (asprintf(&t, "%.*s.tmp.%ld", (int)n, final, (long)getpid()) < 0)
 		return NULL;
 	if (mkdir(t, 0777) && errno != EEXIST) {
 		fw_warn("%s: %s", t, strerror(errno));
