@@ -9,10 +9,16 @@
  *    (a byte-level BPE with no merges), so every checkpoint directory has
  *    one and other tools read it as they read any other;
  *
- *  - tokenizer.json byte-level BPE as GPT-2, Llama 3 and Qwen2 ship it:
- *    vocab, merges ("a b" strings or ["a", "b"] pairs), the pre-tokenizer
- *    split regex (PCRE2, UTF and UCP), added and special tokens matched
- *    before splitting, ignore_merges (Llama 3).
+ *  - tokenizer.json byte-level BPE as GPT-2, Llama 3 and Qwen2/Qwen3 ship
+ *    it: vocab, merges ("a b" strings or ["a", "b"] pairs), the
+ *    pre-tokenizer split regex (PCRE2, UTF and UCP), added and special
+ *    tokens matched before splitting, ignore_merges (Llama 3).  Accepted:
+ *    model BPE without dropout, byte fallback or subword affixes;
+ *    pre_tokenizer ByteLevel (add_prefix_space false), Split (Regex or
+ *    String, behavior Isolated, not inverted), or a Sequence of Splits
+ *    ending in ByteLevel; normalizer none or NFC; decoder none or
+ *    ByteLevel; added tokens without single_word, lstrip or rstrip.
+ *    Anything else is refused with an error naming it.
  *
  * decode(encode(x)) == x for every byte string x, valid UTF-8 or not: bytes
  * that are not valid UTF-8 never match the split regex and are encoded as
@@ -22,7 +28,9 @@
  *
  * Chat templates render turns into token ids plus a parallel mask that is 1
  * on the tokens a policy produced (assistant content and its end token) and
- * 0 elsewhere (headers, system, user, tool output, hints).
+ * 0 elsewhere (headers, system, user, tool output, hints).  ChatML is
+ * Qwen2.5's template without its default system prompt and without Qwen3's
+ * <think> blocks; Llama 3 is Llama 3.0's (3.1 adds a dated system preamble).
  *
  * Thread safety: a struct fw_tok may be shared by threads; encode guards its
  * cache with a mutex.  Buffers (struct fw_tok_ids) are per caller.

@@ -5,7 +5,8 @@
  * with Llama 3's regex and merges, with and without special-token matching,
  * and with the byte tokenizer; chat rendering of turns cut from the input
  * must not fail; NFC must be idempotent and encode with FW_TOK_NORMALIZE
- * must give back the NFC form.  The first input byte picks the case.  Built and run by
+ * must give back the NFC form; any msgpack value given as a record's turns[]
+ * renders or fails with a message.  The first input byte picks the case.  Built and run by
  * `make fuzz`.
  */
 #include <jansson.h>
@@ -14,6 +15,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "fw_mp.h"
 #include "fw_tok.h"
 
 static const char pretok[] =
@@ -113,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 		return 0;
 	uint8_t mode = d[0];
 	d++, n--;
-	switch (mode % 5) {
+	switch (mode % 6) {
 	case 0: { /* the input is a tokenizer.json */
 		struct fw_tok *t = fw_tok_load_mem((const char *)d, n, "fuzz.json", err, sizeof err);
 		if (t) {
@@ -172,6 +174,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 		free(a);
 		free(b2);
 		fw_tok_ids_release(&ids);
+		break;
+	}
+	case 5: { /* msgpack turns[] */
+		uint64_t need;
+		const char *why;
+		ssize_t len = fw_mp_scan(d, n, FW_MP_MAX_DEPTH, &need, &why);
+		if (len <= 0)
+			break;
+		struct fw_mpv v = { d, (size_t)len };
+		struct fw_tok_ids b = { 0 };
+		err[0] = 0;
+		if (fw_chat_render_mp(byte, mode & 0x80 ? FW_CHAT_LLAMA3 : FW_CHAT_CHATML, &v,
+				      mode & 0x40, &b, err, sizeof err) < 0 && !err[0])
+			abort();
+		fw_tok_ids_release(&b);
 		break;
 	}
 	}
