@@ -1070,6 +1070,76 @@ double fw_opt_step(struct fw_opt *o, struct fw_model *m,
 	return norm;
 }
 
+int fw_opt_save(const struct fw_opt *o, const struct fw_model *m,
+		const char *path, char *err, size_t errlen)
+{
+	struct fw_st_out *t = calloc(2 * m->np + 1, sizeof(*t));
+	char **names = calloc(2 * m->np, sizeof(char *));
+	float step = (float)o->step;
+	int rc = -1, k = 0;
+
+	if (!t || !names)
+		goto oom;
+	for (int i = 0; i < 2 * m->np; i++) {
+		const struct fw_param *p = &m->params[i % m->np];
+
+		if (asprintf(&names[i], "%s.%s", i < m->np ? "exp_avg" : "exp_avg_sq",
+			     p->name) < 0) {
+			names[i] = NULL;
+			goto oom;
+		}
+		t[k++] = (struct fw_st_out){ names[i], p->ndim, { p->shape[0], p->shape[1] },
+					     (i < m->np ? o->mom : o->var) + p->off };
+	}
+	t[k++] = (struct fw_st_out){ "step", 1, { 1 }, &step };
+	rc = fw_st_write(path, t, k, FW_F32, err, errlen);
+	goto out;
+oom:
+	seterr(err, errlen, "%s: out of memory", path);
+out:
+	if (names)
+		for (int i = 0; i < 2 * m->np; i++)
+			free(names[i]);
+	free(names);
+	free(t);
+	return rc;
+}
+
+int fw_opt_load(struct fw_opt *o, const struct fw_model *m, const char *path,
+		char *err, size_t errlen)
+{
+	struct fw_st *st = fw_st_open(path, err, errlen);
+	const struct fw_st_tensor *t;
+	char name[128];
+	float step;
+	int rc = -1;
+
+	if (!st)
+		return -1;
+	for (int i = 0; i < 2 * m->np; i++) {
+		const struct fw_param *p = &m->params[i % m->np];
+
+		snprintf(name, sizeof(name), "%s.%s", i < m->np ? "exp_avg" : "exp_avg_sq", p->name);
+		if (!(t = fw_st_find(st, name)) || t->numel != p->n) {
+			seterr(err, errlen, "%s: tensor '%s' is %s", path, name,
+			       t ? "misshapen" : "missing");
+			goto out;
+		}
+		if (fw_st_read_f32(st, t, (i < m->np ? o->mom : o->var) + p->off, err, errlen))
+			goto out;
+	}
+	if (!(t = fw_st_find(st, "step")) || t->numel != 1 ||
+	    fw_st_read_f32(st, t, &step, err, errlen)) {
+		seterr(err, errlen, "%s: tensor 'step' is missing or misshapen", path);
+		goto out;
+	}
+	o->step = (long)step;
+	rc = 0;
+out:
+	fw_st_free(st);
+	return rc;
+}
+
 /* ---- incremental decoding -------------------------------------------------------- */
 
 #define CHUNK 64 /* prompt rows per prefill pass */

@@ -211,6 +211,17 @@ void fw_opt_free(struct fw_opt *o);
 double fw_opt_step(struct fw_opt *o, struct fw_model *m,
 		   const struct fw_adamw_cfg *c);
 
+/* Writes o to path as safetensors: "exp_avg.NAME" and "exp_avg_sq.NAME"
+ * (f32, shaped as each parameter of m) and "step" (one f32).  Temp file,
+ * renamed.  Returns 0, or -1 with err filled. */
+int fw_opt_save(const struct fw_opt *o, const struct fw_model *m,
+		const char *path, char *err, size_t errlen);
+
+/* Reads what fw_opt_save wrote into o, for model m.  Returns 0, or -1
+ * with err naming the file and the tensor missing or misshapen. */
+int fw_opt_load(struct fw_opt *o, const struct fw_model *m, const char *path,
+		char *err, size_t errlen);
+
 /* ---- incremental decoding ------------------------------------------------- */
 
 struct fw_gen;

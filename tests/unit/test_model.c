@@ -486,6 +486,46 @@ TEST(forward_rejects_bad_ids_and_long_sequences)
 	fw_model_free(m);
 }
 
+TEST(optimizer_state_saves_and_resumes_the_same_trajectory)
+{
+	struct fw_model *a = tiny("Qwen2ForCausalLM", 1, 0.3f), *b = tiny("Qwen2ForCausalLM", 1, 0.3f);
+	struct fw_opt *oa = fw_opt_new(a), *ob = fw_opt_new(b);
+	struct fw_adamw_cfg c = { 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f };
+	int32_t tok[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, tgt[8] = { 2, 3, 4, 5, 6, 7, 8, 9 };
+	char path[512];
+	float loss;
+
+	snprintf(path, sizeof(path), "%s/opt.safetensors", tmp());
+	for (int s = 0; s < 3; s++) {
+		fw_model_grads(a);
+		fw_model_zero_grad(a);
+		fw_model_forward(a, tok, tgt, NULL, 1, 8, 0, NULL, &loss, err, sizeof(err));
+		fw_model_backward(a, err, sizeof(err));
+		CHECK(fw_opt_step(oa, a, &c) > 0);
+		if (s == 1) {
+			/* b resumes from a's weights and optimizer after step 2 */
+			memcpy(b->w, a->w, sizeof(float) * a->nw);
+			CHECK_EQ_INT(fw_opt_save(oa, a, path, err, sizeof(err)), 0);
+			CHECK_EQ_INT(fw_opt_load(ob, b, path, err, sizeof(err)), 0);
+			CHECK_EQ_INT(ob->step, 2);
+		}
+	}
+	fw_model_grads(b);
+	fw_model_zero_grad(b);
+	fw_model_forward(b, tok, tgt, NULL, 1, 8, 0, NULL, &loss, err, sizeof(err));
+	fw_model_backward(b, err, sizeof(err));
+	fw_opt_step(ob, b, &c);
+	CHECK(memcmp(a->w, b->w, sizeof(float) * a->nw) == 0);
+	/* the wrong model's state is refused by name */
+	struct fw_model *l = tiny("LlamaForCausalLM", 0, 0);
+	struct fw_opt *ol = fw_opt_new(l);
+	CHECK_EQ_INT(fw_opt_load(ol, l, path, err, sizeof(err)), -1);
+	CHECK(strstr(err, "tensor 'exp_avg.") != NULL);
+	unlink(path);
+	fw_opt_free(oa); fw_opt_free(ob); fw_opt_free(ol); fw_opt_free(NULL);
+	fw_model_free(a); fw_model_free(b); fw_model_free(l);
+}
+
 TEST(cleanup)
 {
 	char cmd[300];
