@@ -1029,7 +1029,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	size_t stlen = 0;
 	pid_t pid = -1;
 	double t0 = now(), kill_at = 0, pinned_since = 0, next_count = 0;
-	long long init_pid = 0, pidns = 0, exit_code = -1, oom_kills = -1;
+	long long init_pid = 0, pidns = 0, exit_code = -1, oom_kills = -1, fails_at_pin = 0;
 	int cgot = 0, timed_out = 0, bomb = 0, killed_hard = 0, reaped = 0, wstatus = 0;
 	struct rusage ru;
 	struct capture cap[2];
@@ -1152,9 +1152,15 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 					  "tree killed", n, o->procs);
 				kill_at = t;
 			} else if (n >= o->procs) {
-				if (!pinned_since)
+				/* at the limit for a second while forks keep
+				 * being refused: a fork bomb (a pool that just
+				 * sits at the limit is left alone) */
+				long long fails = cgroup_fork_fails(&cg);
+				if (!pinned_since) {
 					pinned_since = t;
-				else if (t - pinned_since >= PROCS_PINNED_S) {
+					fails_at_pin = fails;
+				} else if (t - pinned_since >= PROCS_PINNED_S &&
+					   (fails < 0 || fails > fails_at_pin)) {
 					bomb = 1;
 					add_event(res, "limit", t, "process limit %ld held for %.1f s: "
 						  "tree killed", o->procs, t - pinned_since);

@@ -214,6 +214,13 @@ serve() {
   ! pgrep -f '^sleep 732'
 }
 
+@test "the classic bash fork bomb is stopped at the process limit" {
+  run -1 --separate-stderr fw-run --procs 30 --timeout 20 -- bash -c ':(){ :|:& };:; sleep 30'
+  [ "$(field cause)" = procs ]
+  awk -v w="$(field wall_s)" 'BEGIN { exit !(w < 10) }'
+  [[ "$(jq -r '.events[].detail' <<<"$output")" == *"process limit 30"* ]]
+}
+
 @test "the process limit holds although the sandbox's uid 0 is the host's root" {
   run -1 --separate-stderr fw-run --procs 20 --timeout 20 -- /usr/bin/python3 -c '
 import os, sys, time
