@@ -22,7 +22,7 @@
 
 static const char usage_text[] =
 	"usage: fb-report [--by PATH] [--paired-by PATH] [--records] [--seed S]\n"
-	"                 [--resamples N] [-o OUT] [--skip-bad] [FILE...]\n";
+	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [FILE...]\n";
 
 static void usage(FILE *f)
 {
@@ -819,9 +819,13 @@ static int finish(struct state *st, const char *out, int level)
 		rc = -1;
 		goto out;
 	}
-	qsort(st->cats, st->ncats, sizeof *st->cats, cmp_cat);
-	qsort(st->votes, st->nvotes, sizeof *st->votes, cmp_vote_user);
-	qsort(st->pv, st->npv, sizeof *st->pv, cmp_pv);
+	/* qsort() wants a valid pointer even for no elements. */
+	if (st->ncats)
+		qsort(st->cats, st->ncats, sizeof *st->cats, cmp_cat);
+	if (st->nvotes)
+		qsort(st->votes, st->nvotes, sizeof *st->votes, cmp_vote_user);
+	if (st->npv)
+		qsort(st->pv, st->npv, sizeof *st->pv, cmp_pv);
 	for (uint32_t i = 0; i < na; i++)
 		order[i] = i;
 	sort_names = &st->arms;
