@@ -264,6 +264,26 @@ json() { rec json "$1"; }
   done
 }
 
+@test "graded as rollouts, a task's solution resolves it and an empty patch does not" {
+  command -v grade || skip "grade is not built"
+  sample tally
+  task-mutate --test-cmd 'make -s test' --report tap --store "$T/st.git" --strategy stub-body \
+    --max 2 -o "$T/t.mp" "$T/tally" 2>/dev/null
+  json "$T/t.mp" | jq -c '{kind: "rollout", id: ("s" + .id), v: 1, task: del(.solution), patch: .solution},
+                           {kind: "rollout", id: ("e" + .id), v: 1, task: del(.solution), patch: ""}' |
+    rec from-json > "$T/r.mp"
+  run --separate-stderr grade -o "$T/g.mp" "$T/r.mp"
+  assert_success
+  run jq -r -s -c 'map([.id[0:1], .grade.resolved, .grade.f2p_pass == .grade.f2p_total]) | sort | .[]' \
+    <(json "$T/g.mp")
+  assert_output - <<'EOF'
+["e",false,false]
+["e",false,false]
+["s",true,true]
+["s",true,true]
+EOF
+}
+
 @test "the store is a bare repository that keeps every task tree under a ref" {
   mini
   task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" --strategy delete-feature \
