@@ -793,8 +793,6 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 			a->kr = carve(base, &off, Lk * N * kd);
 			a->rsq = carve(base, &off, Lk * N * c->nh);
 			a->rsk = carve(base, &off, Lk * N * c->nkv);
-			a->dqr = carve(base, &off, N * qd);
-			a->dkr = carve(base, &off, N * kd);
 		}
 		a->q = carve(base, &off, Lk * N * qd);
 		a->k = carve(base, &off, Lk * N * kd);
@@ -811,6 +809,8 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 		a->lse = carve(base, &off, N);
 		a->dlogp = carve(base, &off, N);
 		a->tmp = carve(base, &off, N * C);
+		if (m->no_grad)
+			goto carved; /* no backward: no gradient scratch */
 		a->dres = carve(base, &off, N * C);
 		a->dln = carve(base, &off, N * C);
 		a->dy = carve(base, &off, N * qd);
@@ -821,6 +821,11 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 		a->dgate = carve(base, &off, N * I);
 		a->dup = carve(base, &off, N * I);
 		a->dscr = carve(base, &off, N * c->nh * T);
+		if (c->qk_norm) {
+			a->dqr = carve(base, &off, N * qd);
+			a->dkr = carve(base, &off, N * kd);
+		}
+carved:
 		if (!pass && !(base = aligned_alloc(64, off))) {
 			seterr(err, errlen, "out of memory for activations "
 			       "(%zu MB)", off >> 20);
