@@ -547,6 +547,20 @@ int fw_audit_kept(struct fw_audit *a, const char *text, size_t len)
 	return rc;
 }
 
+/* 1 when the scrub removes path or a directory above it. */
+static int scrubbed_path(const char *path)
+{
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s", path);
+	char *save = NULL, *next;
+	for (char *c = strtok_r(buf, "/", &save); c; c = next) {
+		next = strtok_r(NULL, "/", &save);
+		if (fw_scrub_match(c, next != NULL))
+			return 1;
+	}
+	return 0;
+}
+
 int fw_audit_kept_tree(struct fw_audit *a, struct fw_store *s, const char *tree_hex,
 		       char *err, size_t errlen)
 {
@@ -558,6 +572,8 @@ int fw_audit_kept_tree(struct fw_audit *a, struct fw_store *s, const char *tree_
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		char *data;
 		size_t len;
+		if (scrubbed_path(f[i].path))
+			continue; /* not in a workspace, so not kept */
 		rc = fw_store_read(s, tree_hex, f[i].path, &data, &len, err, errlen);
 		if (rc == 0) {
 			rc = fw_audit_kept(a, data, len);

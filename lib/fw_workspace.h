@@ -97,8 +97,9 @@ int fw_audit_removed(struct fw_audit *a, const char *text, size_t len);
  * files of the task tree).  Returns 0 or -1. */
 int fw_audit_kept(struct fw_audit *a, const char *text, size_t len);
 
-/* Adds every file of tree tree_hex of s as kept code.  Returns 0, or -1
- * with a message in err. */
+/* Adds every file of tree tree_hex of s that a workspace keeps (not the
+ * ones the scrub removes) as kept code.  Returns 0, or -1 with a message in
+ * err. */
 int fw_audit_kept_tree(struct fw_audit *a, struct fw_store *s, const char *tree_hex,
 		       char *err, size_t errlen);
 

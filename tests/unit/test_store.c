@@ -331,6 +331,45 @@ TEST(audit_catches_a_planted_pyc_of_the_removed_function)
 	fw_store_free(s);
 }
 
+TEST(a_committed_cache_does_not_blind_the_audit)
+{
+	setup();
+	char err[512] = "", ws[512], pyc[512], tree[FW_OID_HEX], mut[FW_OID_HEX],
+	     mut2[FW_OID_HEX];
+	struct fw_audit *a;
+	struct fw_store *s = stubbed("store8", tree, mut, &a);
+	fw_audit_free(a);
+	/* the task tree also carries bytecode of the original module */
+	snprintf(pyc, sizeof pyc, "%s/orig.pyc", scratch);
+	sh("/usr/bin/python3 -c \"import py_compile; py_compile.compile('%s/repo/textkit/strings.py', "
+	   "cfile='%s', doraise=True)\"", scratch, pyc);
+	FILE *f = fopen(pyc, "rb");
+	char buf[65536];
+	size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+	if (f)
+		fclose(f);
+	struct fw_edit ed = { "textkit/__pycache__/strings.cpython-311.pyc", buf, n };
+	CHECK_EQ_INT(fw_store_edit(s, mut, &ed, 1, mut2, err, sizeof err), 0);
+	a = fw_audit_new();
+	CHECK_EQ_INT(fw_audit_removed(a, levenshtein_body, strlen(levenshtein_body)), 0);
+	CHECK_EQ_INT(fw_audit_kept_tree(a, s, mut2, err, sizeof err), 0);
+	snprintf(ws, sizeof ws, "%s/ws8", scratch);
+	CHECK_EQ_INT(fw_workspace_create(s, mut2, ws, NULL, NULL, err, sizeof err), 0);
+	struct fw_strlist found = { 0 };
+	CHECK_EQ_INT(fw_audit_workspace(a, ws, &found, err, sizeof err), 0);
+	sh("cp %s %s/textkit/.cache.bin", pyc, ws);
+	CHECK_EQ_INT(fw_audit_workspace(a, ws, &found, err, sizeof err), 1);
+	/* every identifier only the removed code has counts, none hidden by
+	 * the committed cache */
+	const char *m = found.n ? strstr(found.v[0], ": ") : NULL;
+	CHECK(m && atoi(m + 2) >= 2);
+	if (found.n)
+		printf("# %s\n", found.v[0]);
+	fw_strlist_free(&found);
+	fw_audit_free(a);
+	fw_store_free(s);
+}
+
 TEST(audit_catches_removed_code_in_a_loose_object_and_a_renamed_copy)
 {
 	setup();
