@@ -216,3 +216,16 @@ sharp() {
   ckpt init "$M/tiny-llama.json" "$T/new/"
   [ -s "$T/new/model.safetensors" ]
 }
+
+@test "ckpt init --tokenizer FILE copies it, and refuses a vocabulary it cannot hold" {
+  ckpt init "$M/tiny-llama.json" "$T/a"
+  ckpt init "$M/tiny-qwen3.json" "$T/b" --tokenizer "$T/a/tokenizer.json"
+  cmp "$T/a/tokenizer.json" "$T/b/tokenizer.json"
+  jq '.vocab_size = 200' "$M/tiny-llama.json" > "$T/small.json"
+  run -1 ckpt init "$T/small.json" "$T/c" --tokenizer "$T/a/tokenizer.json"
+  assert_output "ckpt: $T/small.json: vocab_size 200 is smaller than the tokenizer's 264 ids"
+  echo '{"model": {"type": "WordPiece"}}' > "$T/bad.json"
+  run -1 ckpt init "$M/tiny-llama.json" "$T/d" --tokenizer "$T/bad.json"
+  assert_output --partial "ckpt: $T/bad.json: "
+  [ ! -e "$T/c" ] && [ ! -e "$T/d" ]
+}
