@@ -389,7 +389,12 @@ static int start(struct fw_proxy *p, struct conn *c, size_t headlen)
 /* Move bytes from fd into b; 0 ok, -1 on error. */
 static int pump_in(int fd, struct pipebuf *b)
 {
-	ssize_t n = recv(fd, b->d + b->len, BUF_SIZE - b->len, MSG_DONTWAIT);
+	ssize_t n;
+
+	/* a full buffer must not read as EOF (recv of 0 bytes returns 0) */
+	if (b->len == BUF_SIZE)
+		return 0;
+	n = recv(fd, b->d + b->len, BUF_SIZE - b->len, MSG_DONTWAIT);
 
 	if (n > 0)
 		b->len += (size_t)n;
