@@ -210,7 +210,10 @@ json() { rec json "$1"; }
   run --separate-stderr task-mutate --help
   assert_success
   [ -z "$stderr" ]
-  assert_line --index 0 "usage: task-mutate --test-cmd CMD [--strategy S]... [--report junit|tap]"
+  # word for word the SYNOPSIS of task-mutate(1)
+  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
+    <(man -l "$BATS_TEST_DIRNAME/../man/task-mutate.1" 2>/dev/null |
+      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
 }
 
 @test "a bad option, strategy or missing --test-cmd is a usage error (exit 2)" {

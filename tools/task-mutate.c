@@ -26,11 +26,11 @@
 #include "fw_workspace.h"
 
 static const char usage_text[] =
-	"usage: task-mutate --test-cmd CMD [--strategy S]... [--report junit|tap]\n"
+	"usage: task-mutate --test-cmd CMD [--strategy S ...] [--report junit | tap]\n"
 	"                   [--lang L] [--store DIR] [--max N] [--seed S] [-j N]\n"
 	"                   [--shard K/N] [--split train=F,eval=F,private=F]\n"
 	"                   [--timeout SEC] [--allow-dirty] [-o OUT] [-z] [-v]\n"
-	"                   [--progress] REPO...\n"
+	"                   [--progress] REPO ...\n"
 	"       task-mutate -h | --help | --version\n";
 
 /* Why a candidate was not kept; the order is the summary's. */
