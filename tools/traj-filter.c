@@ -618,6 +618,11 @@ int main(int argc, char **argv)
 							      sizeof err))) {
 				fw_warn("%s", err);
 				status = FW_EXIT_DATA;
+				/* No split file appears unless all of them can. */
+				for (int k = 0; k < i; k++) {
+					fw_writer_abort(st.splits[k].w);
+					st.splits[k].w = NULL;
+				}
 				goto done;
 			}
 		}
