@@ -1105,9 +1105,16 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 			seterr(err, errlen, "stdin '%s': %s", o->stdin_path, strerror(errno));
 			goto out;
 		}
-	} else if ((in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-		seterr(err, errlen, "/dev/null: %s", strerror(errno));
-		goto out;
+	} else {
+		/* an empty pipe, not the host's /dev/null: stdin reads EOF
+		 * however the host's /dev is kept */
+		int p[2];
+		if (pipe2(p, O_CLOEXEC) != 0) {
+			seterr(err, errlen, "pipe: %s", strerror(errno));
+			goto out;
+		}
+		close(p[1]);
+		in = p[0];
 	}
 	if (pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC) || pipe2(pst, O_CLOEXEC)) {
 		seterr(err, errlen, "pipe: %s", strerror(errno));

@@ -78,7 +78,8 @@ struct fw_sandbox_opts {
 	/* Extra environment, NULL-terminated "NAME=VALUE"; overrides the
 	 * defaults of the same name; NULL for none. */
 	const char *const *env;
-	/* Host file to read as stdin; NULL: /dev/null. */
+	/* Host file to read as stdin; NULL: none (an empty pipe, so the
+	 * first read is end of file). */
 	const char *stdin_path;
 
 	double timeout_s;     /* wall clock, seconds (default 0: none) */
