@@ -1,10 +1,11 @@
 /*
- * fw_sandbox.c — the clean room: bubblewrap, rlimits, a memory cgroup, a
- * wall-clock timeout over the whole tree, capped output, and the proxy.
+ * fw_sandbox.c — the clean room: bubblewrap, rlimits, per-run cgroups
+ * (memory, pids, CPU accounting), a wall-clock timeout over the whole tree,
+ * capped output, and the proxy.
  *
  * Shape of a run:
  *
- *   caller ── fork ── child: rlimits, join cgroup, execve(bwrap, env)
+ *   caller ── fork ── child: rlimits, join cgroups, execve(bwrap, env)
  *                        bwrap (monitor, outside) ── init (pid 1) ── CMD (pid 2)
  *
  * bwrap reports the init's pid and the pid-namespace inode on the JSON
