@@ -510,6 +510,23 @@ EOF
   [ "$(rec count "$T/t.mp")" = 1 ]
 }
 
+@test "a run stopped by SIGTERM removes its workspaces" {
+  mini
+  task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" -j 2 -o "$T/t.mp" "$T/mini" 2>/dev/null &
+  pid=$!
+  for _ in $(seq 100); do
+    [ -n "$(ls -A "$TMPDIR")" ] && break
+    sleep 0.05
+  done
+  sleep 0.5
+  [ -n "$(ls -A "$TMPDIR")" ]
+  kill -TERM $pid
+  st=0
+  wait $pid || st=$?
+  [ "$st" = 143 ]
+  [ -z "$(ls -A "$TMPDIR")" ]
+}
+
 @test "compressed output with -z reads back" {
   mini
   run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \

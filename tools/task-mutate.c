@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,11 @@ struct job {
 	int fatal;
 	char fatal_msg[512];
 };
+
+/* The temporary directory of the repository being worked on, so that a
+ * signal does not leave workspaces behind. */
+static pthread_mutex_t tmp_mu = PTHREAD_MUTEX_INITIALIZER;
+static char tmp_now[4096];
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -623,7 +629,12 @@ static int run_repo(const struct opts *o, const char *repo, const char *store_ab
 	}
 	const char *tmpdir = getenv("TMPDIR");
 	snprintf(j.tmp, sizeof j.tmp, "%s/task-mutate.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-	if (!mkdtemp(j.tmp)) {
+	pthread_mutex_lock(&tmp_mu);
+	char *made = mkdtemp(j.tmp);
+	if (made)
+		snprintf(tmp_now, sizeof tmp_now, "%s", j.tmp);
+	pthread_mutex_unlock(&tmp_mu);
+	if (!made) {
 		fw_warn("cannot make a temporary directory: %s", strerror(errno));
 		j.tmp[0] = '\0';
 		goto out;
@@ -705,10 +716,36 @@ out:
 	free_texts(&j);
 	fw_symbols_free(&j.syms);
 	fw_report_free(j.base_pass);
-	if (j.tmp[0])
+	if (j.tmp[0]) {
+		pthread_mutex_lock(&tmp_mu);
 		fw_rmtree(j.tmp);
+		tmp_now[0] = '\0';
+		pthread_mutex_unlock(&tmp_mu);
+	}
 	pthread_mutex_destroy(&j.mu);
 	return rc;
+}
+
+/* Waits for SIGINT, SIGTERM or SIGHUP (blocked in every other thread),
+ * removes the workspaces and exits as the signal would have.  The
+ * sandboxed test runs die with their parent. */
+static void *signal_thread(void *arg)
+{
+	sigset_t *set = arg;
+	int sig = 0;
+	if (sigwait(set, &sig) != 0)
+		return NULL;
+	pthread_mutex_lock(&tmp_mu);
+	if (tmp_now[0]) {
+		/* Moved first, so workers stop finding it; removal is retried
+		 * while their last writes land. */
+		char dead[4200];
+		snprintf(dead, sizeof dead, "%s.dead", tmp_now);
+		const char *p = rename(tmp_now, dead) == 0 ? dead : tmp_now;
+		for (int i = 0; i < 20 && fw_rmtree(p) < 0; i++)
+			usleep(50000);
+	}
+	_exit(128 + sig);
 }
 
 static int parse_split(const char *s, double out[3])
@@ -901,6 +938,14 @@ int main(int argc, char **argv)
 		fw_strlist_free(&repos);
 		return FW_EXIT_DATA;
 	}
+	static sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_t sig_th;
+	if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) == 0)
+		pthread_create(&sig_th, NULL, signal_thread, &sigs);
 	struct tally t = { 0 };
 	for (size_t i = 0; i < repos.n; i++) {
 		if (o.max && t.ok >= o.max)
