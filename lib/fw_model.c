@@ -1151,11 +1151,12 @@ out:
 
 struct fw_gen {
 	struct fw_model *m;
-	int nseq, maxT, len, R;
+	int nseq, maxT, R;
 	float *kc, *vc;            /* (L, nseq, maxT, nkv, hd) */
 	float *x, *ln, *q, *k, *v, *y, *tmp, *gate, *up, *h, *rs, *rsq, *rsk;
 	float *scr, *last, *logits;
-	int32_t *pos;
+	int32_t *pos;              /* (R) position of each row being run */
+	int32_t *len;              /* (nseq) positions each sequence holds */
 	void *block;
 };
 
@@ -1210,6 +1211,7 @@ struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
 		g->last = carve(base, &off, (size_t)nseq * C);
 		g->logits = carve(base, &off, (size_t)nseq * c->vocab);
 		g->pos = (int32_t *)carve(base, &off, R);
+		g->len = (int32_t *)carve(base, &off, nseq);
 		if (!pass && !(base = aligned_alloc(64, off))) {
 			seterr(err, errlen, "out of memory for the decoding state "
 			       "(%zu MB)", off >> 20);
@@ -1221,24 +1223,26 @@ struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
 	return g;
 }
 
-/* Runs Tq new tokens (B, Tq) at positions pos0.. through the model against
- * the cache (sequences 0..B-1), writing their keys and values into it and
- * the logits of each sequence's last new token into g->logits (B, V). */
-static void gen_run(struct fw_gen *g, const int32_t *tok, int B, int Tq,
-		    int pos0)
+/* Runs Tq new tokens (B, Tq) of sequences s0 .. s0+B-1, each b at
+ * positions g->len[s0+b].., through the model against the cache, writing
+ * their keys and values into it and the logits of each sequence's last new
+ * token into its row of g->logits.  Lengths are not advanced here. */
+static void gen_run(struct fw_gen *g, const int32_t *tok, int s0, int B,
+		    int Tq)
 {
 	struct fw_model *m = g->m;
 	const struct fw_config *c = &m->cfg;
 	int N = B * Tq, C = c->C, I = c->I, nh = c->nh, nkv = c->nkv,
 	    hd = c->hd, qd = nh * hd, kd = nkv * hd, T = g->maxT;
+	const int32_t *pos0 = g->len + s0;
 
 	for (int i = 0; i < N; i++)
-		g->pos[i] = pos0 + i % Tq;
+		g->pos[i] = pos0[i / Tq] + i % Tq;
 	fw_embed_fwd(g->x, tok, m->embed, N, C);
 	for (int l = 0; l < c->L; l++) {
 		struct fw_layer_w *w = &m->lw[l];
-		float *kc = g->kc + (size_t)l * g->nseq * T * kd;
-		float *vc = g->vc + (size_t)l * g->nseq * T * kd;
+		float *kc = g->kc + ((size_t)l * g->nseq + s0) * T * kd;
+		float *vc = g->vc + ((size_t)l * g->nseq + s0) * T * kd;
 
 		fw_rmsnorm_fwd(g->ln, g->rs, g->x, w->ln1, N, C, c->eps);
 		fw_matmul_fwd(g->q, g->ln, w->wq, w->bq, N, C, qd);
@@ -1251,12 +1255,12 @@ static void gen_run(struct fw_gen *g, const int32_t *tok, int B, int Tq,
 		fw_rope_fwd(g->q, g->pos, m->rope_cos, m->rope_sin, N, nh, hd);
 		fw_rope_fwd(g->k, g->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
 		for (int b = 0; b < B; b++) {
-			size_t at = ((size_t)b * T + pos0) * kd;
+			size_t at = ((size_t)b * T + pos0[b]) * kd;
 
 			memcpy(kc + at, g->k + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
 			memcpy(vc + at, g->v + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
 		}
-		fw_attn_cached(g->y, g->scr, g->q, kc, vc, B, Tq, pos0, T, nh, nkv, hd);
+		fw_attn_cached(g->y, g->scr, g->q, kc, vc, pos0, B, Tq, T, nh, nkv, hd);
 		fw_matmul_fwd(g->tmp, g->y, w->wo, w->bo, N, qd, C);
 		add3(g->x, g->x, g->tmp, (long)N * C);
 		fw_rmsnorm_fwd(g->ln, g->rs, g->x, w->ln2, N, C, c->eps);
@@ -1270,7 +1274,8 @@ static void gen_run(struct fw_gen *g, const int32_t *tok, int B, int Tq,
 		memcpy(g->last + (size_t)b * C, g->x + ((size_t)b * Tq + Tq - 1) * C,
 		       sizeof(float) * C);
 	fw_rmsnorm_fwd(g->last, g->rs, g->last, m->norm, B, C, c->eps);
-	fw_matmul_fwd(g->logits, g->last, m->lm_head, NULL, B, C, c->vocab);
+	fw_matmul_fwd(g->logits + (size_t)s0 * c->vocab, g->last, m->lm_head, NULL,
+		      B, C, c->vocab);
 }
 
 static int check_ids(const struct fw_model *m, const int32_t *t, int n,
@@ -1285,6 +1290,17 @@ static int check_ids(const struct fw_model *m, const int32_t *t, int n,
 	return 0;
 }
 
+/* Appends n tokens to sequence s in chunks of the row buffers. */
+static void gen_extend(struct fw_gen *g, int s, const int32_t *t, int n)
+{
+	for (int p = 0; p < n; p += CHUNK) {
+		int k = n - p < CHUNK ? n - p : CHUNK;
+
+		gen_run(g, t + p, s, 1, k);
+		g->len[s] += k;
+	}
+}
+
 int fw_gen_prefill(struct fw_gen *g, const int32_t *prompt, int n, char *err,
 		   size_t errlen)
 {
@@ -1297,8 +1313,8 @@ int fw_gen_prefill(struct fw_gen *g, const int32_t *prompt, int n, char *err,
 	}
 	if (check_ids(g->m, prompt, n, err, errlen))
 		return -1;
-	for (int p = 0; p < n; p += CHUNK)
-		gen_run(g, prompt + p, 1, n - p < CHUNK ? n - p : CHUNK, p);
+	g->len[0] = 0;
+	gen_extend(g, 0, prompt, n);
 	/* Every other sequence starts from the same prefix. */
 	for (int l = 0; l < c->L; l++)
 		for (int b = 1; b < g->nseq; b++) {
@@ -1307,25 +1323,48 @@ int fw_gen_prefill(struct fw_gen *g, const int32_t *prompt, int n, char *err,
 			memcpy(g->kc + at, g->kc + l0, sizeof(float) * n * kd);
 			memcpy(g->vc + at, g->vc + l0, sizeof(float) * n * kd);
 		}
-	for (int b = 1; b < g->nseq; b++)
+	for (int b = 1; b < g->nseq; b++) {
 		memcpy(g->logits + (size_t)b * c->vocab, g->logits,
 		       sizeof(float) * c->vocab);
-	g->len = n;
+		g->len[b] = n;
+	}
+	return 0;
+}
+
+int fw_gen_append(struct fw_gen *g, int seq, const int32_t *tok, int n,
+		  char *err, size_t errlen)
+{
+	if (seq < 0 || seq >= g->nseq || n <= 0) {
+		seterr(err, errlen, "bad append: sequence %d of %d, %d tokens",
+		       seq, g->nseq, n);
+		return -1;
+	}
+	if (g->len[seq] <= 0 || g->len[seq] + n > g->maxT) {
+		seterr(err, errlen, g->len[seq] ? "%d more tokens do not fit the "
+		       "cache (%d positions)" : "append of %d tokens before prefill "
+		       "(%d positions)", n, g->maxT);
+		return -1;
+	}
+	if (check_ids(g->m, tok, n, err, errlen))
+		return -1;
+	gen_extend(g, seq, tok, n);
 	return 0;
 }
 
 int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
 		size_t errlen)
 {
-	if (g->len <= 0 || g->len >= g->maxT) {
-		seterr(err, errlen, g->len ? "the cache is full (%d positions)"
-		       : "step before prefill (%d)", g->maxT);
-		return -1;
-	}
+	for (int b = 0; b < g->nseq; b++)
+		if (g->len[b] <= 0 || g->len[b] >= g->maxT) {
+			seterr(err, errlen, g->len[b] ? "the cache is full (%d positions)"
+			       : "step before prefill (%d)", g->maxT);
+			return -1;
+		}
 	if (check_ids(g->m, tok, g->nseq, err, errlen))
 		return -1;
-	gen_run(g, tok, g->nseq, 1, g->len);
-	g->len++;
+	gen_run(g, tok, 0, g->nseq, 1);
+	for (int b = 0; b < g->nseq; b++)
+		g->len[b]++;
 	return 0;
 }
 
@@ -1334,9 +1373,9 @@ const float *fw_gen_logits(const struct fw_gen *g)
 	return g->logits;
 }
 
-int fw_gen_len(const struct fw_gen *g)
+int fw_gen_len(const struct fw_gen *g, int seq)
 {
-	return g->len;
+	return seq >= 0 && seq < g->nseq ? g->len[seq] : -1;
 }
 
 /* ---- sampling ---------------------------------------------------------------- */

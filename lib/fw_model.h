@@ -243,16 +243,24 @@ void fw_gen_free(struct fw_gen *g);
 int fw_gen_prefill(struct fw_gen *g, const int32_t *prompt, int n,
 		   char *err, size_t errlen);
 
-/* Appends one token to each sequence (tok has nseq ids) and computes the
- * next logits.  Returns 0, or -1 with err filled (cache full, bad id). */
+/* Appends one token to each sequence (tok has nseq ids; the sequences may
+ * have different lengths) and computes each one's next logits.  Returns 0,
+ * or -1 with err filled (a cache full, bad id). */
 int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
 		size_t errlen);
+
+/* Appends n tokens to sequence seq alone (a tool's output in an agent
+ * turn, say) and computes its next logits (its row of fw_gen_logits); the
+ * other sequences are untouched.  Returns 0, or -1 with err filled (before
+ * prefill, not enough room, bad id). */
+int fw_gen_append(struct fw_gen *g, int seq, const int32_t *tok, int n,
+		  char *err, size_t errlen);
 
 /* Logits (nseq, V) for the next position of each sequence. */
 const float *fw_gen_logits(const struct fw_gen *g);
 
-/* Number of positions each sequence holds so far. */
-int fw_gen_len(const struct fw_gen *g);
+/* Number of positions sequence seq holds so far (-1 for no such seq). */
+int fw_gen_len(const struct fw_gen *g, int seq);
 
 /* Sampling settings: temp 0 means greedy; top_k 0 and top_p >= 1 mean no
  * truncation. */

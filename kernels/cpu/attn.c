@@ -17,7 +17,8 @@
 struct attn {
 	float *out, *att, *dq, *dk, *dv, *scr;
 	const float *q, *k, *v, *dout, *patt;
-	int B, T, nh, nkv, hd, Tq, pos0, maxT;
+	const int32_t *pos;
+	int B, T, nh, nkv, hd, Tq, maxT;
 };
 
 /* Eight partial sums so the compiler can keep them in vector lanes. */
@@ -174,7 +175,6 @@ static void cached_rows(void *ctx, int r0, int r1)
 {
 	struct attn *a = ctx;
 	int Tq = a->Tq, nh = a->nh, nkv = a->nkv, hd = a->hd;
-	int Lmax = a->pos0 + Tq;
 	float scale = 1.0f / sqrtf((float)hd);
 
 	for (int r = r0; r < r1; r++) {
@@ -184,20 +184,23 @@ static void cached_rows(void *ctx, int r0, int r1)
 		const float *k = a->k + ((long)b * a->maxT * nkv + g) * hd;
 		const float *v = a->v + ((long)b * a->maxT * nkv + g) * hd;
 
-		attend(a->out + row, a->scr + (long)r * Lmax, a->q + row, k, v,
-		       (long)nkv * hd, a->pos0 + t + 1, hd, scale);
+		attend(a->out + row, a->scr + (long)r * a->maxT, a->q + row, k, v,
+		       (long)nkv * hd, a->pos[b] + t + 1, hd, scale);
 	}
 }
 
 void fw_attn_cached(float *out, float *scratch, const float *q,
-		    const float *kc, const float *vc, int B, int Tq, int pos0,
-		    int maxT, int nh, int nkv, int hd)
+		    const float *kc, const float *vc, const int32_t *pos0,
+		    int B, int Tq, int maxT, int nh, int nkv, int hd)
 {
 	struct attn a = { .out = out, .scr = scratch, .q = q, .k = kc,
-			  .v = vc, .B = B, .Tq = Tq, .pos0 = pos0,
+			  .v = vc, .pos = pos0, .B = B, .Tq = Tq,
 			  .maxT = maxT, .nh = nh, .nkv = nkv, .hd = hd };
+	long work = 0;
 
-	if ((long)B * Tq * nh * (pos0 + Tq) * hd < 32768)
+	for (int b = 0; b < B; b++)
+		work += (long)Tq * nh * (pos0[b] + Tq) * hd;
+	if (work < 32768)
 		cached_rows(&a, 0, B * Tq * nh);
 	else
 		fw_parallel_for(B * Tq * nh, cached_rows, &a);

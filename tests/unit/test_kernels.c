@@ -333,7 +333,8 @@ TEST(cached_attention_equals_full_attention)
 	float *kc = zeros((long)B * maxT * nkv * hd), *vc = zeros((long)B * maxT * nkv * hd);
 	int Tq = T - pos0;
 	float *qn = zeros((long)B * Tq * nh * hd), *on = zeros((long)B * Tq * nh * hd);
-	float *scr = zeros((long)B * Tq * nh * T);
+	float *scr = zeros((long)B * Tq * nh * maxT);
+	int32_t p0[3] = { pos0, pos0, pos0 };
 	double err = 0;
 
 	fw_attn_fwd(o, att, q, k, v, B, T, nh, nkv, hd);
@@ -345,7 +346,7 @@ TEST(cached_attention_equals_full_attention)
 		memcpy(qn + (long)b * Tq * nh * hd, q + ((long)b * T + pos0) * nh * hd,
 		       sizeof(float) * Tq * nh * hd);
 	}
-	fw_attn_cached(on, scr, qn, kc, vc, B, Tq, pos0, maxT, nh, nkv, hd);
+	fw_attn_cached(on, scr, qn, kc, vc, p0, B, Tq, maxT, nh, nkv, hd);
 	for (int b = 0; b < B; b++)
 		for (long i = 0; i < (long)Tq * nh * hd; i++) {
 			double d = fabs(on[(long)b * Tq * nh * hd + i] -
@@ -353,6 +354,21 @@ TEST(cached_attention_equals_full_attention)
 			if (d > err)
 				err = d;
 		}
+	CHECK(err < 1e-6);
+	/* Sequences of different lengths, one new row each: row b at
+	 * position p0[b] matches the full forward there. */
+	p0[0] = pos0;
+	p0[1] = pos0 - 3;
+	p0[2] = T - 1;
+	for (int b = 0; b < B; b++)
+		memcpy(qn + (long)b * nh * hd, q + ((long)b * T + p0[b]) * nh * hd,
+		       sizeof(float) * nh * hd);
+	fw_attn_cached(on, scr, qn, kc, vc, p0, B, 1, maxT, nh, nkv, hd);
+	err = 0;
+	for (int b = 0; b < B; b++)
+		for (long i = 0; i < (long)nh * hd; i++)
+			err = fmax(err, fabs(on[(long)b * nh * hd + i] -
+					     o[((long)b * T + p0[b]) * nh * hd + i]));
 	CHECK(err < 1e-6);
 	free(q); free(k); free(v); free(o); free(att); free(kc); free(vc);
 	free(qn); free(on); free(scr);

@@ -380,7 +380,7 @@ TEST(kv_cache_decoding_matches_the_full_forward)
 		CHECK(worst < 1e-4);
 		if (worst >= 1e-4)
 			printf("# %s: worst logit difference %g\n", archs[a], worst);
-		CHECK_EQ_INT(fw_gen_len(g), n);
+		CHECK_EQ_INT(fw_gen_len(g, 2), n);
 		int32_t bad[3] = { 1, 99, 2 };
 		CHECK_EQ_INT(fw_gen_step(g, bad, err, sizeof(err)), -1);
 		CHECK(strstr(err, "token 99 is outside the vocabulary") != NULL);
@@ -410,6 +410,52 @@ TEST(no_grad_forward_gives_the_same_logprobs_in_less_memory)
 	CHECK(l1 == l2);
 	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), -1);
 	CHECK(strstr(err, "no_grad") != NULL);
+	fw_model_free(m);
+}
+
+TEST(sequences_of_different_lengths_decode_like_separate_forwards)
+{
+	struct fw_model *m = tiny("Qwen3ForCausalLM", 0, 0.3f);
+	int32_t a[90], b[90];
+	int na = 80, nb = 50, P = 10;
+	float *fa = malloc(sizeof(float) * 90 * 37), *fb = malloc(sizeof(float) * 90 * 37);
+	double worst = 0;
+
+	for (int i = 0; i < 90; i++) {
+		a[i] = i < P ? (i * 3 + 1) % 37 : (i * 11 + 5) % 37;
+		b[i] = i < P ? a[i] : (i * 13 + 2) % 37;
+	}
+	fw_model_forward(m, a, NULL, NULL, 1, na, 0, NULL, NULL, err, sizeof(err));
+	memcpy(fa, fw_model_logits(m), sizeof(float) * na * 37);
+	fw_model_forward(m, b, NULL, NULL, 1, nb, 0, NULL, NULL, err, sizeof(err));
+	memcpy(fb, fw_model_logits(m), sizeof(float) * nb * 37);
+
+	/* Shared prompt, then sequence 0 gets a 70-token "tool output" at
+	 * once (more than one chunk) and sequence 1 one of 35; then both
+	 * step together, at different positions. */
+	struct fw_gen *g = fw_gen_new(m, 2, 96, err, sizeof(err));
+	CHECK_EQ_INT(fw_gen_prefill(g, a, P, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_gen_append(g, 0, a + P, na - P - 5, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_gen_append(g, 1, b + P, nb - P - 5, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_gen_len(g, 0), na - 5);
+	CHECK_EQ_INT(fw_gen_len(g, 1), nb - 5);
+	for (int s = 0; s < 5; s++) {
+		int la = na - 5 + s, lb = nb - 5 + s;
+
+		for (int v = 0; v < 37; v++) {
+			worst = fmax(worst, fabs(fw_gen_logits(g)[v] - fa[(la - 1) * 37 + v]));
+			worst = fmax(worst, fabs(fw_gen_logits(g)[37 + v] - fb[(lb - 1) * 37 + v]));
+		}
+		int32_t t[2] = { a[la], b[lb] };
+		CHECK_EQ_INT(fw_gen_step(g, t, err, sizeof(err)), 0);
+	}
+	CHECK(worst < 1e-4);
+	CHECK_EQ_INT(fw_gen_append(g, 1, b, 60, err, sizeof(err)), -1);
+	CHECK(strstr(err, "do not fit") != NULL);
+	CHECK_EQ_INT(fw_gen_append(g, 2, b, 1, err, sizeof(err)), -1);
+	fw_gen_free(g);
+	free(fa);
+	free(fb);
 	fw_model_free(m);
 }
 
