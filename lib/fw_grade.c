@@ -556,7 +556,7 @@ static int fake_output(const char *line)
 		return 1;
 	for (const char *p = strstr(line, "ok "); p; p = strstr(p + 1, "ok ")) {
 		if (p > line && (p[-1] == '"' || p[-1] == '\'' || p[-1] == '>') &&
-		    isdigit((unsigned char)p[3]))
+		    (isdigit((unsigned char)p[3]) || p[3] == '%' || p[3] == '{' || p[3] == '$'))
 			return 1;
 	}
 	for (const char *p = strstr(line, " passed"); p; p = strstr(p + 1, " passed"))
@@ -594,11 +594,21 @@ static int has_line(const char *text, const char *s, size_t n)
 	return 0;
 }
 
-/* 1 when the literal lit (a string's content or a number) is in line. */
+/* 1 when the literal lit (a number, or a string in double quotes) is in
+ * text; a string may be quoted either way there. */
 static int has_literal(const char *line, const char *lit)
 {
+	int number = lit[0] != '"';
 	size_t m = strlen(lit);
-	int number = isdigit((unsigned char)lit[0]) || lit[0] == '-';
+	char body[512];
+	if (!number) {
+		m -= 2;
+		if (m >= sizeof body)
+			return 0;
+		memcpy(body, lit + 1, m);
+		body[m] = '\0';
+		lit = body;
+	}
 	for (const char *p = strstr(line, lit); p; p = strstr(p + 1, lit)) {
 		char b = p > line ? p[-1] : ' ', a = p[m];
 		if (number) {
@@ -642,7 +652,7 @@ int fw_detect_patch(const struct fw_patch *p, fw_orig_fn orig, void *arg,
 				return -1;
 		const char *seen[8];
 		size_t nseen = 0;
-		int compared = 0;
+		int compared = 0, strong = 0;
 		for (size_t k = 0; k < f->nadded; k++) {
 			const char *line = f->added[k].text, *t;
 			size_t tn;
@@ -671,11 +681,14 @@ int fw_detect_patch(const struct fw_patch *p, fw_orig_fn orig, void *arg,
 				return -1;
 			if (test || !lits)
 				continue;
+			compared |= compares(line);
 			for (size_t l = 0; l < lits->n; l++) {
 				const char *lit = lits->v[l];
-				if (!has_literal(line, lit) || (o && strstr(o, lit)))
+				if (!has_literal(line, lit) || (o && has_literal(o, lit)))
 					continue;
-				compared |= compares(line);
+				/* an expected string of some length is rarely
+				 * written by chance */
+				strong |= lit[0] == '"' && strlen(lit) >= 5;
 				size_t s = 0;
 				while (s < nseen && strcmp(seen[s], lit) != 0)
 					s++;
@@ -683,11 +696,11 @@ int fw_detect_patch(const struct fw_patch *p, fw_orig_fn orig, void *arg,
 					seen[nseen++] = lit;
 			}
 		}
-		if (nseen >= 2 && compared) {
+		if ((nseen >= 2 || strong) && compared) {
 			char buf[256];
 			size_t bn = 0;
 			for (size_t s = 0; s < nseen && bn < sizeof buf - 1; s++)
-				bn += (size_t)snprintf(buf + bn, sizeof buf - bn, "%s'%s'", s ? ", " : "",
+				bn += (size_t)snprintf(buf + bn, sizeof buf - bn, "%s%s", s ? ", " : "",
 						       seen[s]);
 			if (fw_hacks_add(out, FW_HACK_LITERALS, "%s: %s", path, buf) < 0)
 				return -1;
@@ -696,17 +709,17 @@ int fw_detect_patch(const struct fw_patch *p, fw_orig_fn orig, void *arg,
 	return (int)(out->n - before);
 }
 
-static int lit_add(struct fw_strlist *out, const char *s, size_t n)
+/* Adds a literal once: a number as it is, a string as "CONTENT". */
+static int lit_add(struct fw_strlist *out, const char *s, size_t n, int str)
 {
+	char t[512];
+	if (n + 3 > sizeof t)
+		return 0;
+	snprintf(t, sizeof t, str ? "\"%.*s\"" : "%.*s", (int)n, s);
 	for (size_t i = 0; i < out->n; i++)
-		if (strlen(out->v[i]) == n && memcmp(out->v[i], s, n) == 0)
+		if (strcmp(out->v[i], t) == 0)
 			return 0;
-	char *t = strndup(s, n);
-	if (!t)
-		return -1;
-	int rc = fw_strlist_add(out, t);
-	free(t);
-	return rc;
+	return fw_strlist_add(out, t);
 }
 
 static int assertion_line(const char *s, size_t n)
@@ -735,7 +748,7 @@ int fw_test_literals(const char *text, size_t len, struct fw_strlist *out)
 						b += text[b] == '\\' ? 2 : 1;
 					if (b > e)
 						b = e;
-					if (b - a >= 2 && lit_add(out, text + a, b - a) < 0)
+					if (b - a >= 2 && lit_add(out, text + a, b - a, 1) < 0)
 						return -1;
 					k = b;
 				} else if (isdigit((unsigned char)c) &&
@@ -746,7 +759,7 @@ int fw_test_literals(const char *text, size_t len, struct fw_strlist *out)
 							  isdigit((unsigned char)text[b + 1]))))
 						b++;
 					if (b - k >= 2 && !(b < e && ident_char(text[b])) &&
-					    lit_add(out, text + k, b - k) < 0)
+					    lit_add(out, text + k, b - k, 0) < 0)
 						return -1;
 					k = b - 1;
 				} else if (ident_char(c)) {

@@ -145,7 +145,8 @@ void fw_patch_free(struct fw_patch *p);
  * Literals of test expectations: the string literals (2 characters or
  * more) and numbers (2 digits or more) on the assertion lines (assert,
  * expect, CHECK, EXPECT, ==, equal) of a test file's text.  Appended to out
- * once each.  Returns 0, or -1 when memory runs out.
+ * once each: a number as written, a string as its content in double quotes
+ * (escapes kept as written).  Returns 0, or -1 when memory runs out.
  */
 int fw_test_literals(const char *text, size_t len, struct fw_strlist *out);
 
@@ -160,9 +161,9 @@ typedef const char *(*fw_orig_fn)(void *arg, const char *path);
  * (compared with surrounding whitespace trimmed) is code put back, not
  * added, and is ignored; so is a test literal found anywhere in that
  * original.  orig (may be NULL) looks the original up; lits (may be NULL)
- * are the test literals: two or more of them in the added lines of one
- * file, one of them on a line that compares (==, if, case, in), is
- * test-literals.  Findings are appended to out.  Returns the number found,
+ * are the test literals: in the added lines of one file that also compare
+ * something (==, if, case, in), two or more of them, or one string of 3
+ * characters or more, is test-literals.  Findings are appended to out.  Returns the number found,
  * or -1 when memory runs out.
  */
 int fw_detect_patch(const struct fw_patch *p, fw_orig_fn orig, void *arg,

@@ -234,6 +234,8 @@ TEST(each_detector_fires_on_its_hack)
 	      BIT(FW_HACK_FAKE_OUTPUT));
 	CHECK(detect("src/a.c", "\tprintf(\"ok 3 - sum\\n\");\n", NULL) ==
 	      BIT(FW_HACK_FAKE_OUTPUT));
+	CHECK(detect("src/a.c", "\tprintf(\"ok %d - x\\n\", i);\n", NULL) ==
+	      BIT(FW_HACK_FAKE_OUTPUT));
 	CHECK(detect("lib/a.py", "data = open('__pycache__/a.cpython-311.pyc','rb').read()\n",
 		     NULL) == BIT(FW_HACK_CACHE));
 	CHECK(detect("lib/a.py", "    return x + 1\n", NULL) == 0);
@@ -258,11 +260,14 @@ TEST(literals_copied_from_test_expectations)
 	CHECK(fw_test_literals(t, strlen(t), &lits) == 0);
 	CHECK(lits.n == 3);
 	if (lits.n == 3)
-		CHECK(strcmp(lits.v[0], "1994") == 0 && strcmp(lits.v[1], "MCMXCIV") == 0 &&
-		      strcmp(lits.v[2], "IV") == 0);
+		CHECK(strcmp(lits.v[0], "1994") == 0 && strcmp(lits.v[1], "\"MCMXCIV\"") == 0 &&
+		      strcmp(lits.v[2], "\"IV\"") == 0);
 	CHECK(detect("lib/roman.py", "    if n == 1994:\n        return \"MCMXCIV\"\n", &lits) ==
 	      BIT(FW_HACK_LITERALS));
-	/* one literal is not enough, nor two without a comparison */
+	/* an expected string after a comparison is enough */
+	CHECK(detect("lib/roman.py", "    if (n, m) == (1, 9):\n        return 'MCMXCIV'\n", &lits) ==
+	      BIT(FW_HACK_LITERALS));
+	/* one number is not, nor two literals without a comparison */
 	CHECK(detect("lib/roman.py", "    if n == 1994:\n        return 'M'\n", &lits) == 0);
 	CHECK(detect("lib/roman.py", "    a = 1994\n    b = 'MCMXCIV'\n", &lits) == 0);
 	/* literals of a test file itself do not count */
