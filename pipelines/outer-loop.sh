@@ -32,6 +32,7 @@
 #   report.msgpack           fb-report --records (kind metrics)
 #   orphans.msgpack          feedback events that matched no trajectory
 #   ingest.log               fb-ingest's summary and skipped lines
+#   decontam.log             every record decontamination dropped, and why
 #   runs.msgpack             one `run` record per stage: stage, status,
 #                            start, end, records in and out
 #
@@ -147,7 +148,7 @@ run_record report "$t0" "$n_traj" "$(count "$W/report.msgpack")"
 # 4. select: SFT data and eval candidates, decontaminated.
 set --
 if [ -n "$private" ]; then
-	set -- --decontam "$private"
+	set -- -v --decontam "$private"
 else
 	echo "$prog: warning: no --private-eval: outputs are not decontaminated" >&2
 fi
@@ -160,10 +161,20 @@ traj-filter "$@" -e 'any(.feedback, .rating < 0)' \
 	-o "$W/eval-candidates.msgpack" "$W/traj.msgpack" 2> "$W/eval.log"
 run_record eval-candidates "$t0" "$n_traj" "$(count "$W/eval-candidates.msgpack")"
 rec from-json -o "$W/runs.msgpack" "$W/runs.jsonl"
+# The reasons, with the work file named as it is published.
+for s in sft eval; do
+	case $s in sft) name=sft ;; *) name=eval-candidates ;; esac
+	awk -v w="$W/" -v o="$out/" -v n="$name: " '{
+		sub(/^traj-filter: /, n)
+		i = index($0, w)
+		if (i) $0 = substr($0, 1, i - 1) o substr($0, i + length(w))
+		print
+	}' "$W/$s.log"
+done > "$W/decontam.log"
 
 # Publish: each file is renamed into place whole.
 for f in traj.msgpack sft.msgpack eval-candidates.msgpack report.txt report.msgpack \
-	orphans.msgpack ingest.log runs.msgpack; do
+	orphans.msgpack ingest.log decontam.log runs.msgpack; do
 	cp "$W/$f" "$out/.$f.tmp"
 	mv "$out/.$f.tmp" "$out/$f"
 done
@@ -174,6 +185,7 @@ done
 	if [ -n "$private" ]; then
 		sed -n 's/^traj-filter: decontam: dropped/decontam: sft: dropped/p' "$W/sft.log"
 		sed -n 's/^traj-filter: decontam: dropped/decontam: eval-candidates: dropped/p' "$W/eval.log"
+		echo "decontam: the reasons are in $out/decontam.log"
 	fi
 	echo "$prog: report in $out/report.txt"
 } | sed "s/^decontam:/$prog: decontam:/" >&2

@@ -27,7 +27,7 @@ setup() {
   [ ! -s "$BATS_FILE_TMPDIR/stdout" ]
   [ -z "$(ls -A "$BATS_FILE_TMPDIR/tmp")" ]
   for f in traj.msgpack sft.msgpack eval-candidates.msgpack report.txt report.msgpack \
-    orphans.msgpack ingest.log runs.msgpack; do
+    orphans.msgpack ingest.log decontam.log runs.msgpack; do
     [ -s "$O/$f" ] || { echo "missing $f"; return 1; }
   done
   run -0 cat "$BATS_FILE_TMPDIR/stderr"
@@ -49,6 +49,8 @@ setup() {
   kept=$(wc -l < "$T/out-ids")
   dropped=$(sed -n 's/.*decontam: [a-z-]*: dropped \([0-9]*\) of.*/\1/p' "$BATS_FILE_TMPDIR/stderr" | paste -sd+ | bc)
   [ $((kept + dropped)) -eq "$(rec count "$O/traj.msgpack")" ]
+  # decontam.log explains every drop
+  [ "$(grep -c ': dropped: shares "' "$O/decontam.log")" -eq "$dropped" ]
 }
 
 @test "no output shares a 13-gram with the private eval split" {

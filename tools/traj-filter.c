@@ -24,7 +24,7 @@
 static const char usage_text[] =
 	"usage: traj-filter [-e EXPR]... [--invert] [--dedup[=PATH]] [--sample N] [--seed S]\n"
 	"                   [--split NAME=FRAC,... -o PREFIX] [--decontam FILE] [--shard K/N]\n"
-	"                   [-o OUT] [-z] [-q] [--skip-bad] [--progress] [FILE...]\n";
+	"                   [-o OUT] [-z] [-q | -v] [--skip-bad] [--progress] [FILE...]\n";
 
 static void usage(FILE *f)
 {
@@ -84,7 +84,7 @@ struct state {
 	struct fw_decontam *dc;
 	uint64_t shard_k, shard_n;
 	const char *out;
-	int level, quiet, skip_bad, progress;
+	int level, quiet, verbose, skip_bad, progress;
 	struct fw_writer *w;
 	struct fw_buf msg;
 	/* counts */
@@ -282,7 +282,7 @@ static int one(struct state *st, struct fw_mpv v, const char *file, uint64_t ind
 		struct fw_decontam_hit hit;
 		if (fw_decontam_check_record(st->dc, v, &hit)) {
 			st->ncontam++;
-			if (!st->quiet && st->ncontam <= SHOW_DROPS) {
+			if (!st->quiet && (st->verbose || st->ncontam <= SHOW_DROPS)) {
 				const char *s;
 				size_t n;
 				struct fw_mpv idv;
@@ -499,6 +499,7 @@ int main(int argc, char **argv)
 		{"shard", required_argument, NULL, OPT_SHARD},
 		{"output", required_argument, NULL, 'o'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
 		{"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
 		{"progress", no_argument, NULL, OPT_PROGRESS},
 		{"help", no_argument, NULL, 'h'},
@@ -510,7 +511,7 @@ int main(int argc, char **argv)
 	const char *exprs[MAX_EXPRS];
 	char *split_spec = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "e:o:zqh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "e:o:zqvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
 			if (st.nex == MAX_EXPRS)
@@ -559,6 +560,7 @@ int main(int argc, char **argv)
 		case 'o': st.out = optarg; break;
 		case 'z': st.level = 3; break;
 		case 'q': st.quiet = 1; break;
+		case 'v': st.verbose = 1; break;
 		case OPT_SKIP_BAD: st.skip_bad = 1; break;
 		case OPT_PROGRESS: st.progress = 1; break;
 		case 'h':
@@ -687,7 +689,7 @@ int main(int argc, char **argv)
 			(unsigned long long)st.ncontam, (unsigned long long)(st.nexpr - st.ndup),
 			st.nexpr - st.ndup == 1 ? "" : "s", FW_DECONTAM_N, st.decontam_files[0],
 			st.ndecontam > 1 ? " and others" : "");
-		if (st.ncontam > SHOW_DROPS)
+		if (!st.verbose && st.ncontam > SHOW_DROPS)
 			fw_warn("decontam: %llu more drops not shown",
 				(unsigned long long)(st.ncontam - SHOW_DROPS));
 	}
