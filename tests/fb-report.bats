@@ -163,6 +163,9 @@ OUT
   assert_equal "$stderr" "fb-report: $T/bad: record 2 (byte 26): field 'feedback' is str, not array"
   run -0 --separate-stderr fb-report --skip-bad "$T/bad"
   assert_line --index 0 "1 trajectories, 0 votes, 0 thumbs-down trajectories (external 0, internal 0)"
+  printf '{"kind":"traj","id":"c","feedback":[{"rating":1},{"rating":true}]}\n' | rec from-json > "$T/bad2"
+  run -1 --separate-stderr fb-report "$T/bad2"
+  assert_equal "$stderr" "fb-report: $T/bad2: record 1 (byte 0): field 'feedback[1].rating' is bool, not a number"
 }
 
 @test "--help, --version and bad options" {

@@ -350,6 +350,26 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 			    fw_mp_type_name(fw_mp_type(fb)));
 		return -1;
 	}
+	if (has_fb) {
+		/* Check the votes before counting anything of this record. */
+		uint64_t k = 0;
+		fw_mp_iter_init(&it, fb);
+		for (; fw_mp_iter_next(&it, &f) == 1; k++) {
+			double r;
+			if (fw_mp_type(f) != FW_MP_MAP) {
+				fw_warn_rec(file, index, offset, "field 'feedback[%llu]' is %s, not map",
+					    (unsigned long long)k, fw_mp_type_name(fw_mp_type(f)));
+				return -1;
+			}
+			if (fw_mp_get(f, "rating", &v) == 1 && fw_mp_type(v) != FW_MP_NIL &&
+			    fw_mp_double(v, &r) < 0) {
+				fw_warn_rec(file, index, offset,
+					    "field 'feedback[%llu].rating' is %s, not a number",
+					    (unsigned long long)k, fw_mp_type_name(fw_mp_type(v)));
+				return -1;
+			}
+		}
+	}
 	st->ntraj++;
 	str_of(rec, "id", &id, &idn);
 	if (label(st, st->by, rec, &s, &n) < 0) {
