@@ -144,16 +144,23 @@ void fw_attn_bwd_ref(float *dq, float *dk, float *dv, float *scratch,
 		     const float *k, const float *v, int B, int T, int nh,
 		     int nkv, int hd);
 
-/* Attention of Tq new query rows per sequence against a key-value cache,
- * for incremental decoding.  q (B, Tq, nh, hd) holds positions pos0[b] ..
- * pos0[b]+Tq-1 of sequence b; kc, vc (B, maxT, nkv, hd) already hold its
- * keys and values for positions 0 .. pos0[b]+Tq-1 (sequences may have
- * different lengths).  Query row t of sequence b attends to cache
- * positions 0 .. pos0[b]+t.  out (B, Tq, nh, hd); scratch holds at least
- * B*Tq*nh*maxT floats.  Forward only. */
+/* Attention of Tq new query rows against a key-value cache, for
+ * incremental decoding.  q (B, Tq, nh, hd) holds positions pos0 ..
+ * pos0+Tq-1 of each of B sequences; kc, vc (B, maxT, nkv, hd) already hold
+ * keys and values for positions 0 .. pos0+Tq-1.  Query row t attends to
+ * cache positions 0 .. pos0+t.  out (B, Tq, nh, hd); scratch holds at
+ * least B*Tq*nh*(pos0+Tq) floats.  Forward only. */
 void fw_attn_cached(float *out, float *scratch, const float *q,
-		    const float *kc, const float *vc, const int32_t *pos0,
-		    int B, int Tq, int maxT, int nh, int nkv, int hd);
+		    const float *kc, const float *vc, int B, int Tq, int pos0,
+		    int maxT, int nh, int nkv, int hd);
+
+/* As fw_attn_cached with a start position per sequence: sequence b's rows
+ * are positions pos0[b] .. pos0[b]+Tq-1 and its cache holds 0 ..
+ * pos0[b]+Tq-1, so sequences of different lengths decode together.
+ * scratch holds at least B*Tq*nh*maxT floats. */
+void fw_attn_cached_pos(float *out, float *scratch, const float *q,
+			const float *kc, const float *vc, const int32_t *pos0,
+			int B, int Tq, int maxT, int nh, int nkv, int hd);
 
 /* ---- SwiGLU -------------------------------------------------------------- */
 

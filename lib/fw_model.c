@@ -1260,7 +1260,7 @@ static void gen_run(struct fw_gen *g, const int32_t *tok, int s0, int B,
 			memcpy(kc + at, g->k + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
 			memcpy(vc + at, g->v + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
 		}
-		fw_attn_cached(g->y, g->scr, g->q, kc, vc, pos0, B, Tq, T, nh, nkv, hd);
+		fw_attn_cached_pos(g->y, g->scr, g->q, kc, vc, pos0, B, Tq, T, nh, nkv, hd);
 		fw_matmul_fwd(g->tmp, g->y, w->wo, w->bo, N, qd, C);
 		add3(g->x, g->x, g->tmp, (long)N * C);
 		fw_rmsnorm_fwd(g->ln, g->rs, g->x, w->ln2, N, C, c->eps);

@@ -18,7 +18,7 @@ struct attn {
 	float *out, *att, *dq, *dk, *dv, *scr;
 	const float *q, *k, *v, *dout, *patt;
 	const int32_t *pos;
-	int B, T, nh, nkv, hd, Tq, maxT;
+	int B, T, nh, nkv, hd, Tq, maxT, sstride;
 };
 
 /* Eight partial sums so the compiler can keep them in vector lanes. */
@@ -183,27 +183,46 @@ static void cached_rows(void *ctx, int r0, int r1)
 		long row = (((long)b * Tq + t) * nh + h) * hd;
 		const float *k = a->k + ((long)b * a->maxT * nkv + g) * hd;
 		const float *v = a->v + ((long)b * a->maxT * nkv + g) * hd;
+		int p0 = a->pos ? a->pos[b] : a->T;
 
-		attend(a->out + row, a->scr + (long)r * a->maxT, a->q + row, k, v,
-		       (long)nkv * hd, a->pos[b] + t + 1, hd, scale);
+		attend(a->out + row, a->scr + (long)r * a->sstride, a->q + row, k,
+		       v, (long)nkv * hd, p0 + t + 1, hd, scale);
 	}
 }
 
+static void cached_run(struct attn *a, long work)
+{
+	if (work < 32768)
+		cached_rows(a, 0, a->B * a->Tq * a->nh);
+	else
+		fw_parallel_for(a->B * a->Tq * a->nh, cached_rows, a);
+}
+
 void fw_attn_cached(float *out, float *scratch, const float *q,
-		    const float *kc, const float *vc, const int32_t *pos0,
-		    int B, int Tq, int maxT, int nh, int nkv, int hd)
+		    const float *kc, const float *vc, int B, int Tq, int pos0,
+		    int maxT, int nh, int nkv, int hd)
+{
+	/* T carries the common start position; scratch rows are as long as
+	 * the longest attention row. */
+	struct attn a = { .out = out, .scr = scratch, .q = q, .k = kc,
+			  .v = vc, .B = B, .T = pos0, .Tq = Tq, .maxT = maxT,
+			  .sstride = pos0 + Tq, .nh = nh, .nkv = nkv, .hd = hd };
+
+	cached_run(&a, (long)B * Tq * nh * (pos0 + Tq) * hd);
+}
+
+void fw_attn_cached_pos(float *out, float *scratch, const float *q,
+			const float *kc, const float *vc, const int32_t *pos0,
+			int B, int Tq, int maxT, int nh, int nkv, int hd)
 {
 	struct attn a = { .out = out, .scr = scratch, .q = q, .k = kc,
-			  .v = vc, .pos = pos0, .B = B, .Tq = Tq,
-			  .maxT = maxT, .nh = nh, .nkv = nkv, .hd = hd };
+			  .v = vc, .pos = pos0, .B = B, .Tq = Tq, .maxT = maxT,
+			  .sstride = maxT, .nh = nh, .nkv = nkv, .hd = hd };
 	long work = 0;
 
 	for (int b = 0; b < B; b++)
 		work += (long)Tq * nh * (pos0[b] + Tq) * hd;
-	if (work < 32768)
-		cached_rows(&a, 0, B * Tq * nh);
-	else
-		fw_parallel_for(B * Tq * nh, cached_rows, &a);
+	cached_run(&a, work);
 }
 
 /* ---- per-head sgemm versions ---------------------------------------------- */

@@ -346,7 +346,7 @@ TEST(cached_attention_equals_full_attention)
 		memcpy(qn + (long)b * Tq * nh * hd, q + ((long)b * T + pos0) * nh * hd,
 		       sizeof(float) * Tq * nh * hd);
 	}
-	fw_attn_cached(on, scr, qn, kc, vc, p0, B, Tq, maxT, nh, nkv, hd);
+	fw_attn_cached(on, scr, qn, kc, vc, B, Tq, pos0, maxT, nh, nkv, hd);
 	for (int b = 0; b < B; b++)
 		for (long i = 0; i < (long)Tq * nh * hd; i++) {
 			double d = fabs(on[(long)b * Tq * nh * hd + i] -
@@ -363,7 +363,7 @@ TEST(cached_attention_equals_full_attention)
 	for (int b = 0; b < B; b++)
 		memcpy(qn + (long)b * nh * hd, q + ((long)b * T + p0[b]) * nh * hd,
 		       sizeof(float) * nh * hd);
-	fw_attn_cached(on, scr, qn, kc, vc, p0, B, 1, maxT, nh, nkv, hd);
+	fw_attn_cached_pos(on, scr, qn, kc, vc, p0, B, 1, maxT, nh, nkv, hd);
 	err = 0;
 	for (int b = 0; b < B; b++)
 		for (long i = 0; i < (long)nh * hd; i++)
