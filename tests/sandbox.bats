@@ -27,7 +27,7 @@ serve() {
   (cd "$T/srv" && exec /usr/bin/python3 -m http.server --bind 127.0.0.1 "$PORT") >"$T/srv.log" 2>&1 &
   SRV_PID=$!
   for _ in $(seq 50); do
-    curl -s "http://127.0.0.1:$PORT/file.txt" >/dev/null 2>&1 && return 0
+    curl -s --noproxy "*" "http://127.0.0.1:$PORT/file.txt" >/dev/null 2>&1 && return 0
     sleep 0.1
   done
   return 1
