@@ -251,9 +251,10 @@ json() { rec json "$1"; }
 }
 
 @test "the solution applied to the task tree gives back the original tree" {
-  sample textkit
-  task-mutate --test-cmd "$PYTEST" --store "$T/st.git" --strategy stub-body --max 2 \
-    "$T/textkit" > "$T/t.mp" 2>/dev/null
+  mini
+  task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" --strategy stub-body \
+    --strategy delete-feature --strategy delete-file "$T/mini" > "$T/t.mp" 2>/dev/null
+  [ "$(json "$T/t.mp" | jq -r .strategy | sort -u | tr '\n' ' ')" = "delete-feature delete-file stub-body " ]
   json "$T/t.mp" | while read -r line; do
     tree=$(jq -r .tree <<<"$line"); orig=$(jq -r .orig_tree <<<"$line")
     rm -rf "$T/w" && mkdir "$T/w"
@@ -269,9 +270,9 @@ json() { rec json "$1"; }
 
 @test "graded as rollouts, a task's solution resolves it and an empty patch does not" {
   command -v grade || skip "grade is not built"
-  sample tally
-  task-mutate --test-cmd 'make -s test' --report tap --store "$T/st.git" --strategy stub-body \
-    --max 2 -o "$T/t.mp" "$T/tally" 2>/dev/null
+  mini
+  task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" --strategy delete-feature \
+    --strategy delete-file -o "$T/t.mp" "$T/mini" 2>/dev/null
   json "$T/t.mp" | jq -c '{kind: "rollout", id: ("s" + .id), v: 1, task: del(.solution), patch: .solution},
                            {kind: "rollout", id: ("e" + .id), v: 1, task: del(.solution), patch: ""}' |
     rec from-json > "$T/r.mp"
