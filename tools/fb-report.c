@@ -5,16 +5,15 @@
  * One pass over the traj records gathers per-category counts and the votes
  * (arm, user, rating); the statistics come from fw_stats at the end.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fw_cli.h"
+#include "fw_fbcat.h"
 #include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_stats.h"
@@ -39,9 +38,6 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 #define EXAMPLES 3
-#define LONG_TOTAL 16384  /* bytes of text in all turns */
-#define LONG_ANSWER 2000  /* bytes of the final answer */
-#define LOOP_REPEATS 3    /* the same call or answer this many times */
 #define MIN_USERS 10      /* fewer users in a pair: the bootstrap is no basis for a verdict */
 
 /* ---- string interning ------------------------------------------------------- */
@@ -133,8 +129,7 @@ struct state {
 	struct pairvote *pv;
 	size_t npv, cappv;
 	uint64_t ntraj, ndown, ndown_ext, ndown_int, nrated, anon;
-	pcre2_code *re_refusal, *re_toolerr, *re_timeout, *re_testrun, *re_testfail, *re_correction;
-	pcre2_match_data *md;
+	struct fw_fbcat *cat;
 	struct fw_buf tmp;
 };
 
@@ -153,26 +148,8 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
-/* ---- rules ----------------------------------------------------------------------- */
-
-static pcre2_code *re(const char *pat)
-{
-	int ec;
-	PCRE2_SIZE eo;
-	pcre2_code *c = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
-				      PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE |
-					      PCRE2_CASELESS,
-				      &ec, &eo, NULL);
-	if (c)
-		pcre2_jit_compile(c, PCRE2_JIT_COMPLETE);
-	return c;
-}
-
-static int matches(struct state *st, pcre2_code *c, const char *s, size_t n)
-{
-	return s && pcre2_match(c, (PCRE2_SPTR)s, n, 0, 0, st->md, NULL) >= 0;
-}
-
+/* The string at key in map m: 1 with *s, *n set, or 0 (and NULL) when absent
+ * or not a string. */
 static int str_of(struct fw_mpv m, const char *key, const char **s, size_t *n)
 {
 	struct fw_mpv v;
@@ -182,107 +159,6 @@ static int str_of(struct fw_mpv m, const char *key, const char **s, size_t *n)
 		return 0;
 	}
 	return 1;
-}
-
-/* The rule tags of a trajectory, as a bit set over rule_names. */
-static const char *rule_names[] = {
-	"tool error", "failing tests", "refusal", "timeout", "loop/repetition",
-	"user correction", "very long",
-};
-enum { R_TOOL_ERROR, R_FAILING, R_REFUSAL, R_TIMEOUT, R_LOOP, R_CORRECTION, R_LONG, NRULES };
-
-#define MAX_SEEN 512
-
-static unsigned classify(struct state *st, struct fw_mpv rec)
-{
-	unsigned bits = 0;
-	struct fw_mpv turns, t, v, calls, call;
-	struct fw_mp_iter it, ci;
-	uint64_t seen[MAX_SEEN];
-	uint8_t seen_n[MAX_SEEN];
-	size_t nseen = 0, total = 0;
-	const char *last_answer = NULL, *last_test = NULL;
-	size_t last_answer_n = 0, last_test_n = 0;
-	int answered = 0;
-	if (fw_mp_get(rec, "turns", &turns) != 1 || fw_mp_iter_init(&it, turns) < 0)
-		return 0;
-	while (fw_mp_iter_next(&it, &t) == 1) {
-		const char *role, *text;
-		size_t rn, tn;
-		int b = 0;
-		str_of(t, "role", &role, &rn);
-		str_of(t, "text", &text, &tn);
-		total += tn;
-		int is_user = role && rn == 4 && !memcmp(role, "user", 4);
-		int is_asst = role && rn == 9 && !memcmp(role, "assistant", 9);
-		int is_tool = role && rn == 4 && !memcmp(role, "tool", 4);
-		if (fw_mp_get(t, "is_error", &v) == 1 && fw_mp_bool(v, &b) == 0 && b)
-			bits |= 1u << R_TOOL_ERROR;
-		if (is_tool && text) {
-			/* Logs without an error flag still show the error text. */
-			if (matches(st, st->re_toolerr, text, tn))
-				bits |= 1u << R_TOOL_ERROR;
-			if (matches(st, st->re_timeout, text, tn))
-				bits |= 1u << R_TIMEOUT;
-			if (matches(st, st->re_testrun, text, tn)) {
-				last_test = text;
-				last_test_n = tn;
-			}
-		}
-		if (is_user && answered && matches(st, st->re_correction, text, tn))
-			bits |= 1u << R_CORRECTION;
-		if (!is_asst)
-			continue;
-		/* Repetition: the same call (name and arguments) or the same
-		 * non-empty answer text again and again. */
-		uint64_t keys[64];
-		int nk = 0;
-		if (tn)
-			keys[nk++] = fw_hash64(text, tn) ^ 0x5bd1e995;
-		if (fw_mp_get(t, "calls", &calls) == 1 && fw_mp_iter_init(&ci, calls) > 0) {
-			while (fw_mp_iter_next(&ci, &call) == 1 && nk < 64) {
-				const char *nm, *args;
-				size_t nn, an;
-				str_of(call, "name", &nm, &nn);
-				if (!str_of(call, "args", &args, &an) && fw_mp_get(call, "args", &v) == 1)
-					args = (const char *)v.p, an = v.n;
-				uint64_t h = fw_hash64(nm ? nm : "", nn) * 31 + fw_hash64(args ? args : "", an);
-				keys[nk++] = h;
-				total += an;
-			}
-		}
-		for (int k = 0; k < nk; k++) {
-			size_t j;
-			for (j = 0; j < nseen; j++)
-				if (seen[j] == keys[k])
-					break;
-			if (j == nseen && nseen < MAX_SEEN) {
-				seen[nseen] = keys[k];
-				seen_n[nseen++] = 0;
-			}
-			if (j < nseen && ++seen_n[j] >= LOOP_REPEATS)
-				bits |= 1u << R_LOOP;
-		}
-		/* The answer is the last assistant text; some harnesses (SWE-agent)
-		 * attach a call to every assistant turn, so calls do not matter. */
-		if (tn) {
-			last_answer = text;
-			last_answer_n = tn;
-			answered = 1;
-		}
-	}
-	if (last_answer && matches(st, st->re_refusal, last_answer, last_answer_n))
-		bits |= 1u << R_REFUSAL;
-	if (last_test && matches(st, st->re_testfail, last_test, last_test_n))
-		bits |= 1u << R_FAILING;
-	if (total > LONG_TOTAL || last_answer_n > LONG_ANSWER)
-		bits |= 1u << R_LONG;
-	const char *stop;
-	size_t sn;
-	if (fw_mp_get(rec, "meta", &v) == 1 && str_of(v, "stop", &stop, &sn) &&
-	    matches(st, st->re_timeout, stop, sn))
-		bits |= 1u << R_TIMEOUT;
-	return bits;
 }
 
 static struct category *category(struct state *st, const char *name, size_t n)
@@ -430,13 +306,14 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 	st->ndown++;
 	st->ndown_ext += down_ext;
 	st->ndown_int += down_int;
-	unsigned bits = classify(st, rec);
+	unsigned bits = fw_fbcat_classify(st->cat, rec);
 	int any = 0;
-	for (int r = 0; r < NRULES; r++) {
+	for (int r = 0; r < FW_FBCAT_NRULES; r++) {
 		if (!(bits & (1u << r)))
 			continue;
 		any = 1;
-		if (count_in(st, rule_names[r], strlen(rule_names[r]), down_ext, down_int, id, idn) < 0)
+		const char *name = fw_fbcat_name(r);
+		if (count_in(st, name, strlen(name), down_ext, down_int, id, idn) < 0)
 			goto oom;
 	}
 	if (fw_mp_get(rec, "tags", &v) == 1 && fw_mp_iter_init(&it, v) > 0) {
@@ -444,9 +321,9 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 			if (fw_mp_str(f, &s, &n) < 0 || n == 0)
 				continue;
 			int dup = 0;
-			for (int r = 0; r < NRULES; r++)
-				dup |= (bits & (1u << r)) && strlen(rule_names[r]) == n &&
-				       !memcmp(rule_names[r], s, n);
+			for (int r = 0; r < FW_FBCAT_NRULES; r++)
+				dup |= (bits & (1u << r)) && strlen(fw_fbcat_name(r)) == n &&
+				       !memcmp(fw_fbcat_name(r), s, n);
 			if (dup)
 				continue;
 			any = 1;
@@ -969,21 +846,8 @@ int main(int argc, char **argv)
 		return usage_error("--by: %s", err);
 	if (st.paired_src && !(st.paired_by = fw_path_parse(st.paired_src, err, sizeof err)))
 		return usage_error("--paired-by: %s", err);
-	/* The rules of the failure categories (fb-report(1) lists them). */
-	st.re_refusal = re("\\b(I'?m sorry|I am sorry|I (can'?t|cannot|won'?t|will not) "
-			   "(help|assist|do that|comply)|I'?m (not able|unable) to|I am (not able|unable) to)");
-	st.re_toolerr = re("^(error|fatal)\\b:?|: command not found|no such file or directory|"
-			   "permission denied|^\\w*(Error|Exception): ");
-	st.re_timeout = re("\\btimed out\\b|\\btime ?out\\b|deadline exceeded|wall[- ]clock limit");
-	st.re_testrun = re("\\b\\d+ (passed|failed)\\b|^(ok|not ok) \\d+|^FAILED |^Ran \\d+ tests?|"
-			   "^(PASS|FAIL)\\b|\\btests? (passed|failed)\\b");
-	st.re_testfail = re("\\b[1-9]\\d* (failed|errors?)\\b|^FAILED\\b|^not ok \\d+|^FAIL\\b|"
-			    "\\btests? failed\\b");
-	st.re_correction = re("^\\s*(no|nope|wrong|actually)\\b|that'?s (not|wrong)|not what I "
-			      "(asked|wanted)|(didn'?t|did not) ask|\\b(undo|revert)\\b|\\bbroke|\\bbreaks\\b");
-	if (!st.re_refusal || !st.re_toolerr || !st.re_timeout || !st.re_testrun || !st.re_testfail ||
-	    !st.re_correction || !(st.md = pcre2_match_data_create(8, NULL))) {
-		fw_warn("cannot compile the category rules");
+	if (!(st.cat = fw_fbcat_new(err, sizeof err))) {
+		fw_warn("%s", err);
 		return FW_EXIT_DATA;
 	}
 
@@ -1040,13 +904,7 @@ int main(int argc, char **argv)
 	intern_free(&st.keys);
 	fw_path_free(st.by);
 	fw_path_free(st.paired_by);
-	pcre2_code_free(st.re_refusal);
-	pcre2_code_free(st.re_toolerr);
-	pcre2_code_free(st.re_timeout);
-	pcre2_code_free(st.re_testrun);
-	pcre2_code_free(st.re_testfail);
-	pcre2_code_free(st.re_correction);
-	pcre2_match_data_free(st.md);
+	fw_fbcat_free(st.cat);
 	fw_buf_free(&st.tmp);
 	if (fw_close_stdout() < 0 && !status)
 		status = FW_EXIT_DATA;

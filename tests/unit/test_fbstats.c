@@ -6,6 +6,8 @@
 #include <math.h>
 
 #include "test.h"
+#include "fw_fbcat.h"
+#include "fw_json.h"
 #include "fw_stats.h"
 
 TEST(wilson_matches_scipy)
@@ -146,6 +148,84 @@ TEST(bootstrap_needs_votes_in_both_arms)
 	struct fw_cluster only_a[2] = {{{1, 0}, {1, 0}}, {{0, 0}, {1, 0}}};
 	CHECK_EQ_INT(fw_boot_diff(only_a, 2, 1, 100, 0.95, work, &lo, &hi), -1);
 	CHECK_EQ_INT(fw_boot_diff(only_a, 0, 1, 100, 0.95, work, &lo, &hi), -1);
+}
+
+/* ---- failure categories ------------------------------------------------------ */
+
+/* The rule bits of a trajectory given as a JSON array of turns. */
+static unsigned cats(const char *turns_json)
+{
+	static struct fw_fbcat *c;
+	char err[128], json[8192];
+	struct fw_buf b = {0};
+	struct fw_json_err e;
+	size_t used;
+	if (!c && !(c = fw_fbcat_new(err, sizeof err)))
+		return 1u << 31;
+	snprintf(json, sizeof json, "{\"kind\":\"traj\",\"turns\":%s}", turns_json);
+	if (fw_json_to_mp(&b, json, strlen(json), 1, &used, &e) != 1) {
+		printf("# bad test JSON: %s\n", e.msg);
+		return 1u << 30;
+	}
+	unsigned r = fw_fbcat_classify(c, (struct fw_mpv){b.p, b.n});
+	fw_buf_free(&b);
+	return r;
+}
+
+#define BIT(r) (1u << FW_FBCAT_##r)
+#define U(t) "{\"role\":\"user\",\"text\":\"" t "\"}"
+#define A(t) "{\"role\":\"assistant\",\"text\":\"" t "\"}"
+#define AC(t, name, args) "{\"role\":\"assistant\",\"text\":\"" t "\",\"calls\":[{\"name\":\"" name "\",\"args\":\"" args "\"}]}"
+#define R(t) "{\"role\":\"tool\",\"text\":\"" t "\"}"
+#define RE(t) "{\"role\":\"tool\",\"text\":\"" t "\",\"is_error\":true}"
+
+TEST(each_rule_fires_on_its_case)
+{
+	CHECK_EQ_INT(cats("[" U("fix") "," AC("", "read", "a.py") "," RE("nope") "," A("done") "]"),
+		     BIT(TOOL_ERROR));
+	CHECK_EQ_INT(cats("[" U("fix") "," AC("", "bash", "x") "," R("bash: pytets: command not found") "]"),
+		     BIT(TOOL_ERROR));
+	CHECK_EQ_INT(cats("[" U("fix") "," AC("", "bash", "pytest") "," R("== 2 failed, 3 passed in 1s ==") "," A("ok") "]"),
+		     BIT(FAILING));
+	CHECK_EQ_INT(cats("[" U("fix") "," A("I'm sorry, but I can't help with that.") "]"), BIT(REFUSAL));
+	CHECK_EQ_INT(cats("[" U("fix") "," AC("", "bash", "make") "," R("Command timed out after 60 s") "]"),
+		     BIT(TIMEOUT));
+	CHECK_EQ_INT(cats("[" U("fix") "," AC("again", "bash", "make") "," R("x") "," AC("again", "bash", "make") ","
+			  R("x") "," AC("and again", "bash", "make") "," R("x") "]"),
+		     BIT(LOOP));
+	CHECK_EQ_INT(cats("[" U("fix") "," A("Done.") "," U("No, that is wrong.") "," A("Fixed.") "]"),
+		     BIT(CORRECTION));
+}
+
+TEST(look_alikes_do_not_fire)
+{
+	/* tests failed, then passed: the last run counts */
+	CHECK_EQ_INT(cats("[" U("fix") "," AC("", "bash", "pytest") "," R("1 failed, 2 passed") "," AC("", "bash", "pytest") ","
+			  R("3 passed in 0.1s") "," A("All green.") "]"),
+		     0);
+	/* a follow-up question is not a correction; a correction before any answer is not either */
+	CHECK_EQ_INT(cats("[" U("fix") "," A("Done.") "," U("Thanks! Can you add a test too?") "]"), 0);
+	CHECK_EQ_INT(cats("[" U("No, wrong, undo everything") "," A("Done.") "]"), 0);
+	/* an apology that is not the final answer */
+	CHECK_EQ_INT(cats("[" U("fix") "," A("I'm sorry, I misread.") "," A("Fixed it now.") "]"), 0);
+	/* twice is not a loop */
+	CHECK_EQ_INT(cats("[" U("fix") "," AC("", "bash", "make") "," R("x") "," AC("", "bash", "make") "," R("x") "]"), 0);
+	CHECK_EQ_INT(cats("[]"), 0);
+	CHECK_EQ_INT(cats("\"not turns\""), 0);
+}
+
+TEST(very_long_by_total_text_or_final_answer)
+{
+	static char big[FW_FBCAT_LONG_ANSWER + 200], turns[sizeof big + 100];
+	memset(big, 'x', FW_FBCAT_LONG_ANSWER + 1);
+	big[FW_FBCAT_LONG_ANSWER + 1] = 0;
+	snprintf(turns, sizeof turns, "[" U("fix") ",{\"role\":\"assistant\",\"text\":\"%s\"}]", big);
+	CHECK_EQ_INT(cats(turns), BIT(LONG));
+	big[FW_FBCAT_LONG_ANSWER - 1] = 0;
+	snprintf(turns, sizeof turns, "[" U("fix") ",{\"role\":\"assistant\",\"text\":\"%s\"}]", big);
+	CHECK_EQ_INT(cats(turns), 0);
+	CHECK_STR(fw_fbcat_name(FW_FBCAT_LOOP), "loop/repetition");
+	CHECK(fw_fbcat_name(FW_FBCAT_NRULES) == NULL);
 }
 
 TEST_MAIN()
