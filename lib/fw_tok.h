@@ -183,7 +183,10 @@ enum fw_chat_template {
 	FW_CHAT_LLAMA3  /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
 };
 
-/* A tool call of an assistant turn, rendered as text. */
+/* A tool call of an assistant turn, rendered as text.  args is rewritten
+ * as the templates' tojson writes it (Python's json.dumps: ", " and ": "
+ * between items, keys kept in order); text that is not JSON, or has a
+ * float in it, is used as it is.  NULL renders as {}. */
 struct fw_chat_call {
 	const char *name; /* NUL-terminated                                */
 	const char *args; /* NUL-terminated JSON text (an object), or NULL   */

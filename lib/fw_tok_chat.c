@@ -8,6 +8,7 @@
  */
 #include "fw_tok.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,50 @@ static int puts_(struct render *R, const char *s)
 	return put(R, s, strlen(s));
 }
 
+static int has_real(json_t *v)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+
+	if (json_is_real(v))
+		return 1;
+	json_object_foreach(v, k, x)
+		if (has_real(x))
+			return 1;
+	json_array_foreach(v, i, x)
+		if (has_real(x))
+			return 1;
+	return 0;
+}
+
+/* Appends call arguments as the templates' tojson writes them (Python's
+ * json.dumps: ", " and ": " between items, keys in their order, UTF-8 kept).
+ * Text that is not JSON, or holds a float (whose digits Python and jansson
+ * print differently), is appended as it is. */
+static int put_args(struct render *R, const char *args)
+{
+	json_t *v;
+	char *text;
+
+	if (!args)
+		return puts_(R, "{}");
+	v = json_loads(args, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+	if (!v || has_real(v)) {
+		json_decref(v);
+		return puts_(R, args);
+	}
+	text = json_dumps(v, JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+	json_decref(v);
+	if (!text) {
+		seterr(R, "out of memory");
+		return -1;
+	}
+	int rc = puts_(R, text);
+	free(text);
+	return rc;
+}
+
 /* Encodes the scratch text as one string and empties it.  With mask set,
  * the tokens that end past the first from bytes (the header) are masked 1,
  * so a token that straddles header and content counts as the policy's. */
@@ -155,8 +200,7 @@ static int chatml(struct render *R, const struct fw_chat_turn *turns, size_t ntu
 				if (puts_(R, R->n > hdr ? "\n<tool_call>\n{\"name\": \"" :
 							  "<tool_call>\n{\"name\": \"") < 0 ||
 				    puts_(R, c->name ? c->name : "") < 0 ||
-				    puts_(R, "\", \"arguments\": ") < 0 ||
-				    puts_(R, c->args ? c->args : "{}") < 0 ||
+				    puts_(R, "\", \"arguments\": ") < 0 || put_args(R, c->args) < 0 ||
 				    puts_(R, "}\n</tool_call>") < 0)
 					return -1;
 			}
@@ -213,8 +257,8 @@ static int llama3(struct render *R, const struct fw_chat_turn *turns, size_t ntu
 			const struct fw_chat_call *c = &tr->calls[j];
 			if ((R->n > 2 && puts_(R, "\n") < 0) || puts_(R, "{\"name\": \"") < 0 ||
 			    puts_(R, c->name ? c->name : "") < 0 ||
-			    puts_(R, "\", \"parameters\": ") < 0 ||
-			    puts_(R, c->args ? c->args : "{}") < 0 || puts_(R, "}") < 0)
+			    puts_(R, "\", \"parameters\": ") < 0 || put_args(R, c->args) < 0 ||
+			    puts_(R, "}") < 0)
 				return -1;
 		}
 		if (flush(R, m, 2) < 0 || special(R, "<|eot_id|>", m) < 0)

@@ -778,6 +778,28 @@ TEST(chatml_encodes_header_and_content_as_one_string)
 	fw_tok_free(t);
 }
 
+TEST(call_arguments_are_written_as_the_templates_tojson_writes_them)
+{
+	struct fw_tok *t = fw_tok_new_byte();
+	struct fw_chat_call calls[] = {
+		{ "a", "{\"cmd\":\"ls\",\"n\":[1,2],\"o\":{\"k\":null,\"u\":\"\xc3\xa9\"}}" },
+		{ "b", "{\"x\":0.1}" },
+		{ "c", "not json" },
+	};
+	struct fw_chat_turn turns[] = { { "assistant", "", 0, calls, 3, NULL, 0 } };
+	struct fw_tok_ids b = { 0 };
+	char err[128] = "";
+	CHECK(fw_chat_render(t, FW_CHAT_CHATML, turns, 1, 0, &b, err, sizeof err) == 0);
+	char *all = decode_mask(t, &b, -1);
+	CHECK(all && strstr(all, "\"arguments\": {\"cmd\": \"ls\", \"n\": [1, 2], "
+			       "\"o\": {\"k\": null, \"u\": \"\xc3\xa9\"}}}"));
+	CHECK(all && strstr(all, "\"arguments\": {\"x\":0.1}}"));
+	CHECK(all && strstr(all, "\"arguments\": not json}"));
+	free(all);
+	fw_tok_ids_release(&b);
+	fw_tok_free(t);
+}
+
 TEST(sampled_tokens_are_used_verbatim)
 {
 	struct fw_tok *t = fw_tok_new_byte();
@@ -844,7 +866,7 @@ TEST(chat_renders_the_turns_of_a_traj_record)
 	CHECK_STR(all, "<|im_start|>user\nfix the failing test<|im_end|>\n"
 		       "<|im_start|>assistant\nrunning pytest\n<tool_call>\n{\"name\": \"bash\", "
 		       "\"arguments\": {\"cmd\": \"pytest -q\"}}\n</tool_call>\n<tool_call>\n"
-		       "{\"name\": \"read\", \"arguments\": {\"path\":\"a.py\"}}\n</tool_call>"
+		       "{\"name\": \"read\", \"arguments\": {\"path\": \"a.py\"}}\n</tool_call>"
 		       "<|im_end|>\n"
 		       "<|im_start|>user\n<tool_response>\n1 failed\n</tool_response><|im_end|>\n"
 		       "<|im_start|>assistant\nok<|im_end|>\n<|im_start|>assistant\n");
