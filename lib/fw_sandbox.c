@@ -1001,7 +1001,7 @@ static void classify(const struct fw_sandbox_opts *o, struct fw_sandbox_result *
 
 	if (res->cause != FW_SANDBOX_OK)
 		return;
-	if (oom_kills > 0)
+	if (oom_kills > 0 && failed)
 		res->cause = FW_SANDBOX_MEMORY;
 	else if (res->signal == SIGXCPU ||
 		 (o->cpu_s > 0 && res->signal == SIGKILL && res->cpu_s >= o->cpu_s))
@@ -1292,7 +1292,8 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		res->cause = FW_SANDBOX_PROCS;
 	else
 		classify(o, res, oom_kills, cgroup_fork_fails(&cg));
-	if (res->cause == FW_SANDBOX_MEMORY && oom_kills > 0)
+	/* recorded even when the command survived the loss of a child */
+	if (oom_kills > 0)
 		add_event(res, "limit", res->wall_s, "memory cgroup killed %lld process(es)",
 			  oom_kills);
 	rc = 0;

@@ -246,6 +246,18 @@ print("unlimited", n)'
   [[ "$(field stdout)" != *survived* ]]
 }
 
+@test "a child killed for memory is an event; the command that survives it ends ok" {
+  run --separate-stderr fw-run --mem 64 --timeout 20 -- \
+    sh -c '/usr/bin/python3 -c "x = bytearray(512 << 20); x[::4096] = b\"x\" * len(x[::4096])"; echo child $?'
+  assert_success
+  [ "$(field cause)" = ok ]
+  [[ "$(field stdout)" == "child "* ]]
+  [ "$(field stdout)" != "child 0" ]
+  if [ "$(field cgroup)" = true ]; then
+    [[ "$(jq -r '.events[].detail' <<<"$output")" == *"memory cgroup killed"* ]]
+  fi
+}
+
 @test "output beyond the cap is drained, counted and marked truncated" {
   run --separate-stderr fw-run --output-cap 1000 -- sh -c 'yes | head -c 5000000'
   assert_success
