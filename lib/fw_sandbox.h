@@ -50,8 +50,9 @@ enum fw_sandbox_cause {
 	FW_SANDBOX_OK = 0,  /* the command ended on its own (any exit status) */
 	FW_SANDBOX_TIMEOUT, /* the wall-clock timeout killed the tree */
 	FW_SANDBOX_CPU,     /* the CPU-time limit (SIGXCPU, or SIGKILL at hard) */
-	FW_SANDBOX_MEMORY,  /* the memory limit (cgroup OOM kill, or failed
-			     * allocation under the address-space limit) */
+	FW_SANDBOX_MEMORY,  /* the memory limit: the command failed after a
+			     * cgroup OOM kill, or after a failed allocation
+			     * under the address-space limit */
 	FW_SANDBOX_FSIZE,   /* the file-size limit (SIGXFSZ / EFBIG) */
 	FW_SANDBOX_PROCS,   /* the process limit (fork failed with EAGAIN, or
 			     * the run sat at the limit for a second, or went
