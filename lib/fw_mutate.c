@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,11 +54,11 @@ enum fw_lang fw_lang_of_path(const char *path)
 
 enum fw_lang fw_lang_parse(const char *name)
 {
-	if (!strcmp(name, "python") || !strcmp(name, "py")) return FW_LANG_PYTHON;
-	if (!strcmp(name, "c")) return FW_LANG_C;
-	if (!strcmp(name, "javascript") || !strcmp(name, "js")) return FW_LANG_JAVASCRIPT;
-	if (!strcmp(name, "typescript") || !strcmp(name, "ts")) return FW_LANG_TYPESCRIPT;
-	if (!strcmp(name, "go")) return FW_LANG_GO;
+	if (!strcasecmp(name, "python") || !strcmp(name, "py")) return FW_LANG_PYTHON;
+	if (!strcasecmp(name, "c")) return FW_LANG_C;
+	if (!strcasecmp(name, "javascript") || !strcmp(name, "js")) return FW_LANG_JAVASCRIPT;
+	if (!strcasecmp(name, "typescript") || !strcmp(name, "ts")) return FW_LANG_TYPESCRIPT;
+	if (!strcasecmp(name, "go")) return FW_LANG_GO;
 	return FW_LANG_UNKNOWN;
 }
 
@@ -171,7 +172,7 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 		close(fd[1]);
 		if (chdir(dir) < 0)
 			_exit(126);
-		execlp("ctags", "ctags", "--output-format=json", "--fields=+ne", "-f", "-", "-R",
+		execlp("ctags", "ctags", "--output-format=json", "--fields=+nel", "-G", "-f", "-", "-R",
 		       "--exclude=.git", "--exclude=node_modules", "--exclude=vendor",
 		       "--languages=Python,C,JavaScript,TypeScript,Go", "--langmap=C:+.h",
 		       "--kinds-Python=fm", "--kinds-C=f", "--kinds-JavaScript=fmg",
@@ -198,7 +199,14 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 		    (end >= start || end == 0)) {
 			if (strncmp(path, "./", 2) == 0)
 				path += 2;
-			enum fw_lang l = fw_lang_of_path(path);
+			/* ctags's own guess (it reads #! lines) over the
+			 * extension, then --lang for what neither knows */
+			const char *cl = json_string_value(json_object_get(t, "language"));
+			enum fw_lang l = cl ? fw_lang_parse(cl) : FW_LANG_UNKNOWN;
+			if (l == FW_LANG_UNKNOWN)
+				l = fw_lang_of_path(path);
+			if (l == FW_LANG_UNKNOWN)
+				l = only;
 			if (l != FW_LANG_UNKNOWN && (only == FW_LANG_UNKNOWN || only == l ||
 			    (only == FW_LANG_JAVASCRIPT && l == FW_LANG_TYPESCRIPT) ||
 			    (only == FW_LANG_TYPESCRIPT && l == FW_LANG_JAVASCRIPT))) {
@@ -928,8 +936,8 @@ int fw_mutate_delete_file(const char *path, const char *src, size_t len,
 		nl += src[i] == '\n';
 	if (len && src[len - 1] != '\n')
 		nl++;
-	if (!m->path || !m->removed ||
-	    add_target(m, path, "", fw_lang_of_path(path), 1, nl) < 0)
+	enum fw_lang l = nsyms ? syms[0].lang : fw_lang_of_path(path);
+	if (!m->path || !m->removed || add_target(m, path, "", l, 1, nl) < 0)
 		goto fail;
 	for (size_t i = 0; i < nsyms; i++)
 		if (add_target(m, syms[i].path, syms[i].name, syms[i].lang, syms[i].start,

@@ -40,8 +40,9 @@ enum fw_lang {
  * .tsx .go); FW_LANG_UNKNOWN otherwise.  Cannot fail. */
 enum fw_lang fw_lang_of_path(const char *path);
 
-/* Language by name ("python", "c", "javascript"/"js", "typescript"/"ts",
- * "go"); FW_LANG_UNKNOWN for anything else. */
+/* Language by name, any case ("python", "c", "javascript"/"js",
+ * "typescript"/"ts", "go"; so ctags's "Python" too); FW_LANG_UNKNOWN for
+ * anything else. */
 enum fw_lang fw_lang_parse(const char *name);
 
 /* Lowercase name ("python", "c", "javascript", "typescript", "go",
@@ -67,9 +68,11 @@ struct fw_symbols {
 
 /*
  * Runs ctags over dir (recursively, skipping .git, node_modules, vendor)
- * and appends every function and method definition with an end line in a
- * file of language only (FW_LANG_UNKNOWN: every supported language) to
- * out, sorted by path then start line.  Returns 0, or -1 with a message in
+ * and appends every function and method definition in a file of language
+ * only (FW_LANG_UNKNOWN: every supported language) to out, sorted by path
+ * then start line.  A file's language is what ctags says (it reads `#!`
+ * lines of files without an extension), else its extension, else only.
+ * Where ctags gives no end line the matching brace does.  Returns 0, or -1 with a message in
  * err (ctags missing or failing).
  */
 int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,

@@ -419,7 +419,16 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* Reads every text file of the tree for the helper search. */
+static int has_symbols(const struct job *j, const char *path)
+{
+	for (size_t i = 0; i < j->syms.n; i++)
+		if (strcmp(j->syms.v[i].path, path) == 0)
+			return 1;
+	return 0;
+}
+
+/* Reads every source text of the tree for the mutations and the helper
+ * search. */
 static int load_texts(struct job *j, struct fw_store *s, char *err, size_t errlen)
 {
 	struct fw_file *f;
@@ -432,7 +441,7 @@ static int load_texts(struct job *j, struct fw_store *s, char *err, size_t errle
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (fw_lang_of_path(f[i].path) == FW_LANG_UNKNOWN)
+		if (fw_lang_of_path(f[i].path) == FW_LANG_UNKNOWN && !has_symbols(j, f[i].path))
 			continue;
 		char *data;
 		size_t len;

@@ -133,6 +133,7 @@ static void setup(void)
 	put("web/area.ts", ts_src);
 	put("geo/geo.go", go_src);
 	put("tests/test_mod.py", "from pkg import mod\n\ndef test_greet():\n    assert mod.greet('x')\n");
+	put("bin/tool", "#!/usr/bin/env python3\n\ndef run():\n    print('hi')\n    return 0\n");
 	char err[256] = "";
 	CHECK_EQ_INT(fw_ctags(dir, FW_LANG_UNKNOWN, &syms, err, sizeof err), 0);
 	if (err[0])
@@ -179,6 +180,9 @@ TEST(ctags_spans_for_five_languages)
 	CHECK(sym("web/area.ts", "area") != NULL);
 	s = sym("geo/geo.go", "Area");
 	CHECK(s && s->start == 4 && s->end == 6 && s->lang == FW_LANG_GO);
+	/* no extension: the #! line says Python */
+	s = sym("bin/tool", "run");
+	CHECK(s && s->start == 3 && s->end == 5 && s->lang == FW_LANG_PYTHON);
 	/* sorted by path then line */
 	for (size_t i = 1; i < syms.n; i++)
 		CHECK(strcmp(syms.v[i - 1].path, syms.v[i].path) <= 0);
