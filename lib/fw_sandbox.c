@@ -802,6 +802,14 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 	bind_etc(a, f);
 	sv_push(a, "--proc");
 	sv_push(a, "/proc");
+	/* The sandbox's uid 0 is the host's root, and the kernel lets that
+	 * uid write sysctls by file mode alone, capabilities or not
+	 * (kernel.core_pattern would run a host program as root).  bwrap
+	 * leaves /proc/sys writable here because the directory itself is
+	 * not, so cover it with the host's, read-only. */
+	sv_push(a, "--ro-bind");
+	sv_push(a, "/proc/sys");
+	sv_push(a, "/proc/sys");
 	sv_push(a, "--dev");
 	sv_push(a, "/dev");
 	sv_push(a, "--tmpfs");

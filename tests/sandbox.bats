@@ -121,6 +121,15 @@ serve() {
   [[ "$out" != *new-userns* ]]
 }
 
+@test "host sysctls cannot be written, although uid 0 inside is the host's root" {
+  # writes back the value it reads, so a broken sandbox changes nothing
+  run -1 --separate-stderr fw-run -- sh -c '
+    v=$(cat /proc/sys/vm/swappiness)
+    (echo "$v" > /proc/sys/vm/swappiness) 2>/dev/null && echo wrote-sysctl
+    exit 1'
+  [[ "$(field stdout)" != *wrote-sysctl* ]]
+}
+
 @test "the environment is cleared to the fixed list plus --env" {
   FW_SECRET_OUTSIDE=leak run --separate-stderr fw-run --env FOO=bar --env LANG=C -- env
   assert_success
