@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +370,21 @@ static void fmt_num(char *buf, size_t n, double x)
 		snprintf(buf, n, "%.3f", x);
 }
 
+/* Prints one table line without its trailing blanks. */
+static void put_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_line(FILE *f, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	size_t n = strlen(buf);
+	while (n && buf[n - 1] == ' ')
+		n--;
+	fprintf(f, "%.*s\n", (int)n, buf);
+}
+
 static void summary_text(FILE *f, struct fw_gsum *s, const struct fw_gsum_row *rows, long n,
 			 double retire_at)
 {
@@ -386,7 +402,7 @@ static void summary_text(FILE *f, struct fw_gsum *s, const struct fw_gsum_row *r
 			if (!any) {
 				if (scope)
 					fputc('\n', f);
-				fprintf(f, "%-*s  %-7s %5s %8s %6s  %-5s  %-13s  %-6s  %-6s  %-7s  %s\n",
+				put_line(f, "%-*s  %-7s %5s %8s %6s  %-5s  %-13s  %-6s  %-6s  %-7s  %s",
 					kw, scope_names[scope], scope == FW_GSUM_TASK ? "split" : "",
 					"tasks", "rollouts", "solved", "rate", "95% wilson", "pass@1",
 					"pass@5", "pass@10", scope ? "recent" : "");
@@ -406,7 +422,7 @@ static void summary_text(FILE *f, struct fw_gsum *s, const struct fw_gsum_row *r
 				if (r->never_solved)
 					strcat(rec, " never-solved");
 			}
-			fprintf(f, "%-*s  %-7s %5llu %8llu %6llu  %-5s  %-13s  %-6s  %-6s  %-7s  %s\n", kw,
+			put_line(f, "%-*s  %-7s %5llu %8llu %6llu  %-5s  %-13s  %-6s  %-6s  %-7s  %s", kw,
 				r->key, r->split ? r->split : "", (unsigned long long)r->tasks,
 				(unsigned long long)r->rollouts, (unsigned long long)r->solved, a, ci, b,
 				c, d, rec);
