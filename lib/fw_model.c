@@ -748,6 +748,8 @@ int fw_model_save(const struct fw_model *m, const char *dir,
 
 
 
+#define NG_ROWS 64 /* rows per chunk of a no_grad forward */
+
 /* Carves n floats from the block (or counts them when base is NULL),
  * each slice 64-byte aligned. */
 static float *carve(char *base, size_t *off, size_t n)
@@ -797,14 +799,17 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 		a->q = carve(base, &off, Lk * N * qd);
 		a->k = carve(base, &off, Lk * N * kd);
 		a->v = carve(base, &off, Lk * N * kd);
-		a->att = carve(base, &off, Lk * N * c->nh * T);
+		/* Without gradients attention and logits go by chunks of
+		 * NG_ROWS rows, so neither is ever (T, T) or (N, V) big. */
+		a->att = carve(base, &off, m->no_grad ? (size_t)(T < NG_ROWS ? T : NG_ROWS) * c->nh * T
+					       : Lk * N * c->nh * T);
 		a->y = carve(base, &off, Lk * N * qd);
 		a->gate = carve(base, &off, Lk * N * I);
 		a->up = carve(base, &off, Lk * N * I);
 		a->h = carve(base, &off, Lk * N * I);
 		a->xf = carve(base, &off, N * C);
 		a->rsf = carve(base, &off, N);
-		a->logits = carve(base, &off, N * V);
+		a->logits = carve(base, &off, (m->no_grad && N > NG_ROWS ? NG_ROWS : N) * V);
 		a->logp = carve(base, &off, N);
 		a->lse = carve(base, &off, N);
 		a->dlogp = carve(base, &off, N);
@@ -915,7 +920,19 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		}
 		fw_rope_fwd(q, a->pos, m->rope_cos, m->rope_sin, N, nh, hd);
 		fw_rope_fwd(k, a->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
-		fw_attn_fwd(y, a->att + (size_t)l * N * nh * T, q, k, v, B, T, nh, nkv, hd);
+		if (a->keep)
+			fw_attn_fwd(y, a->att + (size_t)l * N * nh * T, q, k, v, B, T, nh, nkv, hd);
+		else
+			for (int b = 0; b < B; b++)
+				for (int t0 = 0; t0 < T; t0 += NG_ROWS) {
+					size_t r = (size_t)b * T + t0;
+
+					/* Sequence b as a cache of length T. */
+					fw_attn_cached(y + r * qd, a->att, q + r * qd,
+						       k + (size_t)b * T * kd, v + (size_t)b * T * kd,
+						       1, T - t0 < NG_ROWS ? T - t0 : NG_ROWS, t0,
+						       T, nh, nkv, hd);
+				}
 		fw_matmul_fwd(a->tmp, y, w->wo, w->bo, N, qd, C);
 		add3(xm, x, a->tmp, (long)nc);
 		fw_rmsnorm_fwd(ln2, a->rs2 + (size_t)l * N, xm, w->ln2, N, C, c->eps);
@@ -927,10 +944,19 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 	}
 	fw_rmsnorm_fwd(a->xf, a->rsf, a->x + (a->keep ? (size_t)c->L * N * C : 0),
 		       m->norm, N, C, c->eps);
-	fw_matmul_fwd(a->logits, a->xf, m->lm_head, NULL, N, C, V);
+	if (!a->keep) {
+		for (int r = 0; r < N && targets; r += NG_ROWS) {
+			int n = N - r < NG_ROWS ? N - r : NG_ROWS;
+
+			fw_matmul_fwd(a->logits, a->xf + (size_t)r * C, m->lm_head, NULL, n, C, V);
+			fw_xent_fwd(a->logp + r, a->lse + r, a->logits, a->targets + r, n, V);
+		}
+	} else
+		fw_matmul_fwd(a->logits, a->xf, m->lm_head, NULL, N, C, V);
 	if (!targets)
 		return 0;
-	fw_xent_fwd(a->logp, a->lse, a->logits, a->targets, N, V);
+	if (a->keep)
+		fw_xent_fwd(a->logp, a->lse, a->logits, a->targets, N, V);
 	double s = 0, wsum = 0;
 	for (int i = 0; i < N; i++)
 		if (a->targets[i] >= 0) {
@@ -948,7 +974,7 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 
 const float *fw_model_logits(const struct fw_model *m)
 {
-	return m->acts ? m->acts->logits : NULL;
+	return m->acts && m->acts->keep ? m->acts->logits : NULL;
 }
 
 int fw_model_backward(struct fw_model *m, char *err, size_t errlen)

@@ -108,9 +108,11 @@ struct fw_model {
 	struct fw_acts *acts;              /* planned activations, or NULL */
 	char *cfg_json;            /* config.json as loaded (NULL for fw_model_new) */
 	size_t cfg_json_len;
-	int no_grad;               /* set by the caller: forward keeps one
-				    * layer's activations (scoring, a fraction
-				    * of the memory) and backward is refused */
+	int no_grad;               /* set by the caller for scoring: forward
+				    * keeps one layer's activations, goes
+				    * through attention and logits in chunks
+				    * of rows (memory linear in T), keeps no
+				    * logits; backward is refused */
 };
 
 /* A fresh model for config c with weights drawn as Hugging Face initialises
@@ -166,8 +168,9 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		     int T, float norm_in, float *logp, float *loss,
 		     char *err, size_t errlen);
 
-/* Logits (B*T, V) of the last fw_model_forward, or NULL.  Valid until the
- * next forward or backward (backward overwrites them). */
+/* Logits (B*T, V) of the last fw_model_forward, or NULL (none yet, or a
+ * no_grad forward).  Valid until the next forward or backward (backward
+ * overwrites them). */
 const float *fw_model_logits(const struct fw_model *m);
 
 /* Backward of the last fw_model_forward (which had targets): ADDS the
