@@ -810,6 +810,9 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 	sv_push(a, "--ro-bind");
 	sv_push(a, "/proc/sys");
 	sv_push(a, "/proc/sys");
+	sv_push(a, "--ro-bind-try");
+	sv_push(a, "/proc/sysrq-trigger");
+	sv_push(a, "/proc/sysrq-trigger");
 	sv_push(a, "--dev");
 	sv_push(a, "/dev");
 	sv_push(a, "--tmpfs");
