@@ -366,10 +366,13 @@ static int cmp_cat(const void *x, const void *y)
 	return strcmp(a->name, b->name);
 }
 
+/* Votes by user, then arm. */
 static int cmp_vote_user(const void *x, const void *y)
 {
 	const struct vote *a = x, *b = y;
-	return a->user < b->user ? -1 : a->user > b->user;
+	if (a->user != b->user)
+		return a->user < b->user ? -1 : 1;
+	return a->arm < b->arm ? -1 : a->arm > b->arm;
 }
 
 static int cmp_pv(const void *x, const void *y)
@@ -731,14 +734,9 @@ static int finish(struct state *st, const char *out, int level)
 		struct vote *v = &st->votes[i];
 		as[v->arm].votes++;
 		as[v->arm].up += (uint64_t)v->up;
-		/* Votes are sorted by user: count a user once per arm. */
-		int first = 1;
-		for (size_t j = i; j > 0 && st->votes[j - 1].user == v->user; j--)
-			if (st->votes[j - 1].arm == v->arm) {
-				first = 0;
-				break;
-			}
-		as[v->arm].users += (uint64_t)first;
+		/* Votes are sorted by user and arm: count a user once per arm. */
+		as[v->arm].users += i == 0 || st->votes[i - 1].user != v->user ||
+				    st->votes[i - 1].arm != v->arm;
 	}
 	for (size_t i = 0; i < na; i++)
 		fw_wilson(as[i].up, as[i].votes, FW_Z95, &as[i].lo, &as[i].hi);
