@@ -126,6 +126,20 @@ OUT
   refute_output --partial false
 }
 
+@test "with several pairs each interval is widened so that all of them hold together (Bonferroni)" {
+  run -0 bash -c "fb-report --records '$TRAJ' | rec json | jq -r 'select(.report == \"summary\") | .level * 1e6 | round'"
+  assert_output 983333
+  run -0 fb-report "$TRAJ"
+  assert_line "A/B: rate(B) - rate(A), bootstrap 98.33% over users (95% for the 3 pairs together), 2000 resamples, seed 0"
+  # two arms: one pair, a plain 95% interval
+  traj-filter -e '.model != "ckpt-c"' "$TRAJ" > "$T/ab"
+  run -0 fb-report "$T/ab"
+  assert_line "A/B: rate(B) - rate(A), bootstrap 95% over users, 2000 resamples, seed 0"
+  wide=$(fb-report --records "$TRAJ" | rec json | jq -c 'select(.report == "pair" and .b == "ckpt-b") | .hi - .lo')
+  narrow=$(fb-report --records "$T/ab" | rec json | jq -c 'select(.report == "pair") | .hi - .lo')
+  [ "$(echo "$wide > $narrow" | bc -l)" = 1 ]
+}
+
 @test "the bootstrap is reproducible for a seed and resamples users, not votes" {
   a=$(fb-report --records --seed 5 "$TRAJ" | md5sum)
   b=$(fb-report --records --seed 5 "$TRAJ" | md5sum)

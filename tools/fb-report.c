@@ -120,6 +120,7 @@ struct state {
 	const char *by_src, *paired_src;
 	uint64_t seed;
 	unsigned resamples;
+	double alpha; /* per pair: 0.05 over the number of pairs (Bonferroni) */
 	int records;
 	struct intern arms, users, keys;
 	struct category *cats;
@@ -413,7 +414,8 @@ static int pair_stats(struct state *st, struct pair_stat *ps, const struct arm_s
 	ps->pa = as[ps->a].votes ? (double)as[ps->a].up / (double)as[ps->a].votes : 0;
 	ps->pb = as[ps->b].votes ? (double)as[ps->b].up / (double)as[ps->b].votes : 0;
 	ps->diff = ps->pb - ps->pa;
-	ps->ok = fw_boot_diff(cl, nc, st->seed, st->resamples, 0.95, work, &ps->lo, &ps->hi) == 0;
+	ps->ok = fw_boot_diff(cl, nc, st->seed, st->resamples, 1 - st->alpha, work, &ps->lo,
+			      &ps->hi) == 0;
 	ps->verdict = !ps->ok || nc < MIN_USERS ? 0 : ps->lo > 0 ? 1 : ps->hi < 0 ? -1 : 0;
 	/* Design effect: how much wider the cluster interval is than one over
 	 * independent votes; the sample size scales by it. */
@@ -422,12 +424,13 @@ static int pair_stats(struct state *st, struct pair_stat *ps, const struct arm_s
 		double se = sqrt(ps->pa * (1 - ps->pa) / (double)as[ps->a].votes +
 				 ps->pb * (1 - ps->pb) / (double)as[ps->b].votes);
 		if (se > 0) {
-			double r = (ps->hi - ps->lo) / (2 * FW_Z95 * se);
+			double z = fw_norm_ppf(1 - st->alpha / 2);
+			double r = (ps->hi - ps->lo) / (2 * z * se);
 			if (r * r > 1)
 				ps->deff = r * r;
 		}
 	}
-	uint64_t n = fw_n_needed(ps->pa, ps->pb, 0.05, 0.8);
+	uint64_t n = fw_n_needed(ps->pa, ps->pb, st->alpha, 0.8);
 	ps->need = n ? (uint64_t)ceil((double)n * ps->deff) : 0;
 	if (st->paired_by) {
 		/* One outcome per (item, arm): the majority of its votes. */
@@ -557,6 +560,7 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 	r_str(&r, "paired_by", st->paired_src);
 	r_u64(&r, "seed", st->seed);
 	r_u64(&r, "resamples", st->resamples);
+	r_dbl(&r, "level", 1 - st->alpha);
 	if (r_end(&r, w, "summary") < 0)
 		goto out;
 	for (size_t i = 0; i < st->ncats; i++) {
@@ -669,8 +673,14 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 	}
 	if (!nps)
 		return;
-	fprintf(f, "\nA/B: rate(B) - rate(A), bootstrap 95%% over users (%u resamples, seed %llu)\n",
-		st->resamples, (unsigned long long)st->seed);
+	if (nps > 1)
+		fprintf(f, "\nA/B: rate(B) - rate(A), bootstrap %.4g%% over users (95%% for the %zu "
+			   "pairs together), %u resamples, seed %llu\n",
+			100 * (1 - st->alpha), nps, st->resamples, (unsigned long long)st->seed);
+	else
+		fprintf(f, "\nA/B: rate(B) - rate(A), bootstrap 95%% over users, %u resamples, "
+			   "seed %llu\n",
+			st->resamples, (unsigned long long)st->seed);
 	if (st->paired_by)
 		fprintf(f, "paired by %s: McNemar's exact test on the majority vote per item\n",
 			st->paired_src);
@@ -740,6 +750,9 @@ static int finish(struct state *st, const char *out, int level)
 	}
 	for (size_t i = 0; i < na; i++)
 		fw_wilson(as[i].up, as[i].votes, FW_Z95, &as[i].lo, &as[i].hi);
+	/* Every pair is a test: the family of them keeps a 5% chance of any
+	 * false verdict. */
+	st->alpha = 0.05 / (double)(nps ? nps : 1);
 	size_t k = 0;
 	for (size_t i = 0; i < na; i++)
 		for (size_t j = i + 1; j < na; j++) {
