@@ -190,9 +190,52 @@ static void cached_rows(void *ctx, int r0, int r1)
 	}
 }
 
+/* Many query rows (prefill, chunked scoring): per head (b, h), S = Q K^T
+ * over the L = pos0+Tq cached keys, causal softmax, O = P V, with sgemm. */
+static void cached_heads(void *ctx, int i0, int i1)
+{
+	struct attn *a = ctx;
+	int Tq = a->Tq, nh = a->nh, nkv = a->nkv, hd = a->hd;
+	float scale = 1.0f / sqrtf((float)hd);
+
+	for (int i = i0; i < i1; i++) {
+		int b = i / nh, h = i % nh, g = h / (nh / nkv);
+		int p0 = a->pos ? a->pos[b] : a->T, L = p0 + Tq;
+		long qo = ((long)b * Tq * nh + h) * hd;
+		const float *k = a->k + ((long)b * a->maxT * nkv + g) * hd;
+		const float *v = a->v + ((long)b * a->maxT * nkv + g) * hd;
+		float *S = a->scr + (long)i * Tq * a->sstride;
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, L, hd,
+			    1.0f, a->q + qo, nh * hd, k, nkv * hd, 0.0f, S, L);
+		for (int t = 0; t < Tq; t++) {
+			float *r = S + (long)t * L, mx = -INFINITY, sum = 0;
+			int n = p0 + t + 1;
+
+			for (int j = 0; j < n; j++) {
+				r[j] *= scale;
+				mx = r[j] > mx ? r[j] : mx;
+			}
+			for (int j = 0; j < n; j++) {
+				r[j] = expf(r[j] - mx);
+				sum += r[j];
+			}
+			float inv = 1.0f / sum;
+
+			for (int j = 0; j < n; j++)
+				r[j] *= inv;
+			memset(r + n, 0, sizeof(float) * (L - n));
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, hd, L,
+			    1.0f, S, L, v, nkv * hd, 0.0f, a->out + qo, nh * hd);
+	}
+}
+
 static void cached_run(struct attn *a, long work)
 {
-	if (work < 32768)
+	if (a->Tq >= 8)
+		fw_parallel_for(a->B * a->nh, cached_heads, a);
+	else if (work < 32768)
 		cached_rows(a, 0, a->B * a->Tq * a->nh);
 	else
 		fw_parallel_for(a->B * a->Tq * a->nh, cached_rows, a);

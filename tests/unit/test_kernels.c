@@ -323,9 +323,9 @@ TEST(attention_sgemm_matches_plain_loops)
 	free(s1); free(s2); free(dq1); free(dk1); free(dv1); free(dq2); free(dk2); free(dv2);
 }
 
-TEST(cached_attention_equals_full_attention)
+static void cached_vs_full(int T, int pos0)
 {
-	int B = 3, T = 9, nh = 6, nkv = 2, hd = 16, maxT = 12, pos0 = 5;
+	int B = 3, nh = 6, nkv = 2, hd = 16, maxT = T + 3;
 	long nq = (long)B * T * nh * hd;
 	float *q = rnd(nq, 1), *k = rnd((long)B * T * nkv * hd, 1);
 	float *v = rnd((long)B * T * nkv * hd, 1), *o = zeros(nq);
@@ -372,6 +372,12 @@ TEST(cached_attention_equals_full_attention)
 	CHECK(err < 1e-6);
 	free(q); free(k); free(v); free(o); free(att); free(kc); free(vc);
 	free(qn); free(on); free(scr);
+}
+
+TEST(cached_attention_equals_full_attention)
+{
+	cached_vs_full(9, 5);   /* 4 new rows: per-row loops */
+	cached_vs_full(40, 7);  /* 33 new rows: per-head sgemm */
 }
 
 /* ---- SwiGLU ----------------------------------------------------------------- */
