@@ -677,6 +677,11 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 		struct stat st;
 		if (lstat(rpath, &st) < 0) {
 			n = 0;
+		} else if (!S_ISREG(st.st_mode)) {
+			/* a link the tested code planted must not make the
+			 * grader read a file of the host */
+			rc = bad(j, "cannot parse the test report: not a regular file");
+			goto out;
 		} else {
 			n = fw_report_load(j->rep, rpath, FW_REPORT_JUNIT, perr, sizeof perr);
 			if (n < 0) {
