@@ -723,6 +723,14 @@ static int finish(struct state *st, const char *out, int level)
 	size_t nps = na > 1 ? na * (na - 1) / 2 : 0;
 	struct pair_stat *ps = calloc(nps ? nps : 1, sizeof *ps);
 	struct fw_cluster *cl = calloc(st->users.n ? st->users.n : 1, sizeof *cl);
+	/* Every pair is a test: the family of them keeps a 5% chance of any
+	 * false verdict.  By default, enough resamples that each tail of the
+	 * interval holds at least 10 of them. */
+	st->alpha = 0.05 / (double)(nps ? nps : 1);
+	if (!st->resamples) {
+		double want = ceil(20 / st->alpha);
+		st->resamples = want > 2000 ? (unsigned)want : 2000;
+	}
 	double *work = calloc(st->resamples, sizeof *work);
 	if (!order || !as || !ps || !cl || !work) {
 		fw_warn("out of memory");
@@ -750,9 +758,6 @@ static int finish(struct state *st, const char *out, int level)
 	}
 	for (size_t i = 0; i < na; i++)
 		fw_wilson(as[i].up, as[i].votes, FW_Z95, &as[i].lo, &as[i].hi);
-	/* Every pair is a test: the family of them keeps a 5% chance of any
-	 * false verdict. */
-	st->alpha = 0.05 / (double)(nps ? nps : 1);
 	size_t k = 0;
 	for (size_t i = 0; i < na; i++)
 		for (size_t j = i + 1; j < na; j++) {
@@ -824,7 +829,6 @@ int main(int argc, char **argv)
 	uint64_t u;
 	char err[512];
 	st.by_src = ".model";
-	st.resamples = 2000;
 	while ((c = getopt_long(argc, argv, "o:zh", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_BY: st.by_src = optarg; break;
