@@ -373,7 +373,6 @@ static int load_decontam(struct state *st, int f, const char *path)
 		i++;
 	uint64_t base = (uint64_t)f << 40;
 	if (is_mp) {
-		char err[512];
 		struct fw_reader *r = fw_reader_memopen(p, n, path, NULL);
 		struct fw_rec rec;
 		int k;
@@ -397,7 +396,6 @@ static int load_decontam(struct state *st, int f, const char *path)
 			goto out;
 		}
 		fw_reader_close(r);
-		(void)err;
 	} else if (i < n && p[i] == '{') {
 		struct fw_buf mp = {0};
 		uint64_t line = 1;
