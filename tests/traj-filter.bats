@@ -181,6 +181,10 @@ same_as_jq() {
   a=$(traj-filter -q --decontam "$T/eval.msgpack" "$TRAJ" | md5sum)
   b=$(traj-filter -q --decontam "$FIX/private-eval.jsonl" "$TRAJ" | md5sum)
   [ "$a" = "$b" ]
+  printf '{"prompt":"too short to match"}\n{"prompt":"also short"}\n' > "$T/short.jsonl"
+  run -0 --separate-stderr traj-filter --decontam "$T/short.jsonl" -o "$T/all" "$TRAJ"
+  [[ "$stderr" == *"traj-filter: decontam: $T/short.jsonl: 2 texts shorter than 13 words, not checked"* ]]
+  cmp "$T/all" "$TRAJ"
   run -1 traj-filter --decontam "$T/missing" "$TRAJ"
   assert_output --partial "$T/missing: No such file or directory"
 }

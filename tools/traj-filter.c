@@ -359,7 +359,7 @@ static int read_all(const char *path, struct fw_buf *b)
 static int load_decontam(struct state *st, int f, const char *path)
 {
 	struct fw_buf b = {0};
-	uint64_t texts = 0, grams = 0, before = fw_decontam_size(st->dc);
+	uint64_t texts = 0, grams = 0, shorts = 0, before = fw_decontam_size(st->dc);
 	int rc = -1;
 	if (read_all(path, &b) < 0) {
 		fw_warn("%s: %s", path, strerror(errno));
@@ -388,6 +388,7 @@ static int load_decontam(struct state *st, int f, const char *path)
 				goto out;
 			}
 			texts++;
+			shorts += g == 0;
 			grams += (uint64_t)g;
 		}
 		if (k < 0) {
@@ -425,6 +426,7 @@ static int load_decontam(struct state *st, int f, const char *path)
 				goto out;
 			}
 			texts++;
+			shorts += g == 0;
 			grams += (uint64_t)g;
 		}
 		fw_buf_free(&mp);
@@ -435,12 +437,19 @@ static int load_decontam(struct state *st, int f, const char *path)
 			goto out;
 		}
 		texts = 1;
+		shorts = g == 0;
 		grams = (uint64_t)g;
 	}
-	if (!st->quiet)
+	if (!st->quiet) {
 		fw_warn("decontam: %s: %llu text%s, %llu %u-grams (%llu new)", path,
 			(unsigned long long)texts, texts == 1 ? "" : "s", (unsigned long long)grams,
 			FW_DECONTAM_N, (unsigned long long)(fw_decontam_size(st->dc) - before));
+		/* A short item cannot be matched: say so rather than let it pass
+		 * for clean. */
+		if (shorts)
+			fw_warn("decontam: %s: %llu text%s shorter than %u words, not checked", path,
+				(unsigned long long)shorts, shorts == 1 ? "" : "s", FW_DECONTAM_N);
+	}
 	rc = 0;
 out:
 	fw_buf_free(&b);
