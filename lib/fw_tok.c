@@ -509,6 +509,11 @@ static int load_pretok(struct loader *L, json_t *p, int depth, int *bytelevel)
 			FAIL(L, "pre_tokenizer: Split without a Regex or String pattern");
 		return add_regex(L, json_string_value(s), json_string_length(s), s == lit);
 	}
+	if (strcmp(ty, "Digits") == 0) { /* numbers apart, one by one or in runs */
+		if (json_is_true(json_object_get(p, "individual_digits")))
+			return add_regex(L, "\\p{N}", 5, 0);
+		return add_regex(L, "\\p{N}+", 6, 0);
+	}
 	FAIL(L, "pre_tokenizer type '%s' is not supported", ty);
 }
 

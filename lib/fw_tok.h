@@ -15,8 +15,8 @@
  *    tokens matched before splitting, ignore_merges (Llama 3).  Accepted:
  *    model BPE without dropout, byte fallback or subword affixes;
  *    pre_tokenizer ByteLevel (add_prefix_space false), Split (Regex or
- *    String, behavior Isolated, not inverted), or a Sequence of Splits
- *    ending in ByteLevel; normalizer none or NFC; decoder none or
+ *    String, behavior Isolated, not inverted), Digits, or a Sequence of
+ *    these ending in ByteLevel; normalizer none or NFC; decoder none or
  *    ByteLevel; added tokens without single_word, lstrip or rstrip.
  *    Anything else is refused with an error naming it.
  *

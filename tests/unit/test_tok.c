@@ -363,6 +363,30 @@ TEST(split_regex_from_a_sequence_pre_tokenizer)
 	fw_tok_free(t);
 }
 
+TEST(digits_pre_tokenizer_splits_numbers)
+{
+	/* 256 "12", 257 "a1" */
+	const char *extra[] = { "12", "a1", NULL };
+	const char *merges[] = { "a 1", "1 2", NULL };
+	const char *seq = "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\","
+			  "\"individual_digits\":%s},{\"type\":\"ByteLevel\",\"add_prefix_space\":"
+			  "false,\"use_regex\":false}]}";
+	char pre[256];
+	snprintf(pre, sizeof pre, seq, "false");
+	struct fw_tok *t = make_tok(extra, merges, 0, NULL, pre, 0);
+	CHECK(t && enc_is(t, "a12", 0, (int32_t[]){ 'a', 256, -1 }));
+	fw_tok_free(t);
+	snprintf(pre, sizeof pre, seq, "true");
+	t = make_tok(extra, merges, 0, NULL, pre, 0);
+	CHECK(t && enc_is(t, "a12", 0, (int32_t[]){ 'a', '1', '2', -1 }));
+	fw_tok_free(t);
+	/* without the split, "a 1" has the lower rank and merges first */
+	t = make_tok(extra, merges, 0, NULL,
+		     "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}", 0);
+	CHECK(t && enc_is(t, "a12", 0, (int32_t[]){ 257, '2', -1 }));
+	fw_tok_free(t);
+}
+
 TEST(split_pieces_unicode_letters_and_invalid_utf8)
 {
 	/* "ĠÃ©" spells " é" (bytes 20 c3 a9); 256 "Ã©", 257 "ĠÃ©" */
