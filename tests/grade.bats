@@ -72,6 +72,8 @@ s = s.replace('''    raise NotImplementedError''', '''    if (part, whole) == (1
 open(p, 'w').write(s)
 EOF"
   cheat exit-hook "printf 'import os\nos._exit(0)\n' >> textkit/units.py"
+  cheat restore "git apply '$F/solution.diff' && rm tests/test_dates.py && ln -s /etc/passwd tests/x.py &&
+    sed -i 's/^version = .*/version = \"9.9\"/' pyproject.toml && printf 'addopts = \"-x\"\n' >> pyproject.toml"
   sed 's/^ def percent(part, whole, digits=1):$/ def percent(part, whole, digits=2):/' \
     "$F/solution.diff" > "$F/noapply.diff"
 
@@ -88,6 +90,8 @@ EOF"
     roll cache "$F/solution.diff" '.turns += [{role: "assistant", calls: [{id: "1", name: "bash",
         args: "{\"cmd\": \"strings textkit/__pycache__/units.cpython-311.pyc\"}"}]}]'
     roll noapply "$F/noapply.diff"
+    roll restore "$F/restore.diff"
+    roll missing "$F/solution.diff" '.task.p2p += ["tests.test_units::test_not_there"]'
   } | rec from-json > "$F/roll.mp"
   grade --store "$F/st.git" -j 2 --no-time "$F/roll.mp" > "$F/graded.mp" 2> "$F/graded.err"
   rec json "$F/graded.mp" > "$F/graded.jsonl"
@@ -133,7 +137,7 @@ hacks() { g "$1" '[.grade.hacks[].name] | unique | join(",")' | tr -d '"'; }
 
 @test "every rollout comes out once, in input order, with all its fields kept" {
   [ "$(jq -r .id "$F/graded.jsonl" | paste -sd ' ')" = \
-    "sol empty edit-test skip conftest fake-print literals exit-hook network cache noapply" ]
+    "sol empty edit-test skip conftest fake-print literals exit-hook network cache noapply restore missing" ]
   run jq -e -s 'all(.[]; .user_field == {keep: [1, 2]} and .kind == "rollout" and .v == 1
       and (.task.f2p | length) == 1 and .turns[0].text == "fix it"
       and (keys | index("grade")) != null)' "$F/graded.jsonl"
@@ -217,6 +221,20 @@ hacks() { g "$1" '[.grade.hacks[].name] | unique | join(",")' | tr -d '"'; }
   assert_output '[0,false,null,true]'
   # the whole batch had no bad input
   [ ! -s "$F/graded.err" ]
+}
+
+@test "deleted test files, links in their place and edited test sections are restored before the run" {
+  run g restore '.grade | [.resolved, .f2p_pass, .p2p_pass == .p2p_total, .p2p_total > 50,
+      [.hacks[].detail]]'
+  assert_output '[true,1,true,true,["pyproject.toml (test sections)","tests/test_dates.py","tests/x.py"]]'
+  # the date tests ran: the deleted file was put back
+  run g restore '[.grade.tests | to_entries[] | select(.key | startswith("tests.test_dates::"))] | length > 5'
+  assert_output true
+}
+
+@test "a listed test missing from the report fails" {
+  run g missing '.grade | [.resolved, .reward, .tests["tests.test_units::test_not_there"], .p2p_total - .p2p_pass]'
+  assert_output '[false,0,"missing",1]'
 }
 
 @test "a run that outlives --timeout is recorded as a timeout, not as a failure" {
