@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <ftw.h>
 #include <stdarg.h>
@@ -152,6 +153,55 @@ int fw_workspace_scrub(const char *dir, struct fw_strlist *scrubbed, char *err, 
 
 /* ---- workspace --------------------------------------------------------------- */
 
+/* Copies the loose object id of src into dst byte for byte: it is already
+ * compressed, so this is much cheaper than reading and writing it through
+ * the object database.  Returns 0, or -1 when src does not hold it loose
+ * (packed) or the copy fails; the caller then goes through the database. */
+static int copy_loose(git_repository *src, git_repository *dst, const git_oid *id)
+{
+	char hex[GIT_OID_HEXSZ + 1], from[4400], to[4400], tmp[4500];
+	git_oid_tostr(hex, sizeof hex, id);
+	snprintf(from, sizeof from, "%sobjects/%.2s/%s", git_repository_path(src), hex, hex + 2);
+	snprintf(to, sizeof to, "%sobjects/%.2s", git_repository_path(dst), hex);
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	if (mkdir(to, 0755) < 0 && errno != EEXIST) {
+		close(in);
+		return -1;
+	}
+	snprintf(tmp, sizeof tmp, "%s/tmp_%s", to, hex + 2);
+	snprintf(to + strlen(to), sizeof to - strlen(to), "/%s", hex + 2);
+	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+	int rc = out < 0 ? -1 : 0;
+	char buf[65536];
+	ssize_t n;
+	while (rc == 0 && (n = read(in, buf, sizeof buf)) != 0) {
+		if (n < 0) {
+			if (errno != EINTR)
+				rc = -1;
+			continue;
+		}
+		for (ssize_t off = 0; rc == 0 && off < n;) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				rc = -1;
+			else
+				off += w;
+		}
+	}
+	close(in);
+	if (out >= 0 && close(out) < 0)
+		rc = -1;
+	if (rc == 0 && rename(tmp, to) < 0)
+		rc = -1;
+	if (rc < 0 && out >= 0)
+		unlink(tmp);
+	return rc;
+}
+
 /* Writes into dst a copy of src_tree (from src) without scrubbed entries.
  * *empty is set when nothing is left. */
 static int filtered_copy(git_repository *src, git_odb *sodb, git_repository *dst,
@@ -191,7 +241,7 @@ static int filtered_copy(git_repository *src, git_odb *sodb, git_repository *dst
 				goto out;
 			if (sub_empty)
 				continue;
-		} else if (!git_odb_exists(dodb, &id)) {
+		} else if (!git_odb_exists(dodb, &id) && copy_loose(src, dst, &id) < 0) {
 			git_odb_object *o;
 			git_oid w;
 			if (git_odb_read(&o, sodb, &id) < 0)
@@ -210,6 +260,68 @@ static int filtered_copy(git_repository *src, git_odb *sodb, git_repository *dst
 out:
 	git_treebuilder_free(tb);
 	return rc;
+}
+
+/* Writes the files of tree (objects in repo) below dir, which exists.
+ * Returns 0, or -1 with errno set (0 for a libgit2 error). */
+static int write_files(git_repository *repo, git_tree *tree, const char *dir)
+{
+	size_t n = git_tree_entrycount(tree);
+	for (size_t i = 0; i < n; i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(tree, i);
+		const char *name = git_tree_entry_name(e);
+		if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, ".git") ||
+		    strchr(name, '/')) {
+			errno = EINVAL;
+			return -1;
+		}
+		char path[8200];
+		snprintf(path, sizeof path, "%s/%s", dir, name);
+		git_filemode_t mode = git_tree_entry_filemode(e);
+		errno = 0;
+		if (mode == GIT_FILEMODE_TREE) {
+			git_tree *sub;
+			if (mkdir(path, 0755) < 0)
+				return -1;
+			if (git_tree_lookup(&sub, repo, git_tree_entry_id(e)) < 0)
+				return -1;
+			int k = write_files(repo, sub, path);
+			git_tree_free(sub);
+			if (k < 0)
+				return -1;
+			continue;
+		}
+		git_blob *b;
+		if (git_blob_lookup(&b, repo, git_tree_entry_id(e)) < 0)
+			return -1;
+		const char *data = git_blob_rawcontent(b);
+		size_t len = (size_t)git_blob_rawsize(b);
+		int k = 0;
+		if (mode == GIT_FILEMODE_LINK) {
+			char *target = strndup(data, len);
+			k = target ? symlink(target, path) : -1;
+			free(target);
+		} else {
+			int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+				      mode == GIT_FILEMODE_BLOB_EXECUTABLE ? 0755 : 0644);
+			k = fd < 0 ? -1 : 0;
+			for (size_t off = 0; k == 0 && off < len;) {
+				ssize_t w = write(fd, data + off, len - off);
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0)
+					k = -1;
+				else
+					off += (size_t)w;
+			}
+			if (fd >= 0 && close(fd) < 0)
+				k = -1;
+		}
+		git_blob_free(b);
+		if (k < 0)
+			return -1;
+	}
+	return 0;
 }
 
 static int dir_is_empty(const char *dir)
@@ -235,6 +347,7 @@ int fw_workspace_create(struct fw_store *s, const char *tree_hex, const char *di
 	git_tree *tree = NULL, *wtree = NULL;
 	git_signature *sig = NULL;
 	git_config *cfg = NULL;
+	git_index *idx = NULL;
 	int rc = -1, created = 0;
 	git_oid id, wid, cid;
 
@@ -276,11 +389,13 @@ int fw_workspace_create(struct fw_store *s, const char *tree_hex, const char *di
 		seterr(err, errlen, "cannot copy tree %s: %s", tree_hex, gerr());
 		goto out;
 	}
-	git_checkout_options co;
-	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
-	co.checkout_strategy = GIT_CHECKOUT_FORCE;
-	if (git_checkout_tree(dst, (git_object *)wtree, &co) < 0) {
-		seterr(err, errlen, "cannot check out into '%s': %s", dir, gerr());
+	/* Files are written straight from the blobs, byte for byte (no
+	 * attribute filters), and the index is read from the tree: several
+	 * times faster than libgit2's checkout on large trees. */
+	if (write_files(dst, wtree, dir) < 0 || git_repository_index(&idx, dst) < 0 ||
+	    git_index_read_tree(idx, wtree) < 0 || git_index_write(idx) < 0) {
+		seterr(err, errlen, "cannot check out into '%s': %s", dir,
+		       errno ? strerror(errno) : gerr());
 		goto out;
 	}
 	if (git_signature_new(&sig, FW_WORKSPACE_AUTHOR, FW_WORKSPACE_EMAIL,
@@ -297,6 +412,7 @@ int fw_workspace_create(struct fw_store *s, const char *tree_hex, const char *di
 		git_oid_tostr(commit_hex, FW_OID_HEX, &cid);
 	rc = 0;
 out:
+	git_index_free(idx);
 	git_config_free(cfg);
 	git_signature_free(sig);
 	git_tree_free(wtree);

@@ -202,6 +202,7 @@ TEST(workspace_has_one_commit_no_history_and_no_scrubbed_files)
 		  "flywheel flywheel@localhost 946684800");
 	CHECK_STR(out1("test -e %s/.git/logs && echo reflog || echo none", ws), "none");
 	CHECK_STR(out1("test -e %s/textkit/__pycache__ && echo yes || echo no", ws), "no");
+	CHECK_STR(out1("git -C %s fsck --strict 2>&1 | wc -l", ws), "0");
 	/* exactly the objects of the tree and one commit */
 	CHECK_EQ_INT(atol(out1("git -C %s cat-file --batch-all-objects --batch-check | wc -l", ws)),
 		     atol(out1("git -C %s ls-tree -r -t HEAD | wc -l", ws)) + 2);
