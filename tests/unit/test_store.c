@@ -213,6 +213,16 @@ TEST(workspace_has_one_commit_no_history_and_no_scrubbed_files)
 	CHECK_EQ_INT(fw_workspace_create(s, tree, ws, c2, NULL, err, sizeof err), -1);
 	CHECK(strstr(err, "not empty") != NULL);
 	fw_store_free(s);
+	/* from a store whose objects are packed (after git gc) */
+	sh("git -C %s repack -a -d -q && git -C %s prune-packed", st, st);
+	CHECK_STR(out1("find %s/objects -type f -path '*/objects/??/*' | wc -l", st), "0");
+	s = fw_store_open(st, 0, err, sizeof err);
+	snprintf(ws, sizeof ws, "%s/ws4c", scratch);
+	CHECK_EQ_INT(fw_workspace_create(s, tree, ws, c2, NULL, err, sizeof err), 0);
+	CHECK_STR(c1, c2);
+	CHECK_STR(out1("git -C %s fsck --strict 2>&1 | wc -l", ws), "0");
+	CHECK_STR(out1("git -C %s status --porcelain | wc -l", ws), "0");
+	fw_store_free(s);
 }
 
 TEST(scrub_removes_caches_and_keeps_sources)
