@@ -457,7 +457,7 @@ static void bind(struct fw_model *m, float *base, struct fw_layer_w *lw,
 
 struct fw_acts {
 	void *block;              /* the one allocation all slices below live in */
-	size_t bytes;
+	size_t bytes, cap;        /* bytes the layout uses; bytes allocated */
 	int B, T, keep;           /* keep: 1 = one set per layer (training) */
 	int32_t *pos, *tokens, *targets;
 	float *wts;
@@ -769,10 +769,16 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 	size_t Lk = m->no_grad ? 1 : c->L, off;
 	char *base = NULL;
 
+	void *keep_block = NULL;
+	size_t keep_cap = 0;
+
 	if (a && a->B == B && a->T == T && a->keep == !m->no_grad)
 		return 0;
 	if (a) {
-		free(a->block);
+		/* A new shape: lay it out again, in the old block when it
+		 * fits, so alternating shapes allocate once for the largest. */
+		keep_block = a->block;
+		keep_cap = a->cap;
 		memset(a, 0, sizeof(*a));
 	} else if (!(a = m->acts = calloc(1, sizeof(*a)))) {
 		seterr(err, errlen, "out of memory");
@@ -831,13 +837,22 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 			a->dkr = carve(base, &off, N * kd);
 		}
 carved:
-		if (!pass && !(base = aligned_alloc(64, off))) {
-			seterr(err, errlen, "out of memory for activations "
-			       "(%zu MB)", off >> 20);
-			return -1;
+		if (!pass && off <= keep_cap) {
+			base = keep_block;
+			keep_block = NULL;
+		} else if (!pass) {
+			free(keep_block);
+			keep_block = NULL;
+			keep_cap = off;
+			if (!(base = aligned_alloc(64, off))) {
+				seterr(err, errlen, "out of memory for activations "
+				       "(%zu MB)", off >> 20);
+				return -1;
+			}
 		}
 	}
 	a->block = base;
+	a->cap = keep_cap;
 	a->bytes = off;
 	a->B = B;
 	a->T = T;

@@ -11,8 +11,10 @@
  * Weights are held in f32 whatever the file's dtype.
  *
  * Memory: parameters and gradients are one flat buffer each; activations
- * for a batch shape (B, T) are planned and allocated once, on the first
- * forward of that shape or larger, and reused.  Decoding state (struct
+ * are laid out for a batch shape (B, T) on the first forward of that shape
+ * and reused while it stays; a new shape is laid out again in the same
+ * allocation when it fits, so a caller that varies its shapes allocates
+ * once for the largest.  Decoding state (struct
  * fw_gen) is allocated once per (sequences, max length).  Nothing is
  * allocated per token.
  *
@@ -178,7 +180,8 @@ const float *fw_model_logits(const struct fw_model *m);
  * Returns 0, or -1 with err filled. */
 int fw_model_backward(struct fw_model *m, char *err, size_t errlen);
 
-/* Bytes held by planned activations (0 before the first forward). */
+/* Bytes the current activation layout uses (0 before the first forward;
+ * the allocation may be larger, from an earlier larger shape). */
 size_t fw_model_act_bytes(const struct fw_model *m);
 
 /* ---- optimizer ----------------------------------------------------------------- */

@@ -415,6 +415,20 @@ TEST(no_grad_forward_gives_the_same_logprobs_in_less_memory)
 	CHECK_NEAR(l1, l2, 1e-6);
 	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), -1);
 	CHECK(strstr(err, "no_grad") != NULL);
+	/* A smaller shape laid out in the same allocation gives what a fresh
+	 * model gives, gradients included. */
+	struct fw_model *f = tiny("Qwen3ForCausalLM", 1, 0.3f);
+	float a[30], b[30];
+	m->no_grad = 0;
+	fw_model_grads(m);
+	fw_model_zero_grad(m);
+	CHECK_EQ_INT(fw_model_forward(m, tok, tgt, NULL, 1, 30, 0, a, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_model_forward(f, tok, tgt, NULL, 1, 30, 0, b, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_model_backward(f, err, sizeof(err)), 0);
+	CHECK(memcmp(a, b, sizeof(a)) == 0);
+	CHECK(memcmp(m->g, f->g, sizeof(float) * m->nw) == 0);
+	fw_model_free(f);
 	fw_model_free(m);
 }
 
