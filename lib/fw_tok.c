@@ -445,8 +445,8 @@ static int add_regex(struct loader *L, const char *pat, size_t n, int literal)
 
 	if (L->t->nre == MAX_RE)
 		FAIL(L, "pre_tokenizer: more than %d split patterns", MAX_RE);
-	if (literal)
-		opts |= PCRE2_LITERAL;
+	if (literal) /* UCP is meaningless for a literal, and refused with it */
+		opts = (opts & ~PCRE2_UCP) | PCRE2_LITERAL;
 	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, n, opts, &errcode, &erroff, NULL);
 	if (!re) {
 		PCRE2_UCHAR msg[256];

@@ -387,6 +387,25 @@ TEST(digits_pre_tokenizer_splits_numbers)
 	fw_tok_free(t);
 }
 
+TEST(split_on_a_literal_string)
+{
+	/* 256 "a." : merged without the split, kept apart with it */
+	const char *extra[] = { "a.", NULL };
+	const char *merges[] = { "a .", NULL };
+	struct fw_tok *t = make_tok(extra, merges, 0, NULL,
+				    "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+				    "\"pattern\":{\"String\":\".\"},\"behavior\":\"Isolated\"},"
+				    "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+				    "\"use_regex\":false}]}",
+				    0);
+	CHECK(t && enc_is(t, "a.a", 0, (int32_t[]){ 'a', '.', 'a', -1 }));
+	fw_tok_free(t);
+	t = make_tok(extra, merges, 0, NULL,
+		     "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}", 0);
+	CHECK(t && enc_is(t, "a.a", 0, (int32_t[]){ 256, 'a', -1 }));
+	fw_tok_free(t);
+}
+
 TEST(split_pieces_unicode_letters_and_invalid_utf8)
 {
 	/* "ĠÃ©" spells " é" (bytes 20 c3 a9); 256 "Ã©", 257 "ĠÃ©" */
