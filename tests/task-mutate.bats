@@ -528,6 +528,19 @@ EOF
   [ -z "$(ls -A "$TMPDIR")" ]
 }
 
+@test "-o names a FIFO: written in place, never replaced by a file" {
+  mini
+  mkfifo "$T/fifo"
+  timeout 30 cat "$T/fifo" > "$T/got" &
+  reader=$!
+  run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \
+    --strategy delete-feature -o "$T/fifo" "$T/mini"
+  assert_success
+  wait $reader
+  [ -p "$T/fifo" ]
+  [ "$(rec count "$T/got")" = 1 ]
+}
+
 @test "compressed output with -z reads back" {
   mini
   run --separate-stderr task-mutate --test-cmd "$MINI" --report tap --store "$T/st.git" \

@@ -9,6 +9,7 @@
  * the removed code.  See task-mutate(1).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -939,6 +940,21 @@ int main(int argc, char **argv)
 	}
 	fw_store_free(s);
 	char *store_abs = realpath(o.store, NULL);
+	/* An output that exists and is not a regular file (/dev/null, a
+	 * FIFO) is written in place: the writer's write-beside-and-rename
+	 * would replace it with a file. */
+	struct stat ost;
+	if (o.out && stat(o.out, &ost) == 0 && !S_ISREG(ost.st_mode)) {
+		int fd = open(o.out, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) {
+			fw_warn("%s: %s", o.out, strerror(errno));
+			free(store_abs);
+			fw_strlist_free(&repos);
+			return FW_EXIT_DATA;
+		}
+		close(fd);
+		o.out = NULL;
+	}
 	struct fw_writer *w = fw_writer_open(o.out, o.level, err, sizeof err);
 	if (!w || !store_abs) {
 		fw_warn("%s", w ? strerror(errno) : err);
