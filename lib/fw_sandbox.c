@@ -762,15 +762,20 @@ static int valid_env(const char *kv)
 	return eq && eq != kv;
 }
 
-/* The shell prologue that starts the proxy relay inside the sandbox and
- * waits (at most ~2 s) until it listens, then runs the command. */
+/* The shell prologue that starts the proxy relay inside the sandbox, waits
+ * (at most ~2 s) until it listens on 127.0.0.1 — read from /proc/net/tcp
+ * with shell builtins, no process per look — then runs the command. */
 static const char relay_script[] =
 	"(exec socat TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s"
 	" </dev/null >/dev/null 2>&1 &)\n"
+	"ready() {\n"
+	"  while read -r _ l _ s _; do\n"
+	"    [ \"$l $s\" = \"0100007F:%04X 0A\" ] && return 0\n"
+	"  done </proc/net/tcp\n"
+	"  return 1\n"
+	"}\n"
 	"i=0\n"
-	"while ! grep -q ':%04X 00000000:0000 0A' /proc/net/tcp 2>/dev/null; do\n"
-	"  i=$((i+1)); [ $i -gt 400 ] && break; sleep 0.005\n"
-	"done\n"
+	"until ready; do i=$((i+1)); [ $i -gt 1000 ] && break; sleep 0.002; done\n"
 	"exec \"$@\"\n";
 
 static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
