@@ -142,7 +142,9 @@ int fw_tok_is_special(const struct fw_tok *t, int32_t id);
  * FW_TOK_ADD_BOS prepends fw_tok_bos() when there is one; FW_TOK_NORMALIZE
  * puts the text between added tokens in NFC first when the tokenizer.json
  * has an NFC normalizer (the ids then decode to the normalized text, as with
- * the reference library).  Non-special added tokens are always matched.  Returns 0, or -1 when out of memory (out keeps
+ * the reference library).  Non-special added tokens are always matched.
+ * (Hugging Face's encode matches special tokens too by default: pass
+ * FW_TOK_SPECIAL for the same ids.)  Returns 0, or -1 when out of memory (out keeps
  * what it had, possibly with more capacity).
  */
 int fw_tok_encode(const struct fw_tok *t, const void *text, size_t len, unsigned flags,
@@ -197,8 +199,8 @@ struct fw_chat_call {
  * any other name, rendered as given.  text/len: the content bytes (text may
  * be NULL when len is 0).  calls/ncalls: tool calls of an assistant turn.
  * tokens/ntokens: for an assistant turn, the ids the policy actually
- * sampled; when given they are used verbatim instead of encoding text (and
- * the end token is added unless they already end with it).
+ * sampled; when given they are used verbatim instead of encoding text and
+ * calls (and the end token is added unless they already end with it).
  * Only "assistant" turns are masked 1.
  */
 struct fw_chat_turn {
