@@ -141,7 +141,9 @@ int fw_config_parse(struct fw_config *c, const char *json, size_t len,
 			t = json_object_get(v, "type");
 		ty = json_is_string(t) ? json_string_value(t) : "?";
 		c->rope_factor = get_num(v, "factor", 0);
-		if (!strcmp(ty, "linear"))
+		if (!strcmp(ty, "default"))
+			c->rope_factor = 1.0;
+		else if (!strcmp(ty, "linear"))
 			c->rope_type = FW_ROPE_LINEAR;
 		else if (!strcmp(ty, "llama3")) {
 			c->rope_type = FW_ROPE_LLAMA3;
@@ -154,7 +156,7 @@ int fw_config_parse(struct fw_config *c, const char *json, size_t len,
 			}
 		} else {
 			seterr(err, errlen, "%s: rope_scaling type '%s' is not "
-			       "supported (linear, llama3 are)", name, ty);
+			       "supported (default, linear, llama3 are)", name, ty);
 			goto fail;
 		}
 		if (!(c->rope_factor > 0)) {

@@ -86,6 +86,11 @@ TEST(config_errors_name_the_file_and_the_problem)
 			"\"num_attention_heads\": 2, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}}";
 	CHECK_EQ_INT(fw_config_parse(&c, r, strlen(r), "c.json", err, sizeof(err)), -1);
 	CHECK(strstr(err, "c.json: rope_scaling type 'yarn' is not supported") != NULL);
+	const char *d = "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 10, "
+			"\"hidden_size\": 8, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+			"\"num_attention_heads\": 2, \"rope_scaling\": {\"rope_type\": \"default\"}}";
+	CHECK_EQ_INT(fw_config_parse(&c, d, strlen(d), "c.json", err, sizeof(err)), 0);
+	CHECK_EQ_INT(c.rope_type, FW_ROPE_DEFAULT);
 	const char *m = "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 10}";
 	CHECK_EQ_INT(fw_config_parse(&c, m, strlen(m), "c.json", err, sizeof(err)), -1);
 	CHECK(strstr(err, "'hidden_size' missing") != NULL);
