@@ -297,6 +297,17 @@ print("unlimited", n)'
   [ -z "$stderr" ]
 }
 
+@test "--check says the clean room works and what enforces the limits" {
+  run --separate-stderr fw-run --check
+  assert_success
+  assert_line --index 0 "the clean room works"
+  assert_line --regexp '^memory limit: (memory cgroup|address-space rlimit only)$'
+  assert_line --regexp '^process limit: (pids cgroup|rlimit and watchdog)$'
+  run --separate-stderr fw-run --check --no-cgroup
+  assert_line "memory limit: address-space rlimit only"
+  assert_line "process limit: rlimit and watchdog"
+}
+
 @test "a missing workspace is a runtime error naming it" {
   run -1 --separate-stderr fw-run --workspace "$T/nope" -- true
   [ "$stderr" = "fw-run: workspace '$T/nope': No such file or directory" ]

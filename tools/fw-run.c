@@ -100,6 +100,37 @@ static int parse_mb(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* --check: can the clean room run here, and what enforces its limits? */
+static int check_machine(struct fw_sandbox_opts *o)
+{
+	char *argv[] = { "true", NULL }, err[512];
+	struct fw_sandbox_result r;
+	int pids_cg = 1;
+
+	if (fw_sandbox_available(err, sizeof err) != 0) {
+		fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	o->mem_bytes = 256u << 20;
+	o->procs = 64;
+	o->timeout_s = 30;
+	if (fw_sandbox_run(o, argv, &r, err, sizeof err) != 0) {
+		fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	for (size_t i = 0; i < r.nevents; i++)
+		if (strstr(r.events[i].detail, "pids cgroup unavailable"))
+			pids_cg = 0;
+	puts("the clean room works");
+	printf("memory limit: %s\n", r.cgroup ? "memory cgroup" : "address-space rlimit only");
+	printf("process limit: %s\n", pids_cg ? "pids cgroup" : "rlimit and watchdog");
+	printf("cpu and memory accounting: %s\n", r.cpu_s >= 0 ? "cgroup" : "none");
+	printf("allow lists: %s\n", access("/usr/bin/socat", X_OK) == 0 ? "socat found"
+		: "need socat(1)");
+	fw_sandbox_result_free(&r);
+	return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	enum { O_WS = 256, O_TIMEOUT, O_MEM, O_CPU, O_PROCS, O_FSIZE, O_CAP, O_ALLOW,
@@ -190,14 +221,8 @@ int main(int argc, char **argv)
 		default: return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (check) {
-		if (fw_sandbox_available(err, sizeof err) != 0) {
-			fw_warn("%s", err);
-			return FW_EXIT_DATA;
-		}
-		puts("fw-run: the clean room works");
-		return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
-	}
+	if (check)
+		return check_machine(&o);
 	if (optind >= argc)
 		return usage_error("%s", "no command");
 	o.allow = allow;
