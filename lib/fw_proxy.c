@@ -287,66 +287,115 @@ static int buf_put(struct pipebuf *b, const char *s, size_t n)
 	return 0;
 }
 
+/* Append n bytes to out (cap bytes); -1 when they do not fit. */
+static int out_put(char *out, size_t cap, size_t *len, const char *s, size_t n)
+{
+	if (*len + n > cap)
+		return -1;
+	memcpy(out + *len, s, n);
+	*len += n;
+	return 0;
+}
+
+int fw_proxy_parse(const char *head, size_t n, struct fw_proxy_req *rq, char *out,
+		   size_t cap, size_t *outlen, const char **why)
+{
+	char line[1024];
+	const char *eol = memmem(head, n, "\r\n", 2), *end;
+	char *sp1, *sp2;
+	size_t ll = eol ? (size_t)(eol - head) : 0;
+
+	memset(rq, 0, sizeof *rq);
+	*outlen = 0;
+	*why = "bad request line";
+	if (n < 4 || memcmp(head + n - 4, "\r\n\r\n", 4) != 0 || !eol || ll >= sizeof line ||
+	    memchr(head, 0, ll))
+		return -1;
+	memcpy(line, head, ll);
+	line[ll] = 0;
+	sp1 = strchr(line, ' ');
+	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp1 || !sp2 || sp1 == line || strchr(sp2 + 1, ' '))
+		return -1;
+	*sp1 = 0;
+	*sp2 = 0;
+	for (const char *m = line; *m; m++)
+		if (!isupper((unsigned char)*m))
+			return -1;
+	if (strcmp(line, "CONNECT") == 0) {
+		rq->tunnel = 1;
+		*why = "bad CONNECT target";
+		if (split_hostport(sp1 + 1, strlen(sp1 + 1), rq->host, sizeof rq->host, &rq->port,
+				   443))
+			return -1;
+		snprintf(rq->desc, sizeof rq->desc, "CONNECT %s:%d", rq->host, rq->port);
+		return 0;
+	}
+	{
+		const char *url = sp1 + 1, *auth, *path, *h;
+		char rl[1200];
+		int k;
+
+		*why = "only CONNECT and absolute http:// URIs";
+		if (strncasecmp(url, "http://", 7) != 0)
+			return -1;
+		auth = url + 7;
+		path = auth + strcspn(auth, "/?#");
+		*why = "bad URI host";
+		if (split_hostport(auth, (size_t)(path - auth), rq->host, sizeof rq->host,
+				   &rq->port, 80))
+			return -1;
+		snprintf(rq->desc, sizeof rq->desc, "%.32s http://%s:%d%.120s", line, rq->host,
+			 rq->port, *path ? path : "/");
+		/* origin-form request line, hop-by-hop headers dropped, one
+		 * request per upstream connection */
+		*why = "request head too large";
+		k = snprintf(rl, sizeof rl, "%s %s%s %s\r\n", line, *path == '/' ? "" : "/", path,
+			     sp2 + 1);
+		if (k < 0 || (size_t)k >= sizeof rl || out_put(out, cap, outlen, rl, (size_t)k))
+			return -1;
+		end = head + n - 2;
+		for (h = eol + 2; h < end;) {
+			const char *e = memmem(h, (size_t)(end - h), "\r\n", 2);
+			size_t hl = e ? (size_t)(e - h) : (size_t)(end - h);
+			if (!hop_header(h, hl) &&
+			    (out_put(out, cap, outlen, h, hl) || out_put(out, cap, outlen, "\r\n", 2)))
+				return -1;
+			h += hl + 2;
+		}
+		if (out_put(out, cap, outlen, "Connection: close\r\n\r\n", 21))
+			return -1;
+	}
+	return 0;
+}
+
 /* The request head is complete: judge it and set up the relay.  Returns 0
  * to go on relaying, -1 to drop the connection (a reply was sent). */
 static int start(struct fw_proxy *p, struct conn *c, size_t headlen)
 {
-	char line[1024], host[256], reqdesc[512];
-	char *sp1, *sp2, *eol = memmem(c->head, c->hlen, "\r\n", 2);
-	size_t ll = eol ? (size_t)(eol - c->head) : 0;
-	int port, connect_method;
+	struct fw_proxy_req rq;
+	const char *why;
+	size_t outlen;
+	char msg[400];
 
-	if (!eol || ll >= sizeof line) {
-		reply(c->c, "400 Bad Request", "fw-proxy: bad request line\n");
+	if (fw_proxy_parse(c->head, headlen, &rq, c->up.d, BUF_SIZE, &outlen, &why) != 0) {
+		snprintf(msg, sizeof msg, "fw-proxy: %s\n", why);
+		reply(c->c, "400 Bad Request", msg);
 		return -1;
 	}
-	memcpy(line, c->head, ll);
-	line[ll] = 0;
-	sp1 = strchr(line, ' ');
-	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (!sp1 || !sp2) {
-		reply(c->c, "400 Bad Request", "fw-proxy: bad request line\n");
-		return -1;
-	}
-	*sp1 = 0;
-	*sp2 = 0;
-	connect_method = strcmp(line, "CONNECT") == 0;
-	if (connect_method) {
-		if (split_hostport(sp1 + 1, strlen(sp1 + 1), host, sizeof host, &port, 443)) {
-			reply(c->c, "400 Bad Request", "fw-proxy: bad CONNECT target\n");
-			return -1;
-		}
-		snprintf(reqdesc, sizeof reqdesc, "CONNECT %s:%d", host, port);
-	} else {
-		const char *url = sp1 + 1, *auth, *path;
-		if (strncasecmp(url, "http://", 7) != 0) {
-			reply(c->c, "400 Bad Request",
-			      "fw-proxy: only CONNECT and absolute http:// URIs\n");
-			return -1;
-		}
-		auth = url + 7;
-		path = auth + strcspn(auth, "/?#");
-		if (split_hostport(auth, (size_t)(path - auth), host, sizeof host, &port, 80)) {
-			reply(c->c, "400 Bad Request", "fw-proxy: bad URI host\n");
-			return -1;
-		}
-		snprintf(reqdesc, sizeof reqdesc, "%.32s http://%s:%d%.120s", line, host, port,
-			 *path ? path : "/");
-	}
-	if (!fw_proxy_allowed((const char *const *)p->allow, host, port)) {
-		char msg[400];
-		record(p, 0, reqdesc);
-		snprintf(msg, sizeof msg, "fw-proxy: host not allowed: %s:%d\n", host, port);
+	if (!fw_proxy_allowed((const char *const *)p->allow, rq.host, rq.port)) {
+		record(p, 0, rq.desc);
+		snprintf(msg, sizeof msg, "fw-proxy: host not allowed: %s:%d\n", rq.host, rq.port);
 		reply(c->c, "403 Forbidden", msg);
 		return -1;
 	}
-	record(p, 1, reqdesc);
+	record(p, 1, rq.desc);
 	{
 		struct addrinfo hints = { 0 };
 		char ps[16];
 		hints.ai_socktype = SOCK_STREAM;
-		snprintf(ps, sizeof ps, "%d", port);
-		if (getaddrinfo(host, ps, &hints, &c->ai) != 0) {
+		snprintf(ps, sizeof ps, "%d", rq.port);
+		if (getaddrinfo(rq.host, ps, &hints, &c->ai) != 0) {
 			c->ai = NULL;
 			reply(c->c, "502 Bad Gateway", "fw-proxy: cannot resolve upstream\n");
 			return -1;
@@ -358,27 +407,8 @@ static int start(struct fw_proxy *p, struct conn *c, size_t headlen)
 		}
 		c->dial_by = mono() + CONNECT_TIMEOUT_S;
 	}
-	c->tunnel = connect_method;
-	if (!connect_method) {
-		/* origin-form request line, hop-by-hop headers dropped, one
-		 * request per upstream connection */
-		const char *url = sp1 + 1 + 7, *path = url + strcspn(url, "/?#");
-		const char *h = eol + 2, *end = c->head + headlen - 2;
-		char rl[1200];
-		int n = snprintf(rl, sizeof rl, "%s %s%s %s\r\n", line, *path == '/' ? "" : "/",
-				 path, sp2 + 1);
-		if (n < 0 || (size_t)n >= sizeof rl || buf_put(&c->up, rl, (size_t)n))
-			return -1;
-		while (h < end) {
-			const char *e = memmem(h, (size_t)(end - h), "\r\n", 2);
-			size_t hl = e ? (size_t)(e - h) : (size_t)(end - h);
-			if (!hop_header(h, hl) && (buf_put(&c->up, h, hl) || buf_put(&c->up, "\r\n", 2)))
-				return -1;
-			h += hl + 2;
-		}
-		if (buf_put(&c->up, "Connection: close\r\n\r\n", 21))
-			return -1;
-	}
+	c->tunnel = rq.tunnel;
+	c->up.len = outlen;
 	/* bytes the client sent after the head (a body, or TLS after CONNECT) */
 	if (buf_put(&c->up, c->head + headlen, c->hlen - headlen))
 		return -1;

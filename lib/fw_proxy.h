@@ -31,6 +31,25 @@ struct fw_proxy_event {
 	double at;     /* CLOCK_MONOTONIC seconds */
 };
 
+/* A request head, understood. */
+struct fw_proxy_req {
+	int tunnel;      /* 1 for CONNECT, 0 for plain HTTP */
+	char host[256];  /* the target host, without brackets */
+	int port;        /* 1..65535; 443 / 80 when the request names none */
+	char desc[512];  /* "CONNECT host:port" or "GET http://host:port/path" */
+};
+
+/*
+ * Understand one request head: head[0..n) is the request line and headers
+ * through the blank line ("\r\n\r\n" ends it).  Fills rq.  For plain HTTP,
+ * writes the head to send upstream into out (cap bytes): the request line
+ * in origin form, hop-by-hop headers dropped, "Connection: close" added;
+ * *outlen is its length (0 for CONNECT).  Returns 0, or -1 with a reason
+ * in *why (a static string).  Cannot fail otherwise; reads nothing past n.
+ */
+int fw_proxy_parse(const char *head, size_t n, struct fw_proxy_req *rq, char *out,
+		   size_t cap, size_t *outlen, const char **why);
+
 /*
  * Whether host:port (port 1..65535) is on allow (NULL-terminated entries as
  * described above; NULL allows nothing).  Returns 1 or 0.  Cannot fail.

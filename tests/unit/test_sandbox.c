@@ -82,6 +82,77 @@ TEST(allow_list_matching)
 	CHECK_EQ_INT(fw_proxy_allowed(NULL, "pypi.org", 443), 0);
 }
 
+static int parse(const char *head, struct fw_proxy_req *rq, char *out, size_t cap,
+		 size_t *outlen, const char **why)
+{
+	return fw_proxy_parse(head, strlen(head), rq, out, cap, outlen, why);
+}
+
+TEST(proxy_parses_connect_and_absolute_http)
+{
+	struct fw_proxy_req rq;
+	char out[512];
+	size_t n;
+	const char *why;
+
+	CHECK_EQ_INT(parse("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org\r\n\r\n", &rq, out,
+			   sizeof out, &n, &why), 0);
+	CHECK_EQ_INT(rq.tunnel, 1);
+	CHECK_STR(rq.host, "pypi.org");
+	CHECK_EQ_INT(rq.port, 443);
+	CHECK_STR(rq.desc, "CONNECT pypi.org:443");
+	CHECK_EQ_INT(n, 0);
+
+	CHECK_EQ_INT(parse("CONNECT [::1]:8443 HTTP/1.1\r\n\r\n", &rq, out, sizeof out, &n,
+			   &why), 0);
+	CHECK_STR(rq.host, "::1");
+	CHECK_EQ_INT(rq.port, 8443);
+
+	CHECK_EQ_INT(parse("GET http://Example.com?q=1 HTTP/1.0\r\nProxy-Connection: x\r\n"
+			   "Accept: */*\r\nconnection: keep-alive\r\n\r\n",
+			   &rq, out, sizeof out, &n, &why), 0);
+	CHECK_EQ_INT(rq.tunnel, 0);
+	CHECK_STR(rq.host, "Example.com");
+	CHECK_EQ_INT(rq.port, 80);
+	out[n] = 0;
+	CHECK_STR(out, "GET /?q=1 HTTP/1.0\r\nAccept: */*\r\nConnection: close\r\n\r\n");
+}
+
+TEST(proxy_rejects_malformed_heads)
+{
+	static const char *bad[] = {
+		"CONNECT pypi.org:443 HTTP/1.1\r\n",           /* no blank line */
+		"GET /local HTTP/1.1\r\n\r\n",                /* origin form */
+		"GET https://x.org/ HTTP/1.1\r\n\r\n",        /* https without CONNECT */
+		"CONNECT pypi.org:0 HTTP/1.1\r\n\r\n",
+		"CONNECT pypi.org:65536 HTTP/1.1\r\n\r\n",
+		"CONNECT pypi.org:44a HTTP/1.1\r\n\r\n",
+		"CONNECT :443 HTTP/1.1\r\n\r\n",
+		"CONNECT pypi.org/x:443 HTTP/1.1\r\n\r\n",
+		"CONNECT [::1 HTTP/1.1\r\n\r\n",
+		"GET http://a b/ HTTP/1.1\r\n\r\n",
+		"get http://x.org/ HTTP/1.1\r\n\r\n",
+		"GET http://x.org/\r\n\r\n",
+		"\r\n\r\n",
+		NULL,
+	};
+	struct fw_proxy_req rq;
+	char out[512];
+	size_t n;
+	const char *why = NULL;
+
+	for (const char **b = bad; *b; b++) {
+		int rc = parse(*b, &rq, out, sizeof out, &n, &why);
+		if (rc != -1)
+			printf("# accepted: %s\n", *b);
+		CHECK_EQ_INT(rc, -1);
+		CHECK(why != NULL && *why);
+	}
+	/* the rewritten head must fit the caller's buffer */
+	CHECK_EQ_INT(parse("GET http://x.org/ HTTP/1.1\r\nA: b\r\n\r\n", &rq, out, 20, &n, &why),
+		     -1);
+}
+
 TEST(runs_a_command_and_captures_both_streams)
 {
 	struct fw_sandbox_opts o;
