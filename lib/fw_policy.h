@@ -1,0 +1,127 @@
+/*
+ * fw_policy.h — the builtin policy: a flywheel checkpoint (fw_model.h and
+ * its tokenizer.json) decoding completions in process.
+ *
+ * A prompt is prefilled once into a key-value cache shared by K samples
+ * (a GRPO group); each sample then draws from its own random stream, so
+ * sample i of a prompt is the same whatever K is.  Every token drawn is
+ * kept with its log-prob under the model (temperature 1, no truncation),
+ * the number training recomputes.
+ *
+ * Threading: a struct fw_builtin is used by one thread at a time; load
+ * one per worker.
+ */
+#ifndef FW_POLICY_H
+#define FW_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fw_model.h"
+#include "fw_tok.h"
+
+struct fw_builtin {
+	struct fw_model *m;
+	struct fw_tok *t;
+	int32_t stop[4]; /* ids that end a completion (end of text, of turn) */
+	int nstop;
+};
+
+/* Loads the checkpoint in dir (config.json, model.safetensors,
+ * tokenizer.json).  Returns a policy the caller frees with
+ * fw_builtin_free(), or NULL with err naming the file at fault. */
+struct fw_builtin *fw_builtin_load(const char *dir, char *err, size_t errlen);
+
+/* Frees b.  fw_builtin_free(NULL) does nothing. */
+void fw_builtin_free(struct fw_builtin *b);
+
+/* Where the text of a completion ends: called with the text decoded so far
+ * (n bytes); returns the bytes to keep when the end is in it, else -1. */
+typedef long (*fw_cut_fn)(void *ctx, const char *text, size_t n);
+
+/* One sample's completion.  Release with fw_completion_clear(). */
+struct fw_completion {
+	int32_t *tokens;   /* every id drawn, the stopping one included */
+	float *logprobs;   /* the log-prob of each, natural log */
+	int n;
+	char *text;        /* the bytes of tokens (special tokens left out),
+			    * NUL-terminated */
+	size_t len;
+	long keep;         /* bytes of text the cut keeps, or -1 */
+	const char *stop;  /* "stop" (the cut ended it), "eos" (an end
+			    * token), "max-tokens"; static */
+};
+
+/* Frees what c holds and zeroes it.  NULL does nothing. */
+void fw_completion_clear(struct fw_completion *c);
+
+/*
+ * Encodes prompt (len bytes; special tokens are not matched, a BOS is put
+ * first when the tokenizer has one) and decodes K completions of at most
+ * max_tokens tokens, sample k drawing under *s from seed seeds[k] (K
+ * entries, nonzero).  A prompt too long for the model keeps its last
+ * tokens, so that prompt and completion fit max_position_embeddings.  A
+ * completion ends at one of b's end tokens, when cut (may be NULL; ctx is
+ * its argument) finds its end, or after max_tokens.  prompt_ids (may be
+ * NULL) receives the prompt's ids as prefilled.  out has K entries,
+ * overwritten.  Returns 0, or -1 with err filled (out then empty).
+ */
+int fw_builtin_complete(struct fw_builtin *b, const char *prompt, size_t len, int K,
+			const uint64_t *seeds, const struct fw_sampler *s, int max_tokens,
+			fw_cut_fn cut, void *ctx, struct fw_tok_ids *prompt_ids,
+			struct fw_completion *out, char *err, size_t errlen);
+
+
+
+/* ---- exec: an external agent program in the clean room ------------------- */
+
+#include "fw_sandbox.h"
+#include "fw_mp.h"
+
+struct fw_store;
+
+/* What an exec episode runs and with what limits.  Pointers are borrowed. */
+struct fw_exec_opts {
+	const char *cmd;                 /* shell command line (sh -c) */
+	const char *const *mounts;       /* extra read-only binds, NULL-terminated, or NULL */
+	const char *const *allow;        /* hosts reachable through the proxy, or NULL */
+	double timeout_s;                /* wall clock of the whole episode */
+	size_t output_cap;               /* bytes kept of stdout and of stderr */
+	const char *tmpdir;              /* where workspaces are made; NULL: $TMPDIR or /tmp */
+};
+
+/* What an exec episode left.  Release with fw_exec_result_clear(). */
+struct fw_exec_result {
+	char *patch;                   /* the workspace against the task tree */
+	struct fw_buf turns;           /* msgpack array of the turns of the
+					* trajectory written to $FW_TRAJ, empty
+					* when none was written or it did not read */
+	char traj_error[256];          /* why $FW_TRAJ did not read, or "" */
+	struct fw_sandbox_result run;  /* exit, cause, output, events */
+	const char *stop;              /* "exit" (status 0), "crash" (another
+					* status or a signal), "timeout",
+					* "cpu", "memory", "fsize", "procs";
+					* static */
+};
+
+/* Frees what r holds and zeroes it.  NULL does nothing. */
+void fw_exec_result_clear(struct fw_exec_result *r);
+
+/*
+ * One episode of the agent o->cmd on tree tree_hex of store s: the tree is
+ * made a fresh workspace (fw_workspace.h), the agent runs in the sandbox
+ * (fw_sandbox.h) in it with prompt (plen bytes) on stdin and in the
+ * environment FW_TASK (the task as JSON, task_json), FW_SEED, FW_SAMPLE and
+ * FW_TRAJ (a file inside the workspace's .git directory, so that it is no
+ * part of the patch); the first word of cmd, when it names an existing
+ * file, is bound read-only at its own path.  After the run the patch is
+ * the diff of the workspace against the task tree, and a trajectory the
+ * agent wrote to $FW_TRAJ (any format fb-ingest reads) gives the turns.
+ * The workspace is removed.  Returns 0 and fills *r (whatever the agent
+ * did), or -1 with a message in err when the episode could not be set up
+ * (the tree missing from the store, no sandbox).
+ */
+int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char *tree_hex,
+		    const char *prompt, size_t plen, const char *task_json, uint64_t seed,
+		    int sample, struct fw_exec_result *r, char *err, size_t errlen);
+#endif

@@ -1,0 +1,170 @@
+/*
+ * fw_policy_exec.c — exec episodes: an external agent program run in the
+ * clean room on a workspace of the task tree.  See fw_policy.h.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "fw_ingest.h"
+#include "fw_json.h"
+#include "fw_policy.h"
+#include "fw_rollout.h"
+#include "fw_store.h"
+#include "fw_workspace.h"
+
+/* Where $FW_TRAJ points, inside the workspace's git directory. */
+#define TRAJ_NAME ".git/fw-traj"
+
+void fw_exec_result_clear(struct fw_exec_result *r)
+{
+	if (!r)
+		return;
+	free(r->patch);
+	fw_buf_free(&r->turns);
+	fw_sandbox_result_free(&r->run);
+	memset(r, 0, sizeof *r);
+}
+
+struct traj_sink {
+	struct fw_exec_result *r;
+	int seen;
+};
+
+static int on_traj(void *ctx, enum fw_fmt f, json_t *traj, long line)
+{
+	struct traj_sink *t = ctx;
+	json_t *turns = json_object_get(traj, "turns");
+	char *s;
+
+	(void)f;
+	(void)line;
+	if (!t->seen && json_is_array(turns) && (s = json_dumps(turns, JSON_COMPACT))) {
+		size_t used;
+		struct fw_json_err e;
+
+		if (fw_json_to_mp(&t->r->turns, s, strlen(s), 1, &used, &e) != 1)
+			snprintf(t->r->traj_error, sizeof t->r->traj_error, "%s", e.msg);
+		free(s);
+		t->seen = 1;
+	}
+	json_decref(traj);
+	return 0;
+}
+
+static int on_bad(void *ctx, enum fw_fmt f, const char *where, const char *why)
+{
+	struct traj_sink *t = ctx;
+
+	(void)f;
+	if (!t->r->traj_error[0])
+		snprintf(t->r->traj_error, sizeof t->r->traj_error, "%s: %s", where, why);
+	return 0;
+}
+
+static void read_traj(const char *path, struct fw_exec_result *r)
+{
+	struct traj_sink t = { r, 0 };
+	struct fw_ingest_sink sink = { on_traj, NULL, on_bad, &t };
+	enum fw_fmt fmt;
+	char e[256];
+	struct stat st;
+
+	if (lstat(path, &st) || !S_ISREG(st.st_mode)) {
+		if (!errno || errno != ENOENT)
+			snprintf(r->traj_error, sizeof r->traj_error, "$FW_TRAJ is not a regular file");
+		return;
+	}
+	if (fw_ingest_file(path, FW_FMT_UNKNOWN, &sink, &fmt, e, sizeof e) != 0 &&
+	    !r->traj_error[0])
+		snprintf(r->traj_error, sizeof r->traj_error, "%s", e);
+}
+
+int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char *tree_hex,
+		    const char *prompt, size_t plen, const char *task_json, uint64_t seed,
+		    int sample, struct fw_exec_result *r, char *err, size_t errlen)
+{
+	const char *tmp = o->tmpdir ? o->tmpdir : getenv("TMPDIR");
+	char top[PATH_MAX], ws[PATH_MAX + 8], in[PATH_MAX + 8], traj[PATH_MAX + 32];
+	char commit[FW_OID_HEX], prog[PATH_MAX];
+	char *env[6] = { NULL }, *binds[66];
+	size_t nb = 0;
+	int rc = -1;
+	FILE *f;
+
+	memset(r, 0, sizeof *r);
+	snprintf(top, sizeof top, "%s/fw-rollout-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(top)) {
+		snprintf(err, errlen, "%s: %s", top, strerror(errno));
+		return -1;
+	}
+	snprintf(ws, sizeof ws, "%s/ws", top);
+	snprintf(in, sizeof in, "%s/stdin", top);
+	snprintf(traj, sizeof traj, "%s/%s", ws, TRAJ_NAME);
+	if (fw_workspace_create(s, tree_hex, ws, commit, NULL, err, errlen))
+		goto out;
+	if (!(f = fopen(in, "w")) || fwrite(prompt, 1, plen, f) != plen || fclose(f)) {
+		snprintf(err, errlen, "%s: %s", in, strerror(errno));
+		goto out;
+	}
+	/* the program itself, when the command starts with a path */
+	size_t pn = strcspn(o->cmd, " \t\n");
+	if (pn < sizeof prog && o->cmd[0] == '/') {
+		memcpy(prog, o->cmd, pn);
+		prog[pn] = '\0';
+		if (access(prog, F_OK) == 0)
+			binds[nb++] = prog;
+	}
+	for (size_t i = 0; o->mounts && o->mounts[i] && nb < 64; i++)
+		binds[nb++] = (char *)o->mounts[i];
+	binds[nb] = NULL;
+	if (asprintf(&env[0], "FW_TASK=%s", task_json ? task_json : "{}") < 0 ||
+	    asprintf(&env[1], "FW_SEED=%llu", (unsigned long long)seed) < 0 ||
+	    asprintf(&env[2], "FW_SAMPLE=%d", sample) < 0 ||
+	    asprintf(&env[3], "FW_TRAJ=%s/%s", FW_SANDBOX_WORKDIR, TRAJ_NAME) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	struct fw_sandbox_opts so;
+	fw_sandbox_opts_init(&so);
+	so.workspace = ws;
+	so.ro_binds = (const char *const *)binds;
+	so.env = (const char *const *)env;
+	so.stdin_path = in;
+	so.timeout_s = o->timeout_s;
+	if (o->output_cap)
+		so.output_cap = o->output_cap;
+	so.allow = o->allow;
+	so.procs = 256;
+	char *argv[] = { "sh", "-c", (char *)o->cmd, NULL };
+	if (fw_sandbox_run(&so, argv, &r->run, err, errlen))
+		goto out;
+	switch (r->run.cause) {
+	case FW_SANDBOX_OK:
+		r->stop = r->run.exit_code == 0 ? "exit" : "crash";
+		break;
+	case FW_SANDBOX_KILLED:
+		r->stop = "crash";
+		break;
+	default:
+		r->stop = fw_sandbox_cause_name(r->run.cause);
+	}
+	read_traj(traj, r);
+	unlink(traj);
+	if (fw_workspace_patch(ws, commit, &r->patch, err, errlen))
+		goto out;
+	rc = 0;
+out:
+	for (int i = 0; i < 4; i++)
+		free(env[i]);
+	if (rc)
+		fw_exec_result_clear(r);
+	fw_rmtree(top);
+	return rc;
+}

@@ -1,0 +1,818 @@
+/*
+ * rollout — run a policy on task records in the clean room and write what
+ * it did as rollout records.  See rollout(1).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fw_cli.h"
+#include "fw_json.h"
+#include "fw_mp.h"
+#include "fw_policy.h"
+#include "fw_rollout.h"
+#include "fw_store.h"
+#include "fw_stream.h"
+
+static const char usage_text[] =
+	"usage: rollout --policy builtin:DIR|exec:CMD [--store DIR] [--mode fill] [--samples K]\n"
+	"               [--seed S] [--temp T] [--top-p P] [--top-k K] [--max-tokens N]\n"
+	"               [-j N] [--shard K/N] [--allow HOST]... [--mount PATH]... [--timeout SEC]\n"
+	"               [--no-time] [--progress] [-z] [-o OUT] [FILE...]\n"
+	"       rollout -h | --help | --version\n";
+
+enum backend { B_BUILTIN, B_EXEC };
+
+struct opts {
+	const char *policy, *arg, *store, *out;
+	enum backend backend;
+	uint64_t samples, seed, jobs, max_tokens, shard_k, shard_n;
+	double temp, top_p, timeout_s;
+	int top_k, no_time, progress, level;
+	const char **allow, **mounts;
+	size_t nallow, nmounts;
+	char **files;
+	int nfiles;
+};
+
+/* One input record and what became of it. */
+struct job {
+	uint8_t *rec;
+	size_t n;
+	const char *file;
+	uint64_t index, offset;
+	int is_task;
+	struct fw_buf out; /* the records written for it */
+	int failed;        /* records with an error */
+	char err[512];     /* the first error, for the diagnostic */
+};
+
+/* A worker's own policy and task store. */
+struct worker {
+	const struct opts *o;
+	struct fw_builtin *b;
+	char load_err[512];
+	struct fw_store *st;
+	char *st_path;
+	struct job *jobs;
+	size_t njobs;
+	size_t *next;
+	pthread_mutex_t *mu;
+};
+
+static void pack_str(msgpack_packer *pk, const char *s, size_t n)
+{
+	msgpack_pack_str(pk, n);
+	msgpack_pack_str_body(pk, s, n);
+}
+
+static void pack_cstr(msgpack_packer *pk, const char *s)
+{
+	pack_str(pk, s, strlen(s));
+}
+
+/* A string field of map m, NUL-terminated in buf, or NULL. */
+static const char *get_str(struct fw_mpv m, const char *key, char *buf, size_t cap)
+{
+	struct fw_mpv v;
+	const char *s;
+	size_t n;
+
+	if (fw_mp_get(m, key, &v) != 1 || fw_mp_str(v, &s, &n) || n >= cap || memchr(s, 0, n))
+		return NULL;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* What an episode produced, for the record. */
+struct episode {
+	int sample;
+	uint64_t seed;
+	struct fw_buf turns; /* msgpack array */
+	const char *patch;
+	struct fw_buf events; /* msgpack array, may be empty (then []) */
+	struct fw_buf extra;  /* msgpack pairs appended to the record */
+	int nextra;
+	const char *stop;
+	const char *error;    /* NULL or a message */
+	double time;
+};
+
+/* Appends one rollout record to j->out. */
+static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const char *tid,
+		const struct episode *e)
+{
+	struct fw_buf tb = { 0 };
+	struct fw_field del = { "solution", 8, { NULL, 0 } };
+	msgpack_packer pk;
+	char id[17];
+	int n = 12 + (e->error != NULL) + !o->no_time + e->nextra;
+
+	if (fw_rec_set(&tb, task, &del, 1))
+		return -1;
+	fw_rollout_id(id, tid, strlen(tid), o->policy, o->seed, e->sample);
+	fw_buf_packer(&pk, &j->out);
+	msgpack_pack_map(&pk, (size_t)n);
+	pack_cstr(&pk, "kind");
+	pack_cstr(&pk, "rollout");
+	pack_cstr(&pk, "id");
+	pack_cstr(&pk, id);
+	pack_cstr(&pk, "v");
+	msgpack_pack_int(&pk, 1);
+	pack_cstr(&pk, "task");
+	fw_buf_append(&j->out, tb.p, tb.n);
+	fw_buf_free(&tb);
+	pack_cstr(&pk, "policy");
+	msgpack_pack_map(&pk, o->backend == B_BUILTIN ? 6 : 3);
+	pack_cstr(&pk, "backend");
+	pack_cstr(&pk, o->backend == B_BUILTIN ? "builtin" : "exec");
+	pack_cstr(&pk, o->backend == B_BUILTIN ? "ckpt" : "cmd");
+	pack_cstr(&pk, o->arg);
+	pack_cstr(&pk, "seed");
+	msgpack_pack_uint64(&pk, o->seed);
+	if (o->backend == B_BUILTIN) {
+		pack_cstr(&pk, "temp");
+		msgpack_pack_double(&pk, o->temp);
+		pack_cstr(&pk, "top_p");
+		msgpack_pack_double(&pk, o->top_p);
+		pack_cstr(&pk, "top_k");
+		msgpack_pack_int(&pk, o->top_k);
+	}
+	pack_cstr(&pk, "mode");
+	pack_cstr(&pk, o->backend == B_BUILTIN ? "fill" : "exec");
+	pack_cstr(&pk, "sample");
+	msgpack_pack_int(&pk, e->sample);
+	pack_cstr(&pk, "seed");
+	msgpack_pack_uint64(&pk, e->seed);
+	pack_cstr(&pk, "turns");
+	if (e->turns.n)
+		fw_buf_append(&j->out, e->turns.p, e->turns.n);
+	else
+		msgpack_pack_array(&pk, 0);
+	pack_cstr(&pk, "patch");
+	pack_cstr(&pk, e->patch ? e->patch : "");
+	pack_cstr(&pk, "events");
+	if (e->events.n)
+		fw_buf_append(&j->out, e->events.p, e->events.n);
+	else
+		msgpack_pack_array(&pk, 0);
+	pack_cstr(&pk, "stop");
+	pack_cstr(&pk, e->stop);
+	if (e->nextra)
+		fw_buf_append(&j->out, e->extra.p, e->extra.n);
+	if (!o->no_time) {
+		pack_cstr(&pk, "time");
+		msgpack_pack_double(&pk, (double)(long long)(e->time * 1000 + 0.5) / 1000);
+	}
+	if (e->error) {
+		pack_cstr(&pk, "error");
+		pack_cstr(&pk, e->error);
+		if (!j->failed++)
+			snprintf(j->err, sizeof j->err, "%s", e->error);
+	}
+	return 0;
+}
+
+/* Emits o->samples error records for a task that could not be run. */
+static void emit_errors(struct worker *w, struct job *j, struct fw_mpv task, const char *tid,
+			const char *msg)
+{
+	for (int k = 0; k < (int)w->o->samples; k++) {
+		struct episode e = { .sample = k, .stop = "error", .error = msg };
+		e.seed = fw_rollout_seed(w->o->seed, tid, strlen(tid), k);
+		emit(w->o, j, task, tid, &e);
+	}
+}
+
+static struct fw_store *store_for(struct worker *w, const char *path, char *err, size_t errlen)
+{
+	if (w->st && !strcmp(w->st_path, path))
+		return w->st;
+	fw_store_free(w->st);
+	free(w->st_path);
+	w->st_path = NULL;
+	if (!(w->st = fw_store_open(path, 0, err, errlen)))
+		return NULL;
+	if (!(w->st_path = strdup(path))) {
+		fw_store_free(w->st);
+		w->st = NULL;
+		snprintf(err, errlen, "out of memory");
+	}
+	return w->st;
+}
+
+static long cut_cb(void *ctx, const char *text, size_t n)
+{
+	return fw_fill_cut(ctx, text, n);
+}
+
+/* Packs {role, text[, tokens, logprobs]} into b. */
+static void pack_turn(struct fw_buf *b, const char *role, const char *text, size_t n,
+		      const int32_t *tok, const float *lp, size_t nt)
+{
+	msgpack_packer pk;
+
+	fw_buf_packer(&pk, b);
+	msgpack_pack_map(&pk, tok ? (lp ? 4 : 3) : 2);
+	pack_cstr(&pk, "role");
+	pack_cstr(&pk, role);
+	pack_cstr(&pk, "text");
+	pack_str(&pk, text, n);
+	if (!tok)
+		return;
+	pack_cstr(&pk, "tokens");
+	msgpack_pack_array(&pk, nt);
+	for (size_t i = 0; i < nt; i++)
+		msgpack_pack_int32(&pk, tok[i]);
+	if (!lp)
+		return;
+	pack_cstr(&pk, "logprobs");
+	msgpack_pack_array(&pk, nt);
+	for (size_t i = 0; i < nt; i++)
+		msgpack_pack_float(&pk, lp[i]);
+}
+
+/* The fields of a task an episode needs. */
+struct task_in {
+	char id[128], tree[64], store[4096], path[4096], lang[32], strategy[64];
+	int start;
+	const char *prompt;
+	size_t plen;
+};
+
+static const char *read_task(const struct opts *o, struct fw_mpv t, struct task_in *ti)
+{
+	struct fw_mpv v, tg;
+	int64_t start;
+
+	if (!get_str(t, "tree", ti->tree, sizeof ti->tree) || strlen(ti->tree) != 40)
+		return "task has no 'tree' (40 hex digits)";
+	if (o->store)
+		snprintf(ti->store, sizeof ti->store, "%s", o->store);
+	else if (!get_str(t, "store", ti->store, sizeof ti->store))
+		return "no task store (give --store, or a task with 'store')";
+	if (fw_mp_get(t, "prompt", &v) != 1 || fw_mp_str(v, &ti->prompt, &ti->plen))
+		return "task has no 'prompt'";
+	if (!get_str(t, "strategy", ti->strategy, sizeof ti->strategy))
+		ti->strategy[0] = '\0';
+	ti->path[0] = ti->lang[0] = '\0';
+	ti->start = 0;
+	if (fw_mp_get(t, "targets", &v) == 1) {
+		struct fw_mp_iter it;
+		if (fw_mp_iter_init(&it, v) > 0 && fw_mp_iter_next(&it, &tg) == 1) {
+			get_str(tg, "path", ti->path, sizeof ti->path);
+			get_str(tg, "lang", ti->lang, sizeof ti->lang);
+			if (fw_mp_get(tg, "start", &v) == 1 && !fw_mp_int(v, &start) &&
+			    start > 0 && start < 1 << 30)
+				ti->start = (int)start;
+		}
+	}
+	return NULL;
+}
+
+/* --policy builtin: --mode fill. */
+static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const char *tid,
+		     const struct task_in *ti)
+{
+	const struct opts *o = w->o;
+	int K = (int)o->samples;
+	char err[1024];
+	char *src = NULL;
+	size_t len;
+	struct fw_fill_site site;
+	struct fw_completion *c = calloc((size_t)K, sizeof *c);
+	uint64_t *seeds = calloc((size_t)K, sizeof *seeds);
+	struct fw_tok_ids pids = { 0 };
+	struct fw_sampler s = { (float)o->temp, (float)o->top_p, o->top_k };
+	struct fw_store *st;
+	double t0 = fw_now();
+
+	if (!c || !seeds) {
+		emit_errors(w, j, task, tid, "out of memory");
+		goto out;
+	}
+	if (!w->b) {
+		emit_errors(w, j, task, tid, w->load_err);
+		goto out;
+	}
+	if (strcmp(ti->strategy, "stub-body") || !ti->path[0] || !ti->start) {
+		emit_errors(w, j, task, tid, "fill mode needs a stub-body task with a target");
+		goto out;
+	}
+	if (!(st = store_for(w, ti->store, err, sizeof err)) ||
+	    fw_store_read(st, ti->tree, ti->path, &src, &len, err, sizeof err) ||
+	    fw_fill_locate(src, len, ti->lang, ti->start, &site, err, sizeof err)) {
+		emit_errors(w, j, task, tid, err);
+		goto out;
+	}
+	for (int k = 0; k < K; k++)
+		seeds[k] = fw_rollout_seed(o->seed, tid, strlen(tid), k);
+	if (fw_builtin_complete(w->b, src, site.a, K, seeds, &s, (int)o->max_tokens, cut_cb,
+				&site, &pids, c, err, sizeof err)) {
+		emit_errors(w, j, task, tid, err);
+		goto out;
+	}
+	double each = (fw_now() - t0) / K;
+	for (int k = 0; k < K; k++) {
+		struct episode e = { .sample = k, .seed = seeds[k], .stop = c[k].stop };
+		size_t keep = c[k].keep >= 0 ? (size_t)c[k].keep : c[k].len, nl, kl, fl;
+		/* model output may be any bytes; records and patches hold text */
+		char *kept = fw_utf8_fix(c[k].text, keep, &kl);
+		char *full = fw_utf8_fix(c[k].text, c[k].len, &fl);
+		char *patch = NULL, *ptxt, *nt = kept ? fw_fill_apply(&site, src, len, kept, kl, &nl)
+						    : NULL;
+		size_t pn;
+		msgpack_packer pk;
+
+		if (!nt || fw_file_patch(ti->path, src, len, nt, nl, &patch, err, sizeof err)) {
+			e.stop = "error";
+			e.error = nt ? err : "out of memory";
+		}
+		e.patch = patch;
+		/* the prompt as the policy saw it (cut to the model's context) */
+		char *raw = fw_tok_decode(w->b->t, pids.ids, pids.n, FW_TOK_SKIP_SPECIAL, &pn, err,
+					  sizeof err);
+		ptxt = raw ? fw_utf8_fix(raw, pn, &pn) : NULL;
+		free(raw);
+		fw_buf_packer(&pk, &e.turns);
+		msgpack_pack_array(&pk, 2);
+		pack_turn(&e.turns, "user", ptxt ? ptxt : "", ptxt ? pn : 0, pids.ids, NULL, pids.n);
+		pack_turn(&e.turns, "assistant", full ? full : "", full ? fl : 0, c[k].tokens,
+			  c[k].logprobs,
+			  (size_t)c[k].n);
+		e.time = each;
+		emit(o, j, task, tid, &e);
+		fw_buf_free(&e.turns);
+		free(ptxt);
+		free(patch);
+		free(nt);
+		free(kept);
+		free(full);
+	}
+out:
+	if (c)
+		for (int k = 0; k < K; k++)
+			fw_completion_clear(&c[k]);
+	free(c);
+	free(seeds);
+	free(src);
+	fw_tok_ids_release(&pids);
+}
+
+/* --policy exec:CMD. */
+static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const char *tid,
+		     const struct task_in *ti)
+{
+	const struct opts *o = w->o;
+	char err[1024];
+	struct fw_store *st;
+	struct fw_buf tb = { 0 }, js = { 0 };
+	struct fw_field del = { "solution", 8, { NULL, 0 } };
+	struct fw_exec_opts eo = { o->arg, o->mounts, o->allow, o->timeout_s, 0, NULL };
+
+	if (!(st = store_for(w, ti->store, err, sizeof err))) {
+		emit_errors(w, j, task, tid, err);
+		return;
+	}
+	if (fw_rec_set(&tb, task, &del, 1) ||
+	    fw_json_from_mp(&js, (struct fw_mpv){ tb.p, tb.n }, err, sizeof err) ||
+	    fw_buf_append(&js, "", 1)) {
+		emit_errors(w, j, task, tid, "task does not convert to JSON");
+		goto out;
+	}
+	for (int k = 0; k < (int)o->samples; k++) {
+		struct fw_exec_result r;
+		struct episode e = { .sample = k };
+		char msg[1100];
+		double t0 = fw_now();
+
+		e.seed = fw_rollout_seed(o->seed, tid, strlen(tid), k);
+		if (fw_exec_episode(&eo, st, ti->tree, ti->prompt, ti->plen, (char *)js.p, e.seed, k,
+				    &r, err, sizeof err)) {
+			e.stop = "error";
+			e.error = err;
+			emit(o, j, task, tid, &e);
+			continue;
+		}
+		e.time = fw_now() - t0;
+		e.stop = r.stop;
+		e.patch = r.patch;
+		msgpack_packer pk;
+		if (r.turns.n) {
+			e.turns = r.turns;
+		} else {
+			fw_buf_packer(&pk, &e.turns);
+			msgpack_pack_array(&pk, 1);
+			pack_turn(&e.turns, "user", ti->prompt, ti->plen, NULL, NULL, 0);
+		}
+		fw_buf_packer(&pk, &e.events);
+		msgpack_pack_array(&pk, r.run.nevents + (r.run.cause != FW_SANDBOX_OK));
+		for (size_t i = 0; i < r.run.nevents; i++) {
+			msgpack_pack_map(&pk, 3);
+			pack_cstr(&pk, "kind");
+			pack_cstr(&pk, r.run.events[i].kind);
+			pack_cstr(&pk, "detail");
+			pack_cstr(&pk, r.run.events[i].detail ? r.run.events[i].detail : "");
+			pack_cstr(&pk, "at");
+			msgpack_pack_double(&pk, r.run.events[i].at_s);
+		}
+		if (r.run.cause != FW_SANDBOX_OK) {
+			msgpack_pack_map(&pk, 3);
+			pack_cstr(&pk, "kind");
+			pack_cstr(&pk, "limit");
+			pack_cstr(&pk, "detail");
+			pack_cstr(&pk, fw_sandbox_cause_name(r.run.cause));
+			pack_cstr(&pk, "at");
+			msgpack_pack_double(&pk, r.run.wall_s);
+		}
+		/* what the agent printed: where its failed attempts show */
+		fw_buf_packer(&pk, &e.extra);
+		pack_cstr(&pk, "output");
+		msgpack_pack_map(&pk, 4);
+		pack_cstr(&pk, "exit");
+		msgpack_pack_int(&pk, r.run.exit_code);
+		const struct fw_sandbox_output *so[2] = { &r.run.out, &r.run.err };
+		for (int i = 0; i < 2; i++) {
+			size_t hn;
+			char *h = fw_head_tail(so[i]->data ? so[i]->data : "", so[i]->len, 4096, 4096,
+					       &hn);
+			pack_cstr(&pk, i ? "stderr" : "stdout");
+			pack_str(&pk, h ? h : "", h ? hn : 0);
+			free(h);
+		}
+		pack_cstr(&pk, "truncated");
+		if (r.run.out.truncated || r.run.err.truncated)
+			msgpack_pack_true(&pk);
+		else
+			msgpack_pack_false(&pk);
+		e.nextra = 1;
+		if (r.traj_error[0]) {
+			pack_cstr(&pk, "traj_error");
+			pack_cstr(&pk, r.traj_error);
+			e.nextra++;
+		}
+		if (strcmp(r.stop, "exit")) {
+			if (r.run.cause == FW_SANDBOX_OK)
+				snprintf(msg, sizeof msg, "agent exited with status %d", r.run.exit_code);
+			else if (r.run.cause == FW_SANDBOX_KILLED)
+				snprintf(msg, sizeof msg, "agent killed by signal %d", r.run.signal);
+			else
+				snprintf(msg, sizeof msg, "agent stopped by the %s limit after %.1f s",
+					 fw_sandbox_cause_name(r.run.cause), r.run.wall_s);
+			e.error = msg;
+		}
+		emit(o, j, task, tid, &e);
+		if (e.turns.p != r.turns.p)
+			fw_buf_free(&e.turns);
+		fw_buf_free(&e.events);
+		fw_buf_free(&e.extra);
+		fw_exec_result_clear(&r);
+	}
+out:
+	fw_buf_free(&tb);
+	fw_buf_free(&js);
+}
+
+static void run_job(struct worker *w, struct job *j)
+{
+	struct fw_mpv rec = { j->rec, j->n }, task;
+	char tid[128];
+	struct task_in ti;
+	const char *why;
+
+	if (!j->is_task) {
+		fw_buf_append(&j->out, j->rec, j->n);
+		return;
+	}
+	task = rec;
+	if (!get_str(task, "id", tid, sizeof tid))
+		snprintf(tid, sizeof tid, "%016llx", (unsigned long long)fw_hash64(j->rec, j->n));
+	if ((why = read_task(w->o, task, &ti))) {
+		emit_errors(w, j, task, tid, why);
+		return;
+	}
+	if (w->o->backend == B_BUILTIN)
+		run_fill(w, j, task, tid, &ti);
+	else
+		run_exec(w, j, task, tid, &ti);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	for (;;) {
+		pthread_mutex_lock(w->mu);
+		size_t i = (*w->next)++;
+		pthread_mutex_unlock(w->mu);
+		if (i >= w->njobs)
+			break;
+		run_job(w, &w->jobs[i]);
+	}
+	return NULL;
+}
+
+static int is_task(struct fw_mpv rec)
+{
+	struct fw_mpv k;
+
+	return fw_mp_get(rec, "kind", &k) == 1 && fw_mp_str_eq(k, "task", 4);
+}
+
+/* Runs the batch, writes its records in input order, frees them. */
+static int flush_batch(struct worker *ws, int nw, struct job *jobs, size_t n,
+		       struct fw_writer *out, int *status)
+{
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_t th[64];
+	size_t next = 0;
+	int nt = 0;
+
+	for (int i = 0; i < nw; i++) {
+		ws[i].jobs = jobs;
+		ws[i].njobs = n;
+		ws[i].next = &next;
+		ws[i].mu = &mu;
+	}
+	if (nw == 1 || n == 1) {
+		worker_main(&ws[0]);
+	} else {
+		for (int i = 0; i < nw && (size_t)i < n; i++)
+			if (!pthread_create(&th[nt], NULL, worker_main, &ws[i]))
+				nt++;
+		if (!nt)
+			worker_main(&ws[0]);
+		for (int i = 0; i < nt; i++)
+			pthread_join(th[i], NULL);
+	}
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct job *j = &jobs[i];
+		if (j->failed) {
+			fw_warn_rec(j->file, j->index, j->offset, "%d of %d samples failed: %s",
+				    j->failed, (int)ws[0].o->samples, j->err);
+			*status = FW_EXIT_DATA;
+		}
+		if (!rc && j->out.n && fw_writer_put(out, j->out.p, j->out.n)) {
+			fw_warn("write error: %s", fw_writer_error(out));
+			rc = -1;
+		}
+		free(j->rec);
+		fw_buf_free(&j->out);
+	}
+	if (!rc && fw_writer_flush(out)) {
+		fw_warn("write error: %s", fw_writer_error(out));
+		rc = -1;
+	}
+	return rc;
+}
+
+static int rollout_main(struct opts *o)
+{
+	static char *stdin_only[] = { "-" };
+	char **files = o->nfiles ? o->files : stdin_only;
+	int nfiles = o->nfiles ? o->nfiles : 1, status = FW_EXIT_OK, nw = (int)o->jobs;
+	char err[1024];
+	struct worker ws[64];
+	size_t cap = (size_t)nw * 4, n = 0;
+	struct job *jobs = calloc(cap, sizeof *jobs);
+	struct fw_writer *out;
+	struct fw_progress prog;
+	uint64_t nrec = 0;
+
+	if (!jobs)
+		return FW_EXIT_DATA;
+	memset(ws, 0, sizeof ws);
+	for (int i = 0; i < nw; i++) {
+		ws[i].o = o;
+		if (o->backend == B_BUILTIN &&
+		    !(ws[i].b = fw_builtin_load(o->arg, ws[i].load_err, sizeof ws[i].load_err))) {
+			/* every record says why; the first failure is enough */
+			fw_warn("%s", ws[i].load_err);
+			for (int k = i + 1; k < nw; k++) {
+				ws[k].o = o;
+				memcpy(ws[k].load_err, ws[i].load_err, sizeof ws[i].load_err);
+			}
+			status = FW_EXIT_DATA;
+			break;
+		}
+	}
+	if (!(out = fw_writer_open(o->out, o->level, err, sizeof err))) {
+		fw_warn("%s", err);
+		status = FW_EXIT_DATA;
+		goto done;
+	}
+	fw_progress_start(&prog, o->progress);
+	for (int f = 0; f < nfiles; f++) {
+		struct fw_reader *r = fw_reader_open(files[f], NULL, err, sizeof err);
+		struct fw_rec rec;
+		int rc;
+
+		if (!r) {
+			fw_warn("%s", err);
+			status = FW_EXIT_DATA;
+			continue;
+		}
+		while ((rc = fw_reader_next(r, &rec)) != 0) {
+			if (rc < 0) {
+				fw_warn_reader(r);
+				status = FW_EXIT_DATA;
+				if (fw_reader_recoverable(r))
+					continue;
+				break;
+			}
+			int task = is_task(rec.v);
+			if (task && o->shard_n && !fw_shard_keep(rec.v, o->shard_k, o->shard_n))
+				continue;
+			struct job *j = &jobs[n];
+			memset(j, 0, sizeof *j);
+			if (!(j->rec = malloc(rec.v.n))) {
+				fw_warn("out of memory");
+				status = FW_EXIT_DATA;
+				break;
+			}
+			memcpy(j->rec, rec.v.p, rec.v.n);
+			j->n = rec.v.n;
+			j->file = fw_reader_name(r);
+			j->index = rec.index;
+			j->offset = rec.offset;
+			j->is_task = task;
+			if (++n == cap) {
+				if (flush_batch(ws, nw, jobs, n, out, &status)) {
+					fw_reader_close(r);
+					fw_writer_abort(out);
+					out = NULL;
+					status = FW_EXIT_DATA;
+					goto done;
+				}
+				n = 0;
+			}
+			fw_progress_tick(&prog, ++nrec, fw_reader_bytes_in(r));
+		}
+		/* names point into the reader: run what it gave before closing */
+		if (n && flush_batch(ws, nw, jobs, n, out, &status)) {
+			fw_reader_close(r);
+			fw_writer_abort(out);
+			out = NULL;
+			status = FW_EXIT_DATA;
+			goto done;
+		}
+		n = 0;
+		fw_reader_close(r);
+	}
+	fw_progress_end(&prog);
+	if (fw_writer_close(out, err, sizeof err)) {
+		fw_warn("%s", err);
+		status = FW_EXIT_DATA;
+	}
+done:
+	for (int i = 0; i < nw; i++) {
+		fw_builtin_free(ws[i].b);
+		fw_store_free(ws[i].st);
+		free(ws[i].st_path);
+	}
+	free(jobs);
+	return status;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", fw_prog);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fputs(usage_text, stderr);
+	return FW_EXIT_USAGE;
+}
+
+static int push(const char ***v, size_t *n, const char *s)
+{
+	const char **p = realloc(*v, sizeof(*p) * (*n + 2));
+
+	if (!p)
+		return -1;
+	p[(*n)++] = s;
+	p[*n] = NULL;
+	*v = p;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	fw_cli_init("rollout");
+	struct opts o = { .samples = 1, .jobs = 1, .max_tokens = 256, .temp = 1.0, .top_p = 1.0,
+			  .timeout_s = 600, .level = -1 };
+	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
+	       O_MAX_TOKENS, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
+	       O_VERSION };
+	static const struct option longopts[] = {
+		{ "policy", required_argument, NULL, O_POLICY },
+		{ "store", required_argument, NULL, O_STORE },
+		{ "mode", required_argument, NULL, O_MODE },
+		{ "samples", required_argument, NULL, O_SAMPLES },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ "temp", required_argument, NULL, O_TEMP },
+		{ "top-p", required_argument, NULL, O_TOP_P },
+		{ "top-k", required_argument, NULL, O_TOP_K },
+		{ "max-tokens", required_argument, NULL, O_MAX_TOKENS },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "shard", required_argument, NULL, O_SHARD },
+		{ "allow", required_argument, NULL, O_ALLOW },
+		{ "mount", required_argument, NULL, O_MOUNT },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "no-time", no_argument, NULL, O_NO_TIME },
+		{ "progress", no_argument, NULL, O_PROGRESS },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch;
+	uint64_t u;
+
+	while ((ch = getopt_long(argc, argv, "j:o:zh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_POLICY: o.policy = optarg; break;
+		case O_STORE: o.store = optarg; break;
+		case O_MODE:
+			if (strcmp(optarg, "fill"))
+				return usage_error("unknown mode '%s' (fill)", optarg);
+			break;
+		case O_SAMPLES:
+			if (fw_parse_u64(optarg, &o.samples, 0) || o.samples < 1 || o.samples > 1024)
+				return usage_error("bad sample count '%s' (1..1024)", optarg);
+			break;
+		case O_SEED:
+			if (fw_parse_u64(optarg, &o.seed, 0))
+				return usage_error("bad seed '%s'", optarg);
+			break;
+		case O_TEMP:
+			if (fw_parse_double(optarg, &o.temp) || !(o.temp >= 0))
+				return usage_error("bad temperature '%s'", optarg);
+			break;
+		case O_TOP_P:
+			if (fw_parse_double(optarg, &o.top_p) || !(o.top_p > 0 && o.top_p <= 1))
+				return usage_error("bad top-p '%s' (0 < P <= 1)", optarg);
+			break;
+		case O_TOP_K:
+			if (fw_parse_u64(optarg, &u, 0) || u > 1u << 24)
+				return usage_error("bad top-k '%s'", optarg);
+			o.top_k = (int)u;
+			break;
+		case O_MAX_TOKENS:
+			if (fw_parse_u64(optarg, &o.max_tokens, 0) || o.max_tokens < 1 ||
+			    o.max_tokens > 1u << 20)
+				return usage_error("bad token count '%s'", optarg);
+			break;
+		case 'j':
+			if (fw_parse_u64(optarg, &o.jobs, 0) || o.jobs < 1 || o.jobs > 64)
+				return usage_error("bad job count '%s' (1..64)", optarg);
+			break;
+		case O_SHARD:
+			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n))
+				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
+		case O_ALLOW:
+			if (push(&o.allow, &o.nallow, optarg))
+				return FW_EXIT_DATA;
+			break;
+		case O_MOUNT:
+			if (push(&o.mounts, &o.nmounts, optarg))
+				return FW_EXIT_DATA;
+			break;
+		case O_TIMEOUT:
+			if (fw_parse_double(optarg, &o.timeout_s) || !(o.timeout_s > 0))
+				return usage_error("bad timeout '%s'", optarg);
+			break;
+		case O_NO_TIME: o.no_time = 1; break;
+		case O_PROGRESS: o.progress = 1; break;
+		case 'o': o.out = optarg; break;
+		case 'z': o.level = 3; break;
+		case 'h': fputs(usage_text, stdout); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case O_VERSION: fw_print_version(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
+		}
+	}
+	if (!o.policy)
+		return usage_error("%s", "--policy is required");
+	if (!strncmp(o.policy, "builtin:", 8) && o.policy[8]) {
+		o.backend = B_BUILTIN;
+		o.arg = o.policy + 8;
+	} else if (!strncmp(o.policy, "exec:", 5) && o.policy[5]) {
+		o.backend = B_EXEC;
+		o.arg = o.policy + 5;
+	} else {
+		return usage_error("unknown policy '%s' (builtin:DIR, exec:CMD)", o.policy);
+	}
+	o.files = argv + optind;
+	o.nfiles = argc - optind;
+	int status = rollout_main(&o);
+	free(o.allow);
+	free(o.mounts);
+	if (fw_close_stdout() < 0)
+		status = FW_EXIT_DATA;
+	return status;
+}
