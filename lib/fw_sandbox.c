@@ -718,6 +718,53 @@ static long ns_signal(ino_t ns, int sig)
 	return count;
 }
 
+/* ---- after the run ---------------------------------------------------------- */
+
+/*
+ * Files the command created in the workspace belong to the caller on the
+ * host — to root when root runs the sandbox — and nothing stopped it from
+ * setting the set-user-ID or set-group-ID bit on them (the workspace is
+ * nosuid only inside).  Clear those bits on every regular file so that no
+ * setuid-root program outlives the run.  The sandbox is dead by now, so
+ * nothing can swap a file between the look and the change.  Returns how
+ * many files were changed; records the first few as events.
+ */
+static int strip_setid(int dfd, const char *name, const char *rel, dev_t dev, int depth,
+		       struct fw_sandbox_result *res, double at)
+{
+	struct dirent *e;
+	int n = 0, fd;
+	DIR *d;
+
+	if (depth > 256)
+		return 0;
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != dev)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			char sub[PATH_MAX];
+			snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+			n += strip_setid(fd, e->d_name, sub, dev, depth + 1, res, at);
+		} else if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
+			mode_t keep = st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
+			if (fchmodat(fd, e->d_name, keep, 0) == 0 && n++ < 8)
+				add_event(res, "setid", at, "set-ID bits cleared on %.200s%s%.200s",
+					  rel, *rel ? "/" : "", e->d_name);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
 /* ---- capture --------------------------------------------------------------- */
 
 struct capture {
@@ -1300,6 +1347,11 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	if (res->exit_code == 1 && res->err.data &&
 	    strncmp(res->err.data, "bwrap: execvp ", 14) == 0)
 		res->exit_code = 127;
+	if (o->workspace) {
+		struct stat st;
+		if (stat(o->workspace, &st) == 0)
+			strip_setid(AT_FDCWD, o->workspace, "", st.st_dev, 0, res, res->wall_s);
+	}
 	if (cg.mem[0])
 		oom_kills = cgroup_oom_kills(&cg);
 	if (timed_out)

@@ -8,7 +8,9 @@
  * hosts, nsswitch.conf, time zone, CA certificates, alternatives, Debian's
  * python config; never shadow or /etc/ssl/private), a fresh /proc and a
  * minimal /dev.  Writable: the workspace at FW_SANDBOX_WORKDIR, and a
- * private /tmp.  The environment is cleared to PATH, HOME=/tmp, LANG, TZ=UTC,
+ * private /tmp; after the run, set-user-ID and set-group-ID bits are
+ * cleared on every workspace file (the command's uid 0 is the caller's
+ * uid on the host).  The environment is cleared to PATH, HOME=/tmp, LANG, TZ=UTC,
  * PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1, TMPDIR plus the caller's
  * additions.
  *
@@ -108,7 +110,8 @@ struct fw_sandbox_opts {
 
 /* One thing worth recording that happened during a run. */
 struct fw_sandbox_event {
-	char *kind;   /* "net-denied", "net-allowed", "limit", "cgroup" */
+	char *kind;   /* "net-denied", "net-allowed", "limit", "cgroup",
+		       * "setid" (set-ID bits cleared on a workspace file) */
 	char *detail; /* e.g. "CONNECT evil.example:443", owned */
 	double at_s;  /* seconds since the run started */
 };

@@ -77,6 +77,18 @@ serve() {
   [ ! -e /usr/x ]
 }
 
+@test "no set-ID program the command makes outlives the run" {
+  run --separate-stderr fw-run --workspace "$WS" -- sh -c '
+    mkdir -p d/e && cp /bin/true suid && cp /bin/true d/e/sgid &&
+    chmod 4755 suid && chmod 2755 d/e/sgid && ln -s /usr/bin/passwd link'
+  assert_success
+  [ "$(stat -c %a "$WS/suid")" = 755 ]
+  [ "$(stat -c %a "$WS/d/e/sgid")" = 755 ]
+  run jq -r '.events[] | select(.kind == "setid") | .detail' <<<"$output"
+  assert_line "set-ID bits cleared on suid"
+  assert_line "set-ID bits cleared on d/e/sgid"
+}
+
 @test "the host's home and the caller's files are not visible" {
   run --separate-stderr fw-run -- sh -c 'ls -A /root 2>&1; ls / | tr "\n" " "'
   assert_success
