@@ -149,11 +149,17 @@ static int mentions_test(const char *s, size_t n)
 	return 0;
 }
 
-/* Splits text into sections; returns how many (at most max). */
-static size_t split_sections(const char *t, size_t n, struct section *sec, size_t max)
+/* Splits text into sections: a malloc'd array of *ns entries, or NULL. */
+static struct section *split_sections(const char *t, size_t n, size_t *ns)
 {
-	size_t ns = 0, i = 0;
-	sec[ns++] = (struct section){ 0, 0, 0 };
+	size_t cap = 1;
+	for (size_t i = 0; i < n; i++)
+		cap += t[i] == '[';
+	struct section *sec = malloc(cap * sizeof *sec);
+	if (!sec)
+		return NULL;
+	size_t k = 0, i = 0;
+	sec[k++] = (struct section){ 0, 0, 0 };
 	while (i < n) {
 		size_t e = i;
 		while (e < n && t[e] != '\n')
@@ -161,41 +167,49 @@ static size_t split_sections(const char *t, size_t n, struct section *sec, size_
 		size_t j = i;
 		while (j < e && (t[j] == ' ' || t[j] == '\t'))
 			j++;
-		if (j < e && t[j] == '[' && ns < max) {
-			sec[ns - 1].end = i;
-			sec[ns++] = (struct section){ i, 0, 0 };
+		if (j < e && t[j] == '[') {
+			sec[k - 1].end = i;
+			sec[k++] = (struct section){ i, 0, 0 };
 		}
 		i = e < n ? e + 1 : e;
 	}
-	sec[ns - 1].end = n;
-	for (size_t k = 0; k < ns; k++)
-		sec[k].test = mentions_test(t + sec[k].start, sec[k].end - sec[k].start);
-	return ns;
+	sec[k - 1].end = n;
+	for (size_t m = 0; m < k; m++)
+		sec[m].test = mentions_test(t + sec[m].start, sec[m].end - sec[m].start);
+	*ns = k;
+	return sec;
 }
 
-/* Appends the test sections of t (all but the first when skip_first). */
+/* Appends the test sections of t (all but the first when skip_first); with
+ * norm, each without its trailing blanks and with one newline, for
+ * comparing (blank lines at the end of a section mean nothing). */
 static int test_text(struct fw_buf *b, const char *t, const struct section *s, size_t ns,
-		     int skip_first)
+		     int skip_first, int norm)
 {
-	for (size_t k = skip_first; k < ns; k++)
-		if (s[k].test && fw_buf_append(b, t + s[k].start, s[k].end - s[k].start) < 0)
+	for (size_t k = skip_first; k < ns; k++) {
+		if (!s[k].test)
+			continue;
+		size_t e = s[k].end;
+		while (norm && e > s[k].start && isspace((unsigned char)t[e - 1]))
+			e--;
+		if (fw_buf_append(b, t + s[k].start, e - s[k].start) < 0 ||
+		    (norm && fw_buf_puts(b, "\n") < 0))
 			return -1;
+	}
 	return 0;
 }
-
-#define MAX_SECTIONS 512
 
 char *fw_restore_sections(const char *orig, size_t olen, const char *cur, size_t clen,
 			  size_t *outlen, int *changed)
 {
-	struct section *so = malloc(2 * MAX_SECTIONS * sizeof *so), *sc = so + MAX_SECTIONS;
 	struct fw_buf a = { 0 }, b = { 0 }, out = { 0 };
 	char *res = NULL;
-	if (!so)
-		return NULL;
-	size_t no = split_sections(orig, olen, so, MAX_SECTIONS);
-	size_t nc = split_sections(cur, clen, sc, MAX_SECTIONS);
-	if (test_text(&a, orig, so, no, 0) < 0 || test_text(&b, cur, sc, nc, 0) < 0)
+	size_t no, nc;
+	struct section *so = split_sections(orig, olen, &no);
+	struct section *sc = so ? split_sections(cur, clen, &nc) : NULL;
+	if (!sc)
+		goto out;
+	if (test_text(&a, orig, so, no, 0, 1) < 0 || test_text(&b, cur, sc, nc, 0, 1) < 0)
 		goto out;
 	*changed = a.n != b.n || (a.n && memcmp(a.p, b.p, a.n) != 0);
 	if (!*changed) {
@@ -219,7 +233,7 @@ char *fw_restore_sections(const char *orig, size_t olen, const char *cur, size_t
 			if (out.p[out.n - 1] != '\n' && fw_buf_puts(&out, "\n") < 0)
 				goto out;
 		}
-		if (test_text(&out, orig, so, no, 1) < 0)
+		if (test_text(&out, orig, so, no, 1, 0) < 0)
 			goto out;
 	}
 	if (fw_buf_append(&out, "", 1) < 0)
@@ -229,6 +243,7 @@ char *fw_restore_sections(const char *orig, size_t olen, const char *cur, size_t
 	out.p = NULL;
 out:
 	free(so);
+	free(sc);
 	fw_buf_free(&a);
 	fw_buf_free(&b);
 	fw_buf_free(&out);
@@ -275,9 +290,11 @@ static char *header_path(const char *s, size_t n, int *bad)
 			char c = s[i];
 			if (c == '\\' && i + 1 < n) {
 				c = s[++i];
-				if (c >= '0' && c <= '7' && i + 2 < n) {
-					c = (char)(((s[i] - '0') << 6) | ((s[i + 1] - '0') << 3) |
-						   (s[i + 2] - '0'));
+				if (c >= '0' && c <= '3' && i + 2 < n && s[i + 1] >= '0' &&
+				    s[i + 1] <= '7' && s[i + 2] >= '0' && s[i + 2] <= '7') {
+					c = (char)(((unsigned)(s[i] - '0') << 6) |
+						   ((unsigned)(s[i + 1] - '0') << 3) |
+						   (unsigned)(s[i + 2] - '0'));
 					i += 2;
 				} else if (c == 'n') {
 					c = '\n';
@@ -364,7 +381,9 @@ static int hunk_header(const char *s, size_t n, long *ol, long *nl, long *nstart
 	    (b = 1, d = 1, sscanf(buf, "@@ -%ld +%ld,%ld", &a, &c, &d) == 3) ||
 	    (b = 1, d = 1, sscanf(buf, "@@ -%ld,%ld +%ld", &a, &b, &c) == 3) ||
 	    (b = 1, d = 1, sscanf(buf, "@@ -%ld +%ld", &a, &c) == 2)) {
-		if (b < 0 || d < 0)
+		/* counts and line numbers far beyond any file are not a hunk */
+		const long big = 1L << 30;
+		if (a < 0 || b < 0 || c < 0 || d < 0 || a > big || b > big || c > big || d > big)
 			return -1;
 		*ol = b;
 		*nl = d;
