@@ -399,6 +399,18 @@ EOF
   [[ "$stderr" == *"validated 1,"* ]]
 }
 
+@test "a record's test_cmd and report fields stand in for --test-cmd and --report" {
+  mini
+  printf '{"repo":"%s","test_cmd":"%s","report":"tap"}\n{"repo":"%s"}\n' "$T/mini" "$MINI" "$T/mini" |
+    rec from-json > "$T/in.mp"
+  run -1 --separate-stderr task-mutate --store "$T/st.git" --strategy delete-feature \
+    -o "$T/t.mp" - < "$T/in.mp"
+  [[ "$stderr" == *"mini: no test command (--test-cmd, or a test_cmd field)"* ]]
+  [[ "$stderr" == *"validated 1,"* ]]
+  [ "$(rec get .test_cmd "$T/t.mp")" = "python3 run_tests.py" ]
+  [ "$(rec get .report "$T/t.mp")" = tap ]
+}
+
 @test "JavaScript functions become tasks" {
   command -v node || skip "node is not installed"
   d="$T/js"; mkdir -p "$d/lib" "$d/test"

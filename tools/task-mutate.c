@@ -794,8 +794,24 @@ static int usage_error(const char *fmt, const char *arg)
 	return FW_EXIT_USAGE;
 }
 
-/* Repositories named by the `repo` fields of a record stream. */
-static int repos_from_stream(const char *path, struct fw_strlist *repos)
+/* A string field of rec as a new string, "" when absent; NULL when memory
+ * runs out. */
+static char *field(struct fw_mpv rec, const char *key)
+{
+	struct fw_mpv v;
+	const char *s = "";
+	size_t n = 0;
+	if (fw_mp_get(rec, key, &v) == 1 && fw_mp_str(v, &s, &n) < 0) {
+		s = "";
+		n = 0;
+	}
+	return strndup(s, n);
+}
+
+/* Repositories named by the `repo` fields of a record stream, with the
+ * record's own `test_cmd` and `report` when it has them ("" otherwise). */
+static int repos_from_stream(const char *path, struct fw_strlist *repos,
+			     struct fw_strlist *cmds, struct fw_strlist *fmts)
 {
 	char err[256];
 	struct fw_reader *r = fw_reader_open(path, NULL, err, sizeof err);
@@ -814,10 +830,13 @@ static int repos_from_stream(const char *path, struct fw_strlist *repos)
 			rc = -1;
 			continue;
 		}
-		char *p = strndup(s, n);
-		if (!p || fw_strlist_add(repos, p) < 0)
+		char *p = strndup(s, n), *c = field(rec.v, "test_cmd"), *f = field(rec.v, "report");
+		if (!p || !c || !f || fw_strlist_add(repos, p) < 0 || fw_strlist_add(cmds, c) < 0 ||
+		    fw_strlist_add(fmts, f) < 0)
 			rc = -1;
 		free(p);
+		free(c);
+		free(f);
 	}
 	if (k < 0) {
 		fw_warn_reader(r);
@@ -912,23 +931,35 @@ int main(int argc, char **argv)
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}
 	}
-	if (!o.test_cmd)
-		return usage_error("%s", "--test-cmd is required");
 	if (optind >= argc)
 		return usage_error("%s", "no repository given");
+	/* without --test-cmd, every repository must come from a record
+	 * that names its own */
+	int only_dirs = 1;
+	for (int i = optind; i < argc; i++) {
+		struct stat sb;
+		if (strcmp(argv[i], "-") == 0 || (stat(argv[i], &sb) == 0 && !S_ISDIR(sb.st_mode)))
+			only_dirs = 0;
+	}
+	if (!o.test_cmd && only_dirs)
+		return usage_error("%s", "--test-cmd is required");
 	if (!o.strategies)
 		o.strategies = (1u << FW_NSTRATEGIES) - 1;
 
-	struct fw_strlist repos = { 0 };
+	struct fw_strlist repos = { 0 }, cmds = { 0 }, fmts = { 0 };
 	int status = FW_EXIT_OK;
 	for (int i = optind; i < argc; i++) {
 		struct stat sb;
-		if (strcmp(argv[i], "-") != 0 && stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode))
-			fw_strlist_add(&repos, argv[i]);
-		else if (strcmp(argv[i], "-") != 0 && stat(argv[i], &sb) < 0)
-			fw_warn("%s: %s", argv[i], strerror(errno)), status = FW_EXIT_DATA;
-		else if (repos_from_stream(argv[i], &repos) < 0)
+		if (strcmp(argv[i], "-") != 0 && stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			if (fw_strlist_add(&repos, argv[i]) < 0 || fw_strlist_add(&cmds, "") < 0 ||
+			    fw_strlist_add(&fmts, "") < 0)
+				status = FW_EXIT_DATA;
+		} else if (strcmp(argv[i], "-") != 0 && stat(argv[i], &sb) < 0) {
+			fw_warn("%s: %s", argv[i], strerror(errno));
 			status = FW_EXIT_DATA;
+		} else if (repos_from_stream(argv[i], &repos, &cmds, &fmts) < 0) {
+			status = FW_EXIT_DATA;
+		}
 	}
 
 	char err[512];
@@ -936,6 +967,8 @@ int main(int argc, char **argv)
 	if (!s) {
 		fw_warn("%s", err);
 		fw_strlist_free(&repos);
+		fw_strlist_free(&cmds);
+		fw_strlist_free(&fmts);
 		return FW_EXIT_DATA;
 	}
 	fw_store_free(s);
@@ -950,6 +983,8 @@ int main(int argc, char **argv)
 			fw_warn("%s: %s", o.out, strerror(errno));
 			free(store_abs);
 			fw_strlist_free(&repos);
+			fw_strlist_free(&cmds);
+			fw_strlist_free(&fmts);
 			return FW_EXIT_DATA;
 		}
 		close(fd);
@@ -961,6 +996,8 @@ int main(int argc, char **argv)
 		fw_writer_abort(w);
 		free(store_abs);
 		fw_strlist_free(&repos);
+		fw_strlist_free(&cmds);
+		fw_strlist_free(&fmts);
 		return FW_EXIT_DATA;
 	}
 	static sigset_t sigs;
@@ -978,6 +1015,22 @@ int main(int argc, char **argv)
 		struct opts oi = o;
 		if (o.max)
 			oi.max = o.max - t.ok;
+		if (cmds.v[i][0])
+			oi.test_cmd = cmds.v[i];
+		if (!strcmp(fmts.v[i], "tap"))
+			oi.fmt = FW_REPORT_TAP;
+		else if (!strcmp(fmts.v[i], "junit"))
+			oi.fmt = FW_REPORT_JUNIT;
+		else if (fmts.v[i][0]) {
+			fw_warn("%s: unknown report format '%s' (junit, tap)", repos.v[i], fmts.v[i]);
+			status = FW_EXIT_DATA;
+			continue;
+		}
+		if (!oi.test_cmd) {
+			fw_warn("%s: no test command (--test-cmd, or a test_cmd field)", repos.v[i]);
+			status = FW_EXIT_DATA;
+			continue;
+		}
 		if (run_repo(&oi, repos.v[i], store_abs, w, &t) < 0)
 			status = FW_EXIT_DATA;
 		fw_writer_flush(w);
@@ -996,6 +1049,8 @@ int main(int argc, char **argv)
 	fputc('\n', stderr);
 	free(store_abs);
 	fw_strlist_free(&repos);
+	fw_strlist_free(&cmds);
+	fw_strlist_free(&fmts);
 	if (fw_close_stdout() < 0)
 		status = FW_EXIT_DATA;
 	return status;
