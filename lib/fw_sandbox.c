@@ -1200,8 +1200,11 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	pout[1] = perr[1] = pst[1] = -1;
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 
-	cap[0] = (struct capture){ pout[0], o->output_cap ? o->output_cap : FW_SANDBOX_OUTPUT_CAP, &res->out };
-	cap[1] = (struct capture){ perr[0], cap[0].cap, &res->err };
+	{
+		size_t outcap = o->output_cap ? o->output_cap : FW_SANDBOX_OUTPUT_CAP;
+		cap[0] = (struct capture){ pout[0], outcap, &res->out };
+		cap[1] = (struct capture){ perr[0], outcap, &res->err };
+	}
 	for (;;) {
 		struct pollfd pf[4];
 		int nf = 0, wait_ms = 100, ipo = -1, ipe = -1, ips = -1, ipp = -1;

@@ -10,9 +10,9 @@
  * minimal /dev.  Writable: the workspace at FW_SANDBOX_WORKDIR, and a
  * private /tmp; after the run, set-user-ID and set-group-ID bits are
  * cleared on every workspace file (the command's uid 0 is the caller's
- * uid on the host).  The environment is cleared to PATH, HOME=/tmp, LANG, TZ=UTC,
- * PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1, TMPDIR plus the caller's
- * additions.
+ * uid on the host).  The environment is cleared to PATH, HOME=/tmp, LANG,
+ * TZ=UTC, PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1, TMPDIR plus the
+ * caller's additions.
  *
  * Limits: setrlimit in the child before exec (CPU, address space,
  * processes, file size, open files); memory and processes also through

@@ -67,7 +67,8 @@ static int pack_result(struct fw_buf *b, const struct fw_sandbox_result *r)
 	e |= pack_str(&pk, "wall_s") || msgpack_pack_double(&pk, r->wall_s);
 	e |= pack_str(&pk, "cpu_s") || msgpack_pack_double(&pk, r->cpu_s);
 	e |= pack_str(&pk, "max_rss") || msgpack_pack_uint64(&pk, r->max_rss);
-	e |= pack_str(&pk, "cgroup") || (r->cgroup ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
+	e |= pack_str(&pk, "cgroup") ||
+	     (r->cgroup ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
 	e |= pack_str(&pk, "stdout") || pack_bytes(&pk, r->out.data, r->out.len);
 	e |= pack_str(&pk, "stdout_bytes") || msgpack_pack_uint64(&pk, r->out.total);
 	e |= pack_str(&pk, "stdout_truncated") ||
