@@ -239,7 +239,7 @@ static int grade_main(struct opts *o)
 	for (int f = 0; f < nfiles && !r.fatal; f++) {
 		struct fw_reader *rd = fw_reader_open(files[f], NULL, err, sizeof err);
 		if (!rd) {
-			fw_warn("%s: %s", files[f], err);
+			fw_warn("%s", err);
 			r.status = FW_EXIT_DATA;
 			continue;
 		}
@@ -461,7 +461,7 @@ static int summary_main(struct opts *o)
 	for (int f = 0; f < nfiles; f++) {
 		struct fw_reader *rd = fw_reader_open(files[f], NULL, err, sizeof err);
 		if (!rd) {
-			fw_warn("%s: %s", files[f], err);
+			fw_warn("%s", err);
 			status = FW_EXIT_DATA;
 			continue;
 		}
