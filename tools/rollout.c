@@ -18,10 +18,11 @@
 #include "fw_stream.h"
 
 static const char usage_text[] =
-	"usage: rollout --policy builtin:DIR|exec:CMD [--store DIR] [--mode fill] [--samples K]\n"
-	"               [--seed S] [--temp T] [--top-p P] [--top-k K] [--max-tokens N]\n"
-	"               [-j N] [--shard K/N] [--allow HOST]... [--mount PATH]... [--timeout SEC]\n"
-	"               [--no-time] [--progress] [-z] [-o OUT] [FILE...]\n"
+	"usage: rollout --policy builtin:DIR | exec:CMD [--store DIR] [--mode fill]\n"
+	"               [--samples K] [--seed S] [--temp T] [--top-p P] [--top-k K]\n"
+	"               [--max-tokens N] [-j N] [--shard K/N] [--allow HOST ...]\n"
+	"               [--mount PATH ...] [--timeout SEC] [--no-time] [--progress] [-z]\n"
+	"               [-o OUT] [FILE ...]\n"
 	"       rollout -h | --help | --version\n";
 
 enum backend { B_BUILTIN, B_EXEC };
@@ -344,9 +345,23 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 		pack_turn(&e.turns, "assistant", full ? full : "", full ? fl : 0, c[k].tokens,
 			  c[k].logprobs,
 			  (size_t)c[k].n);
+		/* the whole sequence for training: prompt then completion */
+		fw_buf_packer(&pk, &e.extra);
+		pack_cstr(&pk, "tokens");
+		msgpack_pack_array(&pk, pids.n + (size_t)c[k].n);
+		for (size_t i = 0; i < pids.n; i++)
+			msgpack_pack_int32(&pk, pids.ids[i]);
+		for (int i = 0; i < c[k].n; i++)
+			msgpack_pack_int32(&pk, c[k].tokens[i]);
+		pack_cstr(&pk, "mask");
+		msgpack_pack_array(&pk, pids.n + (size_t)c[k].n);
+		for (size_t i = 0; i < pids.n + (size_t)c[k].n; i++)
+			msgpack_pack_int(&pk, i >= pids.n);
+		e.nextra = 2;
 		e.time = each;
 		emit(o, j, task, tid, &e);
 		fw_buf_free(&e.turns);
+		fw_buf_free(&e.extra);
 		free(ptxt);
 		free(patch);
 		free(nt);

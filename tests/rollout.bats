@@ -1,0 +1,355 @@
+#!/usr/bin/env bats
+# rollout: task records in, rollout records out.
+#
+# setup_file makes stub-body tasks from a small Python package with a fast
+# TAP runner, and a tiny random checkpoint; each test runs rollout on them.
+
+bats_require_minimum_version 1.5.0
+
+MINI='python3 run_tests.py'
+
+# commit DIR: make DIR a git repository with one reproducible commit
+commit() {
+  git -C "$1" init -q -b main
+  git -C "$1" add -A
+  GIT_AUTHOR_NAME=sample GIT_AUTHOR_EMAIL=sample@example.org \
+  GIT_COMMITTER_NAME=sample GIT_COMMITTER_EMAIL=sample@example.org \
+  GIT_AUTHOR_DATE=2024-01-01T00:00:00Z GIT_COMMITTER_DATE=2024-01-01T00:00:00Z \
+    git -C "$1" commit -q -m "initial import"
+}
+
+setup_file() {
+  export LC_ALL=C
+  F="$BATS_FILE_TMPDIR"
+  export TMPDIR="$F/tmp"
+  mkdir -p "$TMPDIR" "$F/mini/mini" "$F/mini/tests"
+  cat > "$F/mini/mini/__init__.py" <<'EOF'
+"""A mini package."""
+EOF
+  cat > "$F/mini/mini/core.py" <<'EOF'
+"""Core helpers of the mini package."""
+
+
+def double(x):
+    """Twice x."""
+    result = x * 2
+    return result
+
+
+def clamp(x, lo, hi):
+    """Limit x to [lo, hi]."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+
+def greet(name):
+    """A greeting for name."""
+    text = "hello, " + name
+    return text
+EOF
+  : > "$F/mini/tests/__init__.py"
+  cat > "$F/mini/tests/test_core.py" <<'EOF'
+from mini import core
+
+
+def test_double():
+    assert core.double(2) == 4
+
+
+def test_clamp():
+    assert core.clamp(5, 0, 3) == 3
+    assert core.clamp(-1, 0, 3) == 0
+
+
+def test_greet():
+    assert core.greet("ann") == "hello, ann"
+EOF
+  cat > "$F/mini/run_tests.py" <<'EOF'
+"""Runs tests/test_*.py in one process and prints TAP."""
+import importlib
+import pathlib
+import sys
+
+sys.path.insert(0, ".")
+results = []
+for path in sorted(pathlib.Path("tests").glob("test_*.py")):
+    mod = importlib.import_module("tests." + path.stem)
+    for name in sorted(n for n in dir(mod) if n.startswith("test_")):
+        try:
+            getattr(mod, name)()
+            ok = True
+        except Exception:
+            ok = False
+        results.append((ok, path.stem + "::" + name))
+print("1..%d" % len(results))
+for i, (ok, name) in enumerate(results, 1):
+    print("%s %d - %s" % ("ok" if ok else "not ok", i, name))
+EOF
+  commit "$F/mini"
+  task-mutate --test-cmd "$MINI" --report tap --store "$F/st.git" --strategy stub-body \
+    -o "$F/tasks.mp" "$F/mini" 2>/dev/null
+  ckpt init "$BATS_TEST_DIRNAME/../samples/models/tiny-qwen2.json" "$F/ck" --seed 1
+  # a checkpoint whose model has too short a context for these prompts
+  jq '.max_position_embeddings = 64' "$BATS_TEST_DIRNAME/../samples/models/tiny-qwen2.json" \
+    > "$F/short.json"
+  ckpt init "$F/short.json" "$F/short" --seed 1
+  mkdir -p "$F/agent"
+  # the agent of the exec tests: pokes at the walls, then writes each
+  # function's body and a trajectory
+  cat > "$F/agent/fix" <<'EOF'
+#!/bin/sh
+cat > /dev/null
+echo "commits: $(git log --all --oneline 2>/dev/null | wc -l)"
+echo "remotes: $(git remote | wc -l)"
+ls /root 2>&1 | head -1
+python3 -c 'import socket; s = socket.socket(); s.settimeout(2); s.connect(("1.1.1.1", 80))' 2>&1 | tail -1
+exec python3 - <<'PY'
+import json, os
+task = json.loads(os.environ["FW_TASK"])
+t = task["targets"][0]
+body = {"double": "    return x * 2\n",
+        "clamp": "    return max(lo, min(x, hi))\n",
+        "greet": "    return 'hello, ' + name\n"}[t["symbol"]]
+src = open(t["path"]).read().replace("    raise NotImplementedError\n", body, 1)
+open(t["path"], "w").write(src)
+with open(os.environ["FW_TRAJ"], "w") as f:
+    json.dump({"messages": [{"role": "user", "content": task["prompt"]},
+                            {"role": "assistant", "content": "fixed " + t["symbol"]}]}, f)
+    f.write("\n")
+PY
+EOF
+  chmod +x "$F/agent/fix"
+}
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  export LC_ALL=C
+  F="$BATS_FILE_TMPDIR"
+  T="$BATS_TEST_TMPDIR"
+  export TMPDIR="$T/tmp"
+  mkdir -p "$TMPDIR"
+}
+
+json() { rec json "$@"; }
+
+@test "--help prints the usage on stdout and exits 0" {
+  run --separate-stderr rollout --help
+  assert_success
+  [ -z "$stderr" ]
+  # word for word the SYNOPSIS of rollout(1)
+  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
+    <(man -l "$BATS_TEST_DIRNAME/../man/rollout.1" 2>/dev/null |
+      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
+}
+
+@test "a missing or unknown policy and bad options are usage errors (exit 2)" {
+  run -2 --separate-stderr rollout "$F/tasks.mp"
+  [[ "$stderr" == *"--policy is required"* ]]
+  run -2 --separate-stderr rollout --policy gpt:x "$F/tasks.mp"
+  [[ "$stderr" == *"unknown policy 'gpt:x'"* ]]
+  run -2 --separate-stderr rollout --policy builtin:x --mode chat
+  [[ "$stderr" == *"unknown mode 'chat'"* ]]
+  run -2 --separate-stderr rollout --policy builtin:x --samples 0
+  run -2 --separate-stderr rollout --policy builtin:x --top-p 0
+  run -2 --separate-stderr rollout --policy builtin:x --shard 2/2
+  [ -z "$output" ]
+}
+
+@test "fill rollouts carry every field, one per sample, and never the solution" {
+  [ "$(rec count "$F/tasks.mp")" = 3 ]
+  run --separate-stderr rollout --policy "builtin:$F/ck" --samples 2 --seed 3 --max-tokens 40 \
+    -o "$T/r.mp" "$F/tasks.mp"
+  assert_success
+  [ -z "$output" ]
+  json "$T/r.mp" > "$T/r.jsonl"
+  [ "$(wc -l < "$T/r.jsonl")" = 6 ]
+  run jq -e -s --arg ck "$F/ck" 'all(.[]; .kind == "rollout" and .v == 1
+      and (.id | test("^[0-9a-f]{16}$")) and .mode == "fill" and (.sample | IN(0, 1))
+      and (.seed | type) == "number" and .policy == {backend: "builtin", ckpt: $ck, seed: 3,
+        temp: 1, top_p: 1, top_k: 0}
+      and .task.kind == "task" and (.task | has("solution") | not) and (.task.f2p | length) > 0
+      and .turns[0].role == "user" and .turns[1].role == "assistant"
+      and (.turns[1].tokens | length) > 0
+      and (.turns[1].tokens | length) == (.turns[1].logprobs | length)
+      and all(.turns[1].logprobs[]; . <= 0)
+      and .tokens == .turns[0].tokens + .turns[1].tokens
+      and (.mask | add) == (.turns[1].tokens | length)
+      and (.patch | startswith("diff --git a/mini/core.py b/mini/core.py"))
+      and (.stop | IN("stop", "eos", "max-tokens")) and .events == [] and (.time >= 0)
+      and (has("error") | not))' "$T/r.jsonl"
+  assert_success
+  # the ids are distinct, and no solution reaches the output
+  [ "$(jq -r .id "$T/r.jsonl" | sort -u | wc -l)" = 6 ]
+  [ -z "$(jq -c '[paths | last | select(. == "solution")]' "$T/r.jsonl" | grep -v '^\[\]$')" ]
+  # no line the solution of a task adds is in any string of its rollouts
+  json "$F/tasks.mp" | jq -c '{(.id): [.solution | split("\n")[] | select(test("^\\+[^+]")) | .[1:]]}' |
+    jq -s add > "$T/sol.json"
+  [ "$(jq '[.[][]] | length' "$T/sol.json")" -ge 6 ]
+  run jq -e -s --slurpfile sol "$T/sol.json" 'all(.[]; $sol[0][.task.id] as $lines
+      | [.. | strings] as $s | all($lines[]; . as $l | all($s[]; contains($l) | not)))' "$T/r.jsonl"
+  assert_success
+}
+
+@test "the prompt is the file up to the stub and the patch replaces only the stub" {
+  rollout --policy "builtin:$F/ck" --seed 1 --max-tokens 30 --no-time "$F/tasks.mp" |
+    json > "$T/r.jsonl"
+  json "$F/tasks.mp" > "$T/t.jsonl"
+  while read -r line; do
+    tree=$(jq -r .task.tree <<<"$line")
+    rm -rf "$T/w" && mkdir "$T/w"
+    git -C "$F/st.git" archive "$tree" | tar -x -C "$T/w"
+    # the prompt is what precedes the stub, ending with the docstring
+    jq -j .turns[0].text <<<"$line" > "$T/prompt"
+    sed '/raise NotImplementedError/,$d' "$T/w/mini/core.py" > "$T/before"
+    cmp "$T/prompt" "$T/before"
+    # the patch applies, and takes out the stub line and nothing else
+    jq -r .patch <<<"$line" > "$T/p.diff"
+    (cd "$T/w" && git init -q && git apply --check "$T/p.diff")
+    [ "$(grep -c '^-[^-]' "$T/p.diff")" = 1 ]
+    grep -q '^-    raise NotImplementedError$' "$T/p.diff"
+  done < "$T/r.jsonl"
+}
+
+@test "the recorded log-probs are those of a full forward pass over the same tokens" {
+  rollout --policy "builtin:$F/ck" --samples 2 --temp 0.8 --top-k 50 --max-tokens 40 \
+    "$F/tasks.mp" > "$T/r.mp"
+  # ckpt score rescored the whole sequence without the key-value cache
+  run jq -e -s 'all(.[]; (.turns[1].logprobs | length) as $n
+      | [.turns[1].logprobs, .logprobs[-$n:]] | transpose | all(.[]; (.[0] - .[1]) | fabs < 1e-4))' \
+    <(ckpt score "$F/ck" "$T/r.mp" | json)
+  assert_success
+}
+
+@test "the same seed gives the same records whatever -j and --samples, another seed others" {
+  rollout --policy "builtin:$F/ck" --samples 3 --seed 5 --max-tokens 30 --no-time \
+    "$F/tasks.mp" > "$T/a.mp"
+  rollout --policy "builtin:$F/ck" --samples 3 --seed 5 --max-tokens 30 --no-time -j 3 \
+    "$F/tasks.mp" > "$T/b.mp"
+  cmp "$T/a.mp" "$T/b.mp"
+  # sample i of a task does not depend on how many share the prefill
+  rollout --policy "builtin:$F/ck" --samples 1 --seed 5 --max-tokens 30 --no-time \
+    "$F/tasks.mp" > "$T/c.mp"
+  diff <(json "$T/a.mp" | jq -c 'select(.sample == 0)') <(json "$T/c.mp" | jq -c .)
+  rollout --policy "builtin:$F/ck" --samples 3 --seed 6 --max-tokens 30 --no-time \
+    "$F/tasks.mp" > "$T/d.mp"
+  ! cmp -s "$T/a.mp" "$T/d.mp"
+  # the samples of one task differ from each other
+  [ "$(json "$T/a.mp" | jq -c '.turns[1].tokens' | sort -u | wc -l)" -gt 3 ]
+}
+
+@test "--shard K/N splits the tasks into disjoint parts that cover them all" {
+  for k in 0 1; do
+    rollout --policy "builtin:$F/ck" --max-tokens 8 --no-time --shard $k/2 "$F/tasks.mp" |
+      json | jq -r .task.id > "$T/s$k"
+  done
+  [ "$(cat "$T/s0" "$T/s1" | sort | tr '\n' ' ')" = \
+    "$(json "$F/tasks.mp" | jq -r .id | sort | tr '\n' ' ')" ]
+  [ -z "$(comm -12 <(sort "$T/s0") <(sort "$T/s1"))" ]
+}
+
+@test "rollouts grade: an exec agent's fix resolves its task, a random model's does not" {
+  command -v grade || skip "grade is not built"
+  rollout --policy "exec:$F/agent/fix" --timeout 60 "$F/tasks.mp" > "$T/e.mp"
+  rollout --policy "builtin:$F/ck" --max-tokens 20 "$F/tasks.mp" > "$T/b.mp"
+  run --separate-stderr grade --no-time -o "$T/g.mp" "$T/e.mp" "$T/b.mp"
+  assert_success
+  run jq -r -c '[.policy.backend, .grade.resolved]' <(json "$T/g.mp")
+  assert_output - <<'EOF'
+["exec",true]
+["exec",true]
+["exec",true]
+["builtin",false]
+["builtin",false]
+["builtin",false]
+EOF
+}
+
+@test "an exec agent finds no history, no remote, no host home and no network, and says so" {
+  rollout --policy "exec:$F/agent/fix" --timeout 60 "$F/tasks.mp" | json > "$T/e.jsonl"
+  run jq -e -s 'all(.[]; .stop == "exit" and .mode == "exec" and .output.exit == 0
+      and (.output.stdout | contains("commits: 1\nremotes: 0\n"))
+      and (.output.stdout | test("/root.*No such file"))
+      and (.output.stdout | test("Network is unreachable"))
+      and .turns[1] == {role: "assistant", text: ("fixed " + .task.targets[0].symbol)}
+      and (.task | has("solution") | not) and (has("error") | not))' "$T/e.jsonl"
+  assert_success
+}
+
+@test "a request to a host not allowed is refused and recorded as an event" {
+  cat > "$T/net" <<'EOF'
+#!/bin/sh
+python3 -c 'import urllib.request; urllib.request.urlopen("http://denied.example/x", timeout=5)' 2>&1 | tail -1
+EOF
+  chmod +x "$T/net"
+  rec head -n 1 "$F/tasks.mp" > "$T/t1.mp"
+  run --separate-stderr rollout --policy "exec:$T/net" --allow allowed.example --timeout 30 \
+    -o "$T/n.mp" "$T/t1.mp"
+  assert_success
+  run jq -c '[.events[] | {kind, detail}], (.output.stdout | contains("403"))' <(json "$T/n.mp")
+  assert_output - <<'EOF'
+[{"kind":"net-denied","detail":"GET http://denied.example:80/x"}]
+true
+EOF
+}
+
+@test "an agent that crashes, hangs or floods ends its episode with a reason, exit 1 at the end" {
+  rec head -n 1 "$F/tasks.mp" > "$T/t1.mp"
+  printf '#!/bin/sh\necho partial > mini/new.txt\nexit 3\n' > "$T/crash"
+  printf '#!/bin/sh\nsleep 30\n' > "$T/hang"
+  printf '#!/bin/sh\nhead -c 3000000 /dev/zero | tr "\\\\0" x\n' > "$T/flood"
+  chmod +x "$T/crash" "$T/hang" "$T/flood"
+  run -1 --separate-stderr rollout --policy "exec:$T/crash" -o "$T/c.mp" "$T/t1.mp"
+  [[ "$stderr" == *"record 1"*"agent exited with status 3"* ]]
+  run jq -c '[.stop, .error, (.patch | contains("+partial"))]' <(json "$T/c.mp")
+  assert_output '["crash","agent exited with status 3",true]'
+  run -1 --separate-stderr rollout --policy "exec:$T/hang" --timeout 1 -o "$T/h.mp" "$T/t1.mp"
+  run jq -c '[.stop, .events[-1].kind, .events[-1].detail, .time < 10]' <(json "$T/h.mp")
+  assert_output '["timeout","limit","timeout",true]'
+  run --separate-stderr rollout --policy "exec:$T/flood" -o "$T/f.mp" "$T/t1.mp"
+  assert_success
+  run jq -c '[.stop, .output.truncated, (.output.stdout | length) < 10000,
+              (.output.stdout | contains("bytes cut"))]' <(json "$T/f.mp")
+  assert_output '["exit",true,true,true]'
+}
+
+@test "a task whose tree is missing or a checkpoint that does not load still gives records" {
+  json "$F/tasks.mp" | jq -c 'if .targets[0].symbol == "clamp" then .tree = ("0" * 40) else . end' |
+    rec from-json > "$T/t.mp"
+  run -1 --separate-stderr rollout --policy "builtin:$F/ck" --samples 2 --max-tokens 8 \
+    -o "$T/r.mp" "$T/t.mp"
+  [[ "$stderr" == *"record "[0-9]*": 2 of 2 samples failed: "* ]]
+  run jq -c '[.task.targets[0].symbol == "clamp", .stop == "error", (.error // "" | length > 0),
+              .patch == ""]' <(json "$T/r.mp")
+  assert_output - <<'EOF'
+[false,false,false,false]
+[false,false,false,false]
+[false,false,false,false]
+[false,false,false,false]
+[true,true,true,true]
+[true,true,true,true]
+EOF
+  run -1 --separate-stderr rollout --policy "builtin:$T/nowhere" -o "$T/n.mp" "$F/tasks.mp"
+  [ "$(rec count "$T/n.mp")" = 3 ]
+  run jq -e -s 'all(.[]; .stop == "error" and (.error | contains("nowhere")))' <(json "$T/n.mp")
+  assert_success
+}
+
+@test "a prompt longer than the model's context keeps its end; other records pass through" {
+  { echo '{"kind": "note", "id": "n1", "v": 1, "text": "kept"}'; json "$F/tasks.mp"; } |
+    rec from-json > "$T/t.mp"
+  run --separate-stderr rollout --policy "builtin:$F/short" --max-tokens 100 --no-time \
+    -o "$T/r.mp" "$T/t.mp"
+  assert_success
+  run jq -c 'if .kind == "note" then . else
+      [(.tokens | length) <= 64, (.turns[1].tokens | length) <= 32] end' <(json "$T/r.mp")
+  assert_output - <<'EOF'
+{"kind":"note","id":"n1","v":1,"text":"kept"}
+[true,true]
+[true,true]
+[true,true]
+EOF
+}
