@@ -440,3 +440,13 @@ EOF
   [[ "$stderr" == *"record 38 "*"not graded (no 'grade' map)"* ]]
   assert_line "never solved (too hard or broken): task c"
 }
+
+@test "without bubblewrap grading stops at the first rollout with a clear error" {
+  mkdir "$T/bin"
+  for t in git sh; do ln -s "$(command -v $t)" "$T/bin/$t"; done
+  { roll sol "$F/solution.diff"; roll notask "$F/solution.diff" 'del(.task)'; } | rec from-json > "$T/r.mp"
+  run -1 --separate-stderr env PATH="$T/bin" "$BIN_DIR/grade" -j 2 -o "$T/out.mp" "$T/r.mp"
+  [[ "$stderr" == *"record 1 (byte 0): bwrap not found on PATH"* ]]
+  [[ "$stderr" != *"record 2"* ]]
+  [ "$(rec count "$T/out.mp")" = 0 ]
+}

@@ -120,6 +120,9 @@ struct run {
 static int drain(struct run *r, uint64_t until, int wait)
 {
 	struct pool *p = &r->pool;
+	/* after a fatal error nothing past the fault is written */
+	if (r->fatal)
+		return -1;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		if (p->next_out >= p->next_seq || p->next_out >= until)
