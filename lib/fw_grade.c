@@ -531,13 +531,9 @@ int fw_mentions_cache(const char *s, size_t n)
  * must not continue an identifier (so "exit(" is not "my_exit("). */
 static int has_pat(const char *line, const char *pat)
 {
-	size_t m = strlen(pat);
-	for (const char *p = strstr(line, pat); p; p = strstr(p + 1, pat)) {
-		if (ident_char(pat[0]) && p > line && ident_char(p[-1]))
-			continue;
-		(void)m;
-		return 1;
-	}
+	for (const char *p = strstr(line, pat); p; p = strstr(p + 1, pat))
+		if (!(ident_char(pat[0]) && p > line && ident_char(p[-1])))
+			return 1;
 	return 0;
 }
 

@@ -768,7 +768,7 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 		b = b ? b + 1 : scrubbed.v[i];
 		size_t bn = strlen(b);
 		/* editor and patch leftovers are dropped without a finding */
-		if ((bn && b[bn - 1] == '~') || b[0] == '.' ||
+		if ((bn && b[bn - 1] == '~') || (b[0] == '.' && b[1] == '#') ||
 		    (bn > 4 && (!strcmp(b + bn - 4, ".rej") || !strcmp(b + bn - 4, ".swp") ||
 				!strcmp(b + bn - 4, ".swo"))) ||
 		    (bn > 5 && !strcmp(b + bn - 5, ".orig")))
