@@ -144,6 +144,26 @@ int fw_fill_locate(const char *src, size_t len, const char *lang, int start,
 	return -1;
 }
 
+/* Python: the end of the last line holding code before i, so that the blank
+ * lines between a body and what follows it stay with what follows. */
+static long trim_blank_tail(const char *c, size_t i)
+{
+	size_t last = 0;
+
+	for (size_t k = 0; k < i; k++)
+		if (c[k] == '\n') {
+			size_t a = k;
+			while (a > 0 && c[a - 1] != '\n')
+				a--;
+			for (size_t t = a; t < k; t++)
+				if (c[t] != ' ' && c[t] != '\t' && c[t] != '\r') {
+					last = k + 1;
+					break;
+				}
+		}
+	return (long)last;
+}
+
 static long cut_python(const struct fw_fill_site *site, const char *c, size_t n)
 {
 	size_t i = 0;
@@ -157,7 +177,7 @@ static long cut_python(const struct fw_fill_site *site, const char *c, size_t n)
 			return -1; /* the line's indentation is not known yet */
 		if (c[i + k] != '\n' && c[i + k] != '\r' && k <= site->indent &&
 		    !(i == 0 && c[i + k] == '#'))
-			return (long)i;
+			return trim_blank_tail(c, i);
 		while (i < n && c[i] != '\n')
 			i++;
 		if (i < n)

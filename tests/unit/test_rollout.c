@@ -1,0 +1,192 @@
+/*
+ * test_rollout.c — fill sites (stub found, completion cut, body put back),
+ * rollout seeds and ids, patches, head-and-tail truncation, UTF-8 repair.
+ *
+ * The stubs are made by fw_mutate_stub(), the strategy task-mutate uses,
+ * so a fill site is checked against the mutation it has to undo: the
+ * removed body, given as a completion, must give back the original file.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "fw_mutate.h"
+#include "fw_rollout.h"
+
+static const char py_src[] =
+	"import os\n"
+	"\n"
+	"\n"
+	"def add(a, b):\n"
+	"    \"\"\"Sum of a and b.\n"
+	"\n"
+	"    Both are numbers.\n"
+	"    \"\"\"\n"
+	"    total = a + b\n"
+	"\n"
+	"    return total\n"
+	"\n"
+	"\n"
+	"class K:\n"
+	"    def m(self, x):\n"
+	"        \"\"\"Method.\"\"\"\n"
+	"        if x:\n"
+	"            return 1\n"
+	"        return 2\n"
+	"\n"
+	"    def n(self):\n"
+	"        return 3\n";
+
+static const char c_src[] =
+	"#include <stdlib.h>\n"
+	"\n"
+	"/* Largest of a and b. */\n"
+	"int max2(int a, int b)\n"
+	"{\n"
+	"\tif (a > b) {\n"
+	"\t\treturn a; /* } in a comment */\n"
+	"\t}\n"
+	"\treturn b == '}' ? b : b;\n"
+	"}\n"
+	"\n"
+	"int other(void)\n"
+	"{\n"
+	"\treturn 0;\n"
+	"}\n";
+
+/* Stubs sym in src, finds the site in the stubbed text, and puts the
+ * removed body back as a completion followed by more text. */
+static void round_trip(const char *src, const char *path, enum fw_lang lang, int start, int end,
+		       const char *lang_name, const char *more)
+{
+	struct fw_symbol sym = { (char *)path, "f", lang, start, end, 0 };
+	struct fw_mutation m;
+	struct fw_fill_site site;
+	char err[256] = "";
+
+	CHECK_EQ_INT(fw_mutate_stub(&sym, src, strlen(src), &m), 0);
+	if (!m.data)
+		return;
+	CHECK_EQ_INT(fw_fill_locate(m.data, m.len, lang_name, start, &site, err, sizeof err), 0);
+	CHECK(site.a < site.b && site.b <= m.len);
+	/* the prompt ends where the body began */
+	CHECK(strncmp(m.data, src, site.a) == 0);
+	/* the body followed by what a model goes on to write is cut at the end */
+	/* a brace body starts after the line of its '{', where the prompt ends */
+	const char *rm = m.removed + (lang != FW_LANG_PYTHON && m.removed[0] == '\n');
+	size_t rn = strlen(rm);
+	char *c = malloc(rn + strlen(more) + 1);
+	strcpy(c, rm);
+	strcat(c, more);
+	/* no end before the body is complete */
+	for (size_t k = 1; k < rn / 2; k++)
+		CHECK(fw_fill_cut(&site, c, k) < 0 || fw_fill_cut(&site, c, k) >= (long)k - 1);
+	long keep = fw_fill_cut(&site, c, strlen(c));
+	CHECK_EQ_INT(keep, (long)rn);
+	size_t nl;
+	char *back = fw_fill_apply(&site, m.data, m.len, c, keep > 0 ? (size_t)keep : 0, &nl);
+	CHECK(back && nl == strlen(src));
+	if (back && strcmp(back, src))
+		printf("# got:\n%s# want:\n%s", back, src);
+	CHECK(back && strcmp(back, src) == 0);
+	free(back);
+	free(c);
+	fw_mutation_clear(&m);
+}
+
+TEST(python_fill_puts_the_body_back_and_stops_at_the_next_def)
+{
+	round_trip(py_src, "a.py", FW_LANG_PYTHON, 4, 11, "python", "\ndef next_one():\n    pass\n");
+	/* a method: the end is a line indented as the def, not the class */
+	round_trip(py_src, "a.py", FW_LANG_PYTHON, 15, 19, "python", "\n    def n(self):\n");
+}
+
+TEST(python_cut_waits_for_the_indentation_and_skips_blank_lines)
+{
+	struct fw_fill_site s = { 0, 0, 0, 4 };
+
+	CHECK_EQ_INT(fw_fill_cut(&s, "        x = 1\n", 14), -1);
+	CHECK_EQ_INT(fw_fill_cut(&s, "        x = 1\n    ", 18), -1);
+	CHECK_EQ_INT(fw_fill_cut(&s, "        x = 1\n\n    def", 22), 14);
+	CHECK_EQ_INT(fw_fill_cut(&s, "        x = 1\n  \n        y\n", 27), -1);
+	CHECK_EQ_INT(fw_fill_cut(&s, "x", 1), 0);
+}
+
+TEST(brace_fill_puts_the_body_back_and_ignores_braces_in_comments_and_literals)
+{
+	round_trip(c_src, "a.c", FW_LANG_C, 4, 10, "c", "}\n\nint more(void) {}\n");
+	struct fw_fill_site s = { 0, 0, 1, 0 };
+	const char *js = "\tconst s = \"}\"; // }\n\treturn `}` + s;\n}\nfunction g() {}";
+	CHECK_EQ_INT(fw_fill_cut(&s, js, strlen(js)), (long)(strchr(js, '\n') - js) + 18);
+	CHECK_EQ_INT(fw_fill_cut(&s, "\tif (x) {\n", 10), -1);
+	CHECK_EQ_INT(fw_fill_cut(&s, "\t/* } ", 6), -1);
+}
+
+TEST(a_file_without_a_stub_or_in_another_language_is_refused)
+{
+	struct fw_fill_site s;
+	char err[256];
+
+	CHECK_EQ_INT(fw_fill_locate(py_src, strlen(py_src), "python", 4, &s, err, sizeof err), -1);
+	CHECK(strstr(err, "no not-implemented stub") != NULL);
+	CHECK_EQ_INT(fw_fill_locate(py_src, strlen(py_src), "rust", 4, &s, err, sizeof err), -1);
+	CHECK(strstr(err, "rust") != NULL);
+	CHECK_EQ_INT(fw_fill_locate(py_src, strlen(py_src), "python", 400, &s, err, sizeof err), -1);
+}
+
+TEST(seeds_and_ids_depend_on_every_input_and_nothing_else)
+{
+	uint64_t a = fw_rollout_seed(1, "abc", 3, 0);
+
+	CHECK(a == fw_rollout_seed(1, "abc", 3, 0));
+	CHECK(a != fw_rollout_seed(2, "abc", 3, 0));
+	CHECK(a != fw_rollout_seed(1, "abd", 3, 0));
+	CHECK(a != fw_rollout_seed(1, "abc", 3, 1));
+	CHECK(a != 0);
+	char i1[17], i2[17], i3[17];
+	fw_rollout_id(i1, "abc", 3, "builtin:x", 1, 0);
+	fw_rollout_id(i2, "abc", 3, "builtin:x", 1, 0);
+	fw_rollout_id(i3, "abc", 3, "builtin:y", 1, 0);
+	CHECK_STR(i1, i2);
+	CHECK(strcmp(i1, i3) != 0);
+	CHECK_EQ_INT(strlen(i1), 16);
+}
+
+TEST(file_patch_is_a_git_diff_and_empty_for_no_change)
+{
+	char *p = NULL, err[256];
+
+	CHECK_EQ_INT(fw_file_patch("d/a.py", "x\ny\n", 4, "x\nz\n", 4, &p, err, sizeof err), 0);
+	CHECK(p && strncmp(p, "diff --git a/d/a.py b/d/a.py\n", 29) == 0);
+	CHECK(p && strstr(p, "\n-y\n+z\n") != NULL);
+	free(p);
+	CHECK_EQ_INT(fw_file_patch("a", "x\n", 2, "x\n", 2, &p, err, sizeof err), 0);
+	CHECK_STR(p, "");
+	free(p);
+}
+
+TEST(head_tail_keeps_both_ends_and_says_how_much_was_cut)
+{
+	size_t n;
+	char *s = fw_head_tail("0123456789", 10, 3, 2, &n);
+
+	CHECK_STR(s, "012\n[... 5 bytes cut ...]\n89");
+	CHECK_EQ_INT(n, strlen(s));
+	free(s);
+	s = fw_head_tail("01234", 5, 3, 2, &n);
+	CHECK_STR(s, "01234");
+	free(s);
+}
+
+TEST(utf8_fix_replaces_only_bad_bytes)
+{
+	size_t n;
+	char *s = fw_utf8_fix("a\xc3\xa9" "b\xff" "c\xe2\x82", 8, &n);
+
+	CHECK_STR(s, "a\xc3\xa9" "b\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd");
+	CHECK_EQ_INT(n, strlen(s));
+	free(s);
+}
+
+TEST_MAIN()
