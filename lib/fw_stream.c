@@ -391,6 +391,7 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 
 struct fw_writer {
 	int fd;
+	int own_fd; /* opened in place (not a temporary): close, never unlink */
 	char *path, *tmp;
 	int level;
 	ZSTD_CCtx *z;
@@ -447,11 +448,34 @@ struct fw_writer *fw_writer_open(const char *path, int level, char *err, size_t 
 			goto oom;
 		ZSTD_CCtx_setParameter(w->z, ZSTD_c_compressionLevel, level);
 	}
-	if (path) {
+	struct stat st;
+	if (path && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* A device or a FIFO (-o /dev/null, -o /dev/stdout, a named
+		 * pipe) is written in place: renaming over it would replace it. */
+		w->fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (w->fd < 0) {
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			fw_writer_abort(w);
+			return NULL;
+		}
 		w->path = strdup(path);
+		w->own_fd = 1;
+		return w;
+	}
+	char *real = NULL;
+	if (path) {
+		/* Through a symbolic link, the file it names is replaced, not the
+		 * link. */
+		if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && (real = realpath(path, NULL)))
+			path = real;
+		w->path = strdup(path);
+		free(real);
+		if (!w->path)
+			goto oom;
+		path = w->path;
 		size_t l = strlen(path);
 		w->tmp = malloc(l + 16);
-		if (!w->path || !w->tmp)
+		if (!w->tmp)
 			goto oom;
 		snprintf(w->tmp, l + 16, "%s.tmp.XXXXXX", path);
 		w->fd = mkstemp(w->tmp);
@@ -538,6 +562,11 @@ int fw_writer_close(struct fw_writer *w, char *err, size_t errlen)
 	if (!w)
 		return 0;
 	int rc = drain(w, ZSTD_e_end);
+	if (w->own_fd) {
+		if (close(w->fd) < 0 && rc == 0)
+			rc = wfail(w, "close");
+		w->fd = -1;
+	}
 	if (rc == 0 && w->tmp) {
 		if (fsync(w->fd) < 0 && errno != EINVAL)
 			rc = wfail(w, "fsync");
@@ -565,6 +594,8 @@ void fw_writer_abort(struct fw_writer *w)
 		if (w->fd >= 0)
 			close(w->fd);
 		unlink(w->tmp);
+	} else if (w->own_fd && w->fd >= 0) {
+		close(w->fd);
 	}
 	ZSTD_freeCCtx(w->z);
 	free(w->buf);

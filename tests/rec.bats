@@ -236,3 +236,22 @@ setup() {
     rec --help | grep -q "rec $sub"
   done
 }
+
+@test "-o onto a FIFO or a device writes in place, never replaces it" {
+  mkfifo "$T/fifo"
+  rec count "$T/fifo" > "$T/n" &
+  rec cat -o "$T/fifo" "$T/in.msgpack"
+  wait
+  [ "$(cat "$T/n")" = 4 ]
+  [ -p "$T/fifo" ]
+  rec cat -o /dev/null "$T/in.msgpack"
+  [ -c /dev/null ]
+}
+
+@test "-o through a symbolic link replaces the file it names, not the link" {
+  echo old > "$T/target"
+  ln -s "$T/target" "$T/link"
+  rec cat -o "$T/link" "$T/in.msgpack"
+  [ -L "$T/link" ]
+  [ "$(rec count "$T/target")" = 4 ]
+}
