@@ -91,7 +91,9 @@ struct fw_writer;
 /*
  * Opens a writer.  path NULL or "-" writes standard output; any other path
  * is written to a temporary name beside it and renamed by fw_writer_close(),
- * so a reader never sees half a file.  level 0 writes plain msgpack, 1..19
+ * so a reader never sees half a file (through a symbolic link, beside the
+ * file it names).  A path that exists and is not a regular file (a device
+ * such as /dev/null, a FIFO) is opened and written in place.  level 0 writes plain msgpack, 1..19
  * zstd at that level, and -1 picks zstd level 3 when path ends in ".zst"
  * and plain otherwise.  Returns NULL with errno kept and a message in err.
  */
