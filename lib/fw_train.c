@@ -1,0 +1,1031 @@
+/*
+ * fw_train.c — batches of training sequences, the sft / pg / distill
+ * objectives, the step with micro-batches, and checkpoint directories.
+ * See fw_train.h.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "fw_cli.h"
+#include "fw_tok.h"
+#include "fw_train.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- batches ------------------------------------------------------------------ */
+
+struct fw_batch *fw_batch_new(void)
+{
+	return calloc(1, sizeof(struct fw_batch));
+}
+
+void fw_batch_free(struct fw_batch *b)
+{
+	if (!b)
+		return;
+	free(b->seq);
+	free(b->tok);
+	free(b->mask);
+	free(b->old);
+	free(b->tadv);
+	free(b);
+}
+
+static int grow_tokens(struct fw_batch *b, size_t extra)
+{
+	size_t cap = b->captok ? b->captok : 1024;
+	void *p;
+
+	while (cap < b->ntok + extra)
+		cap *= 2;
+	if (cap == b->captok)
+		return 0;
+	if (!(p = realloc(b->tok, cap * sizeof(int32_t))))
+		return -1;
+	b->tok = p;
+	if (!(p = realloc(b->mask, cap)))
+		return -1;
+	b->mask = p;
+	if (!(p = realloc(b->old, cap * sizeof(float))))
+		return -1;
+	b->old = p;
+	if (!(p = realloc(b->tadv, cap * sizeof(float))))
+		return -1;
+	b->tadv = p;
+	b->captok = cap;
+	return 0;
+}
+
+/* Appends an empty sequence of n tokens (mask 0, old and tadv NaN) and
+ * returns it, or NULL when out of memory. */
+static struct fw_seq *add_seq(struct fw_batch *b, int n, uint64_t group, double reward)
+{
+	struct fw_seq *s;
+
+	if (b->nseq == b->capseq) {
+		int cap = b->capseq ? 2 * b->capseq : 64;
+		void *p = realloc(b->seq, cap * sizeof(*b->seq));
+
+		if (!p)
+			return NULL;
+		b->seq = p;
+		b->capseq = cap;
+	}
+	if (grow_tokens(b, n))
+		return NULL;
+	s = &b->seq[b->nseq++];
+	*s = (struct fw_seq){ .off = b->ntok, .n = n, .group = group, .reward = reward };
+	memset(b->mask + b->ntok, 0, n);
+	for (int i = 0; i < n; i++)
+		b->old[b->ntok + i] = b->tadv[b->ntok + i] = NAN;
+	b->ntok += n;
+	return s;
+}
+
+int fw_batch_add(struct fw_batch *b, const int32_t *tok, const uint8_t *mask,
+		 const float *old, const float *tadv, int n, uint64_t group,
+		 double reward)
+{
+	struct fw_seq *s = add_seq(b, n, group, reward);
+
+	if (!s)
+		return -1;
+	memcpy(b->tok + s->off, tok, sizeof(int32_t) * n);
+	for (int i = 1; i < n; i++) {
+		b->mask[s->off + i] = mask ? !!mask[i] : 1;
+		s->ntrain += b->mask[s->off + i];
+		if (old)
+			b->old[s->off + i] = old[i];
+		if (tadv)
+			b->tadv[s->off + i] = tadv[i];
+	}
+	return 0;
+}
+
+/* Reads an array of numbers into a new array of doubles (*out, caller
+ * frees).  Returns the count, or -1 when v is not an array of numbers. */
+static long num_array(struct fw_mpv v, double **out)
+{
+	struct fw_mp_iter it;
+	struct fw_mpv e;
+	int64_t n = fw_mp_iter_init(&it, v);
+	long k = 0;
+
+	*out = NULL;
+	if (n < 0 || fw_mp_type(v) != FW_MP_ARRAY)
+		return -1;
+	if (!(*out = malloc(sizeof(double) * (n ? n : 1))))
+		return -1;
+	while (fw_mp_iter_next(&it, &e) > 0) {
+		if (fw_mp_double(e, &(*out)[k])) {
+			free(*out);
+			*out = NULL;
+			return -1;
+		}
+		k++;
+	}
+	return k;
+}
+
+static uint64_t group_key(struct fw_mpv rec)
+{
+	struct fw_mpv v, t;
+	const char *s;
+	size_t n;
+
+	if (fw_mp_get(rec, "group", &v) == 1)
+		return fw_hash64(v.p, v.n);
+	if (fw_mp_get(rec, "task", &t) == 1) {
+		if (fw_mp_get(t, "id", &v) == 1 && fw_mp_str(v, &s, &n) == 0)
+			return fw_hash64(s, n);
+		if (fw_mp_str(t, &s, &n) == 0)
+			return fw_hash64(s, n);
+	}
+	if (fw_mp_get(rec, "id", &v) == 1 && fw_mp_str(v, &s, &n) == 0)
+		return fw_hash64(s, n);
+	return fw_hash64(rec.p, rec.n);
+}
+
+/* The sampling log-probs of the assistant turns: for each turn in order,
+ * its "tokens" count and "logprobs" (NaN-filled when absent).  Fills
+ * *cnt (nturns) and *lp (concatenated); returns the number of assistant
+ * turns or -1. */
+static int turn_logprobs(struct fw_mpv turns, int **cnt, double **lp, long *nlp,
+			 char *err, size_t errlen)
+{
+	struct fw_mp_iter it;
+	struct fw_mpv t, v;
+	int64_t n = fw_mp_iter_init(&it, turns);
+	int k = 0, i = 0;
+	long total = 0, cap = 256;
+
+	*cnt = calloc(n > 0 ? n : 1, sizeof(int));
+	*lp = malloc(sizeof(double) * cap);
+	if (!*cnt || !*lp)
+		goto oom;
+	while (fw_mp_iter_next(&it, &t) > 0) {
+		double *a = NULL;
+		long na = 0, nt = 0;
+		struct fw_mp_iter ti;
+
+		i++;
+		if (fw_mp_get(t, "role", &v) != 1 || !fw_mp_str_eq(v, "assistant", 9))
+			continue;
+		if (fw_mp_get(t, "tokens", &v) == 1 && fw_mp_type(v) == FW_MP_ARRAY)
+			nt = (long)fw_mp_iter_init(&ti, v);
+		if (fw_mp_get(t, "logprobs", &v) == 1 && fw_mp_type(v) != FW_MP_NIL) {
+			if ((na = num_array(v, &a)) < 0) {
+				seterr(err, errlen, "turn %d: 'logprobs' is not an array of numbers", i - 1);
+				return -1;
+			}
+			if (na != nt) {
+				free(a);
+				seterr(err, errlen, "turn %d: %ld 'logprobs' for %ld 'tokens'",
+				       i - 1, na, nt);
+				return -1;
+			}
+		}
+		while (total + nt > cap) {
+			double *p = realloc(*lp, sizeof(double) * (cap *= 2));
+
+			if (!p) {
+				free(a);
+				goto oom;
+			}
+			*lp = p;
+		}
+		for (long j = 0; j < nt; j++)
+			(*lp)[total + j] = a ? a[j] : NAN;
+		free(a);
+		total += nt;
+		(*cnt)[k++] = (int)nt;
+	}
+	*nlp = total;
+	return k;
+oom:
+	seterr(err, errlen, "out of memory");
+	return -1;
+}
+
+int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
+			const struct fw_tok *tok, int vocab, int max_len,
+			char *err, size_t errlen)
+{
+	struct fw_mpv v, g;
+	struct fw_tok_ids ids = { 0 };
+	double *lp = NULL, *adv = NULL, reward = NAN;
+	int *cnt = NULL, rc = -1, n = 0, nturns = 0;
+	long nlp = 0, nadv = -1;
+	int32_t *tk = NULL;
+	uint8_t *mk = NULL;
+	int lp_shift = 0;
+	struct fw_seq *s;
+	int *tpos = NULL; /* positions of the assistant turns' own tokens */
+	long ntpos = 0;
+
+	if (fw_mp_get(rec, "grade", &g) == 1 && fw_mp_get(g, "reward", &v) == 1 &&
+	    fw_mp_double(v, &reward)) {
+		seterr(err, errlen, "'grade.reward' is not a number");
+		return -1;
+	}
+	if (fw_mp_get(rec, "teach", &g) == 1 && fw_mp_get(g, "adv", &v) == 1) {
+		if ((nadv = num_array(v, &adv)) < 0) {
+			seterr(err, errlen, "'teach.adv' is not an array of numbers");
+			return -1;
+		}
+		for (long i = 0; i < nadv; i++)
+			if (!isfinite(adv[i])) {
+				seterr(err, errlen, "'teach.adv' holds a value that is not finite");
+				goto out;
+			}
+	}
+	if (fw_mp_get(rec, "tokens", &v) == 1) {
+		double *x = NULL, *m = NULL;
+		long nx = num_array(v, &x), nm;
+
+		if (nx < 0) {
+			seterr(err, errlen, "'tokens' is not an array of ids");
+			goto out;
+		}
+		n = (int)(nx < INT_MAX ? nx : INT_MAX);
+		tk = malloc(sizeof(int32_t) * (n + 1));
+		mk = malloc(n + 1);
+		if (!tk || !mk) {
+			free(x);
+			goto oom;
+		}
+		for (int i = 0; i < n; i++) {
+			if (x[i] != floor(x[i]) || x[i] < 0 || x[i] >= vocab) {
+				seterr(err, errlen, "'tokens' holds an id outside the vocabulary");
+				free(x);
+				goto out;
+			}
+			tk[i] = (int32_t)x[i];
+			mk[i] = i > 0;
+		}
+		free(x);
+		if (fw_mp_get(rec, "mask", &v) == 1) {
+			if ((nm = num_array(v, &m)) != n) {
+				free(m);
+				seterr(err, errlen, "'mask' does not have one value per token");
+				goto out;
+			}
+			for (int i = 0; i < n; i++)
+				mk[i] = i > 0 && m[i] != 0;
+			free(m);
+		}
+		if (fw_mp_get(rec, "logprobs", &v) == 1) {
+			if ((nlp = num_array(v, &lp)) != n && nlp != n - 1) {
+				seterr(err, errlen, "'logprobs' needs one value per token (or per token after the first)");
+				goto out;
+			}
+			lp_shift = nlp == n - 1;
+		}
+	} else if (fw_mp_get(rec, "turns", &v) == 1) {
+		int tmpl;
+
+		if (!tok) {
+			seterr(err, errlen, "'turns' needs the checkpoint's tokenizer.json");
+			goto out;
+		}
+		if ((tmpl = fw_chat_detect(tok)) < 0) {
+			seterr(err, errlen, "the tokenizer has no chat template tokens");
+			goto out;
+		}
+		if ((nturns = turn_logprobs(v, &cnt, &lp, &nlp, err, errlen)) < 0)
+			goto out;
+		if (fw_chat_render_mp(tok, tmpl, &v, 0, &ids, err, errlen))
+			goto out;
+		n = (int)ids.n;
+		tk = ids.ids;
+		mk = ids.mask;
+		if (n > 0)
+			mk[0] = 0;
+		if (!(tpos = malloc(sizeof(int) * (nlp + 1))))
+			goto oom;
+	} else {
+		seterr(err, errlen, "record has neither 'tokens' nor 'turns'");
+		rc = 1;
+		goto out;
+	}
+	if (n > max_len) {
+		seterr(err, errlen, "%d tokens exceed max_position_embeddings %d", n, max_len);
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		if (tk[i] < 0 || tk[i] >= vocab) {
+			seterr(err, errlen, "token %d (id %d) is outside the vocabulary", i, (int)tk[i]);
+			goto out;
+		}
+	if (!(s = add_seq(b, n, group_key(rec), reward)))
+		goto oom;
+	memcpy(b->tok + s->off, tk, sizeof(int32_t) * n);
+	{
+		/* Runs of trained tokens are the assistant turns in order; the
+		 * first cnt[k] tokens of run k are the turn's own (sampled)
+		 * tokens, any further one the end token the template added. */
+		int run = -1, inrun = 0, j = 0;
+		long used = 0;
+
+		for (int i = 0; i < n; i++) {
+			float *old = &b->old[s->off + i];
+
+			b->mask[s->off + i] = mk[i] != 0;
+			s->ntrain += mk[i] != 0;
+			if (!mk[i]) {
+				inrun = 0;
+				continue;
+			}
+			if (!inrun) {
+				inrun = 1;
+				run++;
+				j = 0;
+				if (run > 0 && run - 1 < nturns)
+					used += cnt[run - 1];
+			}
+			if (tpos) {
+				if (run < nturns && j < cnt[run]) {
+					*old = (float)lp[used + j];
+					tpos[ntpos++] = i;
+				}
+			} else if (lp) {
+				*old = lp_shift ? (i > 0 ? (float)lp[i - 1] : NAN) : (float)lp[i];
+			}
+			j++;
+		}
+	}
+	if (nadv >= 0) {
+		long k = 0;
+
+		if (nadv == s->ntrain) {
+			for (int i = 0; i < n; i++)
+				if (b->mask[s->off + i])
+					b->tadv[s->off + i] = (float)adv[k++];
+		} else if (tpos && nadv == ntpos) {
+			for (long i = 0; i < ntpos; i++)
+				b->tadv[s->off + tpos[i]] = (float)adv[i];
+		} else {
+			b->nseq--;
+			b->ntok -= n;
+			seterr(err, errlen, "'teach.adv' has %ld values for %d trained tokens",
+			       nadv, s->ntrain);
+			goto out;
+		}
+	}
+	if (s->ntrain == 0) {
+		b->nseq--;
+		b->ntok -= n;
+		seterr(err, errlen, "record has no trained token");
+		rc = 1;
+		goto out;
+	}
+	rc = 0;
+	goto out;
+oom:
+	seterr(err, errlen, "out of memory");
+out:
+	if (ids.ids) {
+		fw_tok_ids_release(&ids);
+	} else {
+		free(tk);
+		free(mk);
+	}
+	free(lp);
+	free(adv);
+	free(cnt);
+	free(tpos);
+	return rc;
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+	const struct fw_seq *x = *(struct fw_seq *const *)a, *y = *(struct fw_seq *const *)b;
+
+	return x->group < y->group ? -1 : x->group > y->group;
+}
+
+void fw_batch_advantages(struct fw_batch *b, int no_std, struct fw_group_stats *st)
+{
+	struct fw_seq **p = malloc(sizeof(*p) * (b->nseq ? b->nseq : 1));
+	double rs = 0, rss = 0, as = 0, ass = 0;
+	long nr = 0, na = 0;
+
+	memset(st, 0, sizeof(*st));
+	st->adv_min = INFINITY;
+	st->adv_max = -INFINITY;
+	if (!p)
+		return;
+	for (int i = 0; i < b->nseq; i++) {
+		struct fw_seq *s = &b->seq[i];
+
+		s->adv = 0;
+		s->skip = !isfinite(s->reward);
+		if (s->skip)
+			st->no_reward++;
+		else {
+			rs += s->reward;
+			rss += s->reward * s->reward;
+			nr++;
+		}
+		p[i] = s;
+	}
+	/* A stable order (the sort only groups; order within is kept by
+	 * comparing positions when keys tie is unnecessary: the group's
+	 * statistics do not depend on it). */
+	qsort(p, b->nseq, sizeof(*p), cmp_group);
+	for (int i = 0; i < b->nseq;) {
+		int j = i, k = 0;
+		double sum = 0, sq = 0, mean, sd, lo = INFINITY, hi = -INFINITY;
+
+		while (j < b->nseq && p[j]->group == p[i]->group)
+			j++;
+		for (int q = i; q < j; q++)
+			if (!p[q]->skip) {
+				sum += p[q]->reward;
+				k++;
+				lo = fmin(lo, p[q]->reward);
+				hi = fmax(hi, p[q]->reward);
+			}
+		st->groups++;
+		if (k < 2 || lo == hi) {
+			st->skipped++;
+			for (int q = i; q < j; q++)
+				p[q]->skip = 1;
+			i = j;
+			continue;
+		}
+		mean = sum / k;
+		for (int q = i; q < j; q++)
+			if (!p[q]->skip)
+				sq += (p[q]->reward - mean) * (p[q]->reward - mean);
+		sd = sqrt(sq / (k - 1));
+		for (int q = i; q < j; q++) {
+			double a;
+
+			if (p[q]->skip)
+				continue;
+			a = p[q]->reward - mean;
+			if (!no_std)
+				a /= sd + 1e-4;
+			p[q]->adv = (float)a;
+			as += a;
+			ass += a * a;
+			na++;
+			st->adv_min = fmin(st->adv_min, a);
+			st->adv_max = fmax(st->adv_max, a);
+		}
+		i = j;
+	}
+	free(p);
+	if (nr) {
+		st->reward_mean = rs / nr;
+		st->reward_std = sqrt(fmax(0, rss / nr - st->reward_mean * st->reward_mean));
+	}
+	if (na) {
+		st->adv_mean = as / na;
+		st->adv_std = sqrt(fmax(0, ass / na - st->adv_mean * st->adv_mean));
+	} else
+		st->adv_min = st->adv_max = 0;
+}
+
+/* ---- the step ------------------------------------------------------------------ */
+
+void fw_train_defaults(struct fw_train_cfg *c)
+{
+	*c = (struct fw_train_cfg){
+		.w_sft = 1,
+		.adamw = { .lr = 1e-5f, .b1 = 0.9f, .b2 = 0.95f, .eps = 1e-8f,
+			   .wd = 0.1f, .clip = 1.0f },
+		.sched = FW_SCHED_COSINE,
+		.min_lr = 0.1,
+		.batch_tokens = 8192,
+		.clip_low = 0.2,
+		.clip_high = 0.28,
+		.is_clip = 2,
+	};
+}
+
+double fw_train_lr(const struct fw_train_cfg *c, long step)
+{
+	double lr = c->adamw.lr, p;
+
+	if (c->warmup > 0 && step <= c->warmup)
+		return lr * step / c->warmup;
+	if (c->sched == FW_SCHED_CONSTANT || c->decay_steps <= c->warmup)
+		return lr;
+	p = (double)(step - c->warmup) / (double)(c->decay_steps - c->warmup);
+	if (p > 1)
+		p = 1;
+	return lr * (c->min_lr + (1 - c->min_lr) * 0.5 * (1 + cos(M_PI * p)));
+}
+
+/* Sums that the ranks share: normalizers first, then measurements. */
+enum { S_NSFT, S_NPG, S_NDIST, S_SEQSFT, S_SEQPG, S_SEQDIST,
+       S_NSEQ, S_NTOK, S_COUNT_NORM };
+enum { M_SFT, M_PG, M_KL, M_DIST, M_CLIP, M_ISCLIP, M_PGTOK, M_DTOK,
+       M_SIGNAL, M_COUNT };
+
+static int trains_pg(const struct fw_train_cfg *c, const struct fw_seq *s)
+{
+	return c->w_pg > 0 && !s->skip;
+}
+
+int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
+		  const struct fw_train_cfg *c, const struct fw_batch *b,
+		  const int *idx, int n, struct fw_step_stats *st, char *err,
+		  size_t errlen)
+{
+	double nrm[S_COUNT_NORM] = { 0 }, ms[M_COUNT] = { 0 };
+	double t0 = fw_now(), gsq = 0;
+	int two = c->w_pg > 0 || c->w_distill > 0 || c->kl_coef > 0;
+	long cap = c->batch_tokens > 0 ? c->batch_tokens : 1;
+	int32_t *tok = NULL, *tgt = NULL;
+	float *wt = NULL, *lp = NULL, *rlp = NULL;
+	int rc = -1;
+
+	if (c->kl_coef > 0 && !ref) {
+		seterr(err, errlen, "the KL term needs a reference model");
+		return -1;
+	}
+	memset(st, 0, sizeof(*st));
+	for (int k = 0; k < n; k++) {
+		const struct fw_seq *s = &b->seq[idx[k]];
+		int nd = 0;
+
+		if (s->n > cap)
+			cap = s->n;
+		for (int i = 0; i < s->n; i++)
+			nd += b->mask[s->off + i] && isfinite(b->tadv[s->off + i]);
+		nrm[S_NSFT] += s->ntrain;
+		nrm[S_SEQSFT] += s->ntrain > 0;
+		if (trains_pg(c, s)) {
+			nrm[S_NPG] += s->ntrain;
+			nrm[S_SEQPG] += s->ntrain > 0;
+		}
+		nrm[S_NDIST] += nd;
+		nrm[S_SEQDIST] += nd > 0;
+		nrm[S_NSEQ] += 1;
+		nrm[S_NTOK] += s->ntrain;
+	}
+	if (c->allreduce && c->allreduce(nrm, S_COUNT_NORM, c->ctx)) {
+		seterr(err, errlen, "all-reduce failed");
+		return -1;
+	}
+	tok = malloc(sizeof(int32_t) * cap);
+	tgt = malloc(sizeof(int32_t) * cap);
+	wt = malloc(sizeof(float) * cap);
+	lp = malloc(sizeof(float) * cap);
+	rlp = malloc(sizeof(float) * cap);
+	if (!tok || !tgt || !wt || !lp || !rlp || fw_model_grads(m)) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	fw_model_zero_grad(m);
+	for (int k = 0; k < n;) {
+		int rows = 0, T = 0, any = 0;
+
+		/* Greedy packing in input order: rows share the longest length. */
+		while (k + rows < n) {
+			int len = b->seq[idx[k + rows]].n, t = len > T ? len : T;
+
+			if (rows > 0 && (long)(rows + 1) * t > c->batch_tokens)
+				break;
+			T = t;
+			rows++;
+		}
+		for (int r = 0; r < rows; r++) {
+			const struct fw_seq *s = &b->seq[idx[k + r]];
+
+			for (int p = 0; p < T; p++) {
+				size_t i = s->off + p + 1;
+
+				tok[r * T + p] = p < s->n ? b->tok[s->off + p] : 0;
+				tgt[r * T + p] = p + 1 < s->n && b->mask[i] ? b->tok[i] : -1;
+				wt[r * T + p] = 0;
+			}
+		}
+		if (T < 2) {
+			k += rows;
+			continue;
+		}
+		if (two && fw_model_forward(m, tok, tgt, NULL, rows, T, 1, lp, NULL, err, errlen))
+			goto out;
+		if (c->kl_coef > 0 &&
+		    fw_model_forward(ref, tok, tgt, NULL, rows, T, 1, rlp, NULL, err, errlen))
+			goto out;
+		for (int r = 0; r < rows; r++) {
+			const struct fw_seq *s = &b->seq[idx[k + r]];
+			int nd = 0;
+			double sn, pn, dn;
+
+			for (int i = 0; i < s->n; i++)
+				nd += b->mask[s->off + i] && isfinite(b->tadv[s->off + i]);
+			sn = c->norm_seq ? 1.0 / ((double)s->ntrain * nrm[S_SEQSFT]) : 1.0 / nrm[S_NSFT];
+			pn = c->norm_seq ? 1.0 / ((double)s->ntrain * nrm[S_SEQPG]) : 1.0 / nrm[S_NPG];
+			dn = c->norm_seq ? 1.0 / ((double)nd * nrm[S_SEQDIST]) : 1.0 / nrm[S_NDIST];
+			for (int p = 0; p + 1 < s->n; p++) {
+				size_t i = s->off + p + 1;
+				double g = 0, l = two ? lp[r * T + p] : 0, old, ratio;
+
+				if (!b->mask[i])
+					continue;
+				if (c->w_sft > 0) {
+					g -= c->w_sft * sn;
+					if (two)
+						ms[M_SFT] -= l * sn;
+					ms[M_SIGNAL]++;
+				}
+				old = isfinite(b->old[i]) ? b->old[i] : l;
+				ratio = exp(l - old);
+				if (trains_pg(c, s)) {
+					double A = s->adv, rcl = fmin(fmax(ratio, 1 - c->clip_low), 1 + c->clip_high);
+					int clipped = (A > 0 && ratio > 1 + c->clip_high) ||
+						      (A < 0 && ratio < 1 - c->clip_low);
+
+					ms[M_PG] -= fmin(ratio * A, rcl * A) * pn;
+					if (!clipped)
+						g -= c->w_pg * A * ratio * pn;
+					ms[M_CLIP] += clipped;
+					ms[M_PGTOK]++;
+					ms[M_SIGNAL]++;
+					if (c->kl_coef > 0) {
+						double d = rlp[r * T + p] - l;
+
+						ms[M_KL] += (exp(d) - d - 1) * pn;
+						g += c->w_pg * c->kl_coef * (1 - exp(d)) * pn;
+					}
+				}
+				if (c->w_distill > 0 && isfinite(b->tadv[i])) {
+					double a = b->tadv[i], w = fmin(ratio, c->is_clip);
+
+					ms[M_DIST] -= w * a * dn;
+					g -= c->w_distill * w * a * dn;
+					ms[M_ISCLIP] += ratio > c->is_clip;
+					ms[M_DTOK]++;
+					ms[M_SIGNAL]++;
+				}
+				/* forward's loss is -sum(w * logp) / 1: w = -dL/dlogp */
+				wt[r * T + p] = (float)-g;
+				any |= g != 0;
+			}
+		}
+		if (any) {
+			float loss;
+
+			if (fw_model_forward(m, tok, tgt, wt, rows, T, 1, lp, &loss, err, errlen) ||
+			    fw_model_backward(m, err, errlen))
+				goto out;
+			if (!two)
+				ms[M_SFT] += loss / c->w_sft;
+		}
+		k += rows;
+	}
+	if (c->allreduce && c->allreduce(ms, M_COUNT, c->ctx)) {
+		seterr(err, errlen, "all-reduce failed");
+		goto out;
+	}
+	if (c->allreduce_f && c->allreduce_f(m->g, m->nw, c->ctx)) {
+		seterr(err, errlen, "all-reduce failed");
+		goto out;
+	}
+	st->loss_sft = ms[M_SFT];
+	st->loss_pg = ms[M_PG];
+	st->kl = ms[M_KL];
+	st->loss_distill = ms[M_DIST];
+	st->loss = c->w_sft * ms[M_SFT] + c->w_pg * (ms[M_PG] + c->kl_coef * ms[M_KL]) +
+		   c->w_distill * ms[M_DIST];
+	st->clip_frac = ms[M_PGTOK] > 0 ? ms[M_CLIP] / ms[M_PGTOK] : 0;
+	st->is_clip_frac = ms[M_DTOK] > 0 ? ms[M_ISCLIP] / ms[M_DTOK] : 0;
+	st->tokens = (long)nrm[S_NTOK];
+	st->seqs = (long)nrm[S_NSEQ];
+	st->lr = fw_train_lr(c, o->step + 1);
+	for (long i = 0; i < m->nw; i++)
+		gsq += (double)m->g[i] * m->g[i];
+	st->grad_norm = sqrt(gsq);
+	if (!isfinite(st->loss) || !isfinite(st->grad_norm)) {
+		seterr(err, errlen, "the loss (%g) or the gradient norm (%g) is not finite",
+		       st->loss, st->grad_norm);
+		goto out;
+	}
+	if (ms[M_SIGNAL] > 0) {
+		struct fw_adamw_cfg a = c->adamw;
+
+		a.lr = (float)st->lr;
+		fw_opt_step(o, m, &a);
+		for (long i = 0; i < m->nw; i++)
+			if (!isfinite(m->w[i])) {
+				seterr(err, errlen, "the update made weights that are not finite");
+				goto out;
+			}
+	}
+	st->seconds = fw_now() - t0;
+	rc = 0;
+out:
+	free(tok);
+	free(tgt);
+	free(wt);
+	free(lp);
+	free(rlp);
+	return rc;
+}
+
+/* ---- checkpoints ----------------------------------------------------------------- */
+
+static const char *sched_name(enum fw_sched s)
+{
+	return s == FW_SCHED_CONSTANT ? "constant" : "cosine";
+}
+
+int fw_train_state_load(struct fw_train_state *s, const char *dir, char *err,
+			size_t errlen)
+{
+	char p[PATH_MAX];
+	json_error_t je;
+	json_t *j, *v, *sc;
+
+	memset(s, 0, sizeof(*s));
+	snprintf(p, sizeof(p), "%s/trainer_state.json", dir);
+	if (access(p, F_OK))
+		return 0;
+	if (!(j = json_load_file(p, 0, &je))) {
+		seterr(err, errlen, "%s: line %d: %s", p, je.line, je.text);
+		return -1;
+	}
+	if (!json_is_object(j) || !json_is_integer(json_object_get(j, "step"))) {
+		seterr(err, errlen, "%s: no integer 'step'", p);
+		json_decref(j);
+		return -1;
+	}
+	s->step = (long)json_integer_value(json_object_get(j, "step"));
+	s->data_pos = (long)json_integer_value(json_object_get(j, "data_position"));
+	s->tokens_seen = (long)json_integer_value(json_object_get(j, "tokens_seen"));
+	if ((v = json_object_get(j, "id")) && json_is_string(v))
+		snprintf(s->id, sizeof(s->id), "%s", json_string_value(v));
+	if ((v = json_object_get(j, "parent")) && json_is_string(v))
+		snprintf(s->parent, sizeof(s->parent), "%s", json_string_value(v));
+	if ((sc = json_object_get(j, "schedule")) && json_is_object(sc)) {
+		s->have_sched = 1;
+		s->lr = json_number_value(json_object_get(sc, "lr"));
+		s->min_lr = json_number_value(json_object_get(sc, "min_lr"));
+		s->warmup = (long)json_integer_value(json_object_get(sc, "warmup"));
+		s->decay_steps = (long)json_integer_value(json_object_get(sc, "decay_steps"));
+		v = json_object_get(sc, "name");
+		s->sched = v && json_is_string(v) && !strcmp(json_string_value(v), "constant")
+			? FW_SCHED_CONSTANT : FW_SCHED_COSINE;
+	}
+	json_decref(j);
+	if (s->step < 0 || s->data_pos < 0) {
+		seterr(err, errlen, "%s: negative 'step' or 'data_position'", p);
+		return -1;
+	}
+	return 0;
+}
+
+int fw_train_state_save(const struct fw_train_state *s, const char *dir,
+			char *err, size_t errlen)
+{
+	char p[PATH_MAX], t[PATH_MAX + 8];
+	json_t *j;
+	int rc;
+
+	snprintf(p, sizeof(p), "%s/trainer_state.json", dir);
+	snprintf(t, sizeof(t), "%s.tmp", p);
+	j = json_pack("{s:I, s:I, s:I, s:s, s:s, s:{s:s, s:f, s:f, s:I, s:I}}",
+		      "step", (json_int_t)s->step,
+		      "data_position", (json_int_t)s->data_pos,
+		      "tokens_seen", (json_int_t)s->tokens_seen,
+		      "id", s->id, "parent", s->parent,
+		      "schedule", "name", sched_name(s->sched), "lr", s->lr,
+		      "min_lr", s->min_lr, "warmup", (json_int_t)s->warmup,
+		      "decay_steps", (json_int_t)s->decay_steps);
+	if (!j) {
+		seterr(err, errlen, "%s: out of memory", p);
+		return -1;
+	}
+	rc = json_dump_file(j, t, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	json_decref(j);
+	if (rc || rename(t, p)) {
+		seterr(err, errlen, "%s: %s", p, strerror(errno));
+		unlink(t);
+		return -1;
+	}
+	return 0;
+}
+
+int fw_ckpt_resolve(const char *dir, char *out, size_t outlen, char *err,
+		    size_t errlen)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/config.json", dir);
+	if (!access(p, F_OK)) {
+		snprintf(out, outlen, "%s", dir);
+		return 0;
+	}
+	snprintf(p, sizeof(p), "%s/latest/config.json", dir);
+	if (!access(p, F_OK)) {
+		snprintf(out, outlen, "%s/latest", dir);
+		return 0;
+	}
+	seterr(err, errlen, "%s: not a checkpoint (no config.json, no latest/config.json)", dir);
+	return -1;
+}
+
+void fw_ckpt_id(const struct fw_model *m, char id[17])
+{
+	snprintf(id, 17, "%016llx",
+		 (unsigned long long)fw_hash64(m->w, sizeof(float) * (size_t)m->nw));
+}
+
+/* Removes a directory of plain files (a checkpoint). */
+static void rm_flat(const char *d)
+{
+	DIR *dp = opendir(d);
+	struct dirent *e;
+	char p[PATH_MAX];
+
+	if (dp) {
+		while ((e = readdir(dp)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+				snprintf(p, sizeof(p), "%s/%s", d, e->d_name);
+				unlink(p);
+			}
+		closedir(dp);
+	}
+	rmdir(d);
+}
+
+static int sync_path(const char *p)
+{
+	int fd = open(p, O_RDONLY), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+	FILE *a = fopen(from, "rb"), *b;
+	char buf[65536];
+	size_t n;
+	int rc = 0;
+
+	if (!a)
+		return -1;
+	if (!(b = fopen(to, "wb"))) {
+		fclose(a);
+		return -1;
+	}
+	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
+		if (fwrite(buf, 1, n, b) != n)
+			rc = -1;
+	if (ferror(a))
+		rc = -1;
+	fclose(a);
+	if (fclose(b))
+		rc = -1;
+	return rc;
+}
+
+static int cmp_name_desc(const void *a, const void *b)
+{
+	return -strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Removes the temporary directories of writers that are gone, and step-*
+ * checkpoints beyond the keep newest (never the one named keep_name). */
+static void tidy(const char *root, int keep, const char *keep_name)
+{
+	DIR *dp = opendir(root);
+	struct dirent *e;
+	char p[PATH_MAX], **names = NULL;
+	int n = 0, cap = 0;
+
+	if (!dp)
+		return;
+	while ((e = readdir(dp))) {
+		const char *dash;
+		long pid;
+
+		if (!strncmp(e->d_name, ".tmp-", 5) && (dash = strrchr(e->d_name, '-'))) {
+			pid = strtol(dash + 1, NULL, 10);
+			if (pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) && errno == ESRCH) {
+				snprintf(p, sizeof(p), "%s/%s", root, e->d_name);
+				rm_flat(p);
+			}
+		} else if (!strncmp(e->d_name, "step-", 5) && keep > 0) {
+			if (n == cap) {
+				char **q = realloc(names, sizeof(char *) * (cap = cap ? 2 * cap : 16));
+
+				if (!q)
+					break;
+				names = q;
+			}
+			if (!(names[n] = strdup(e->d_name)))
+				break;
+			n++;
+		}
+	}
+	closedir(dp);
+	qsort(names, n, sizeof(char *), cmp_name_desc);
+	for (int i = 0; i < n; i++) {
+		if (i >= keep && strcmp(names[i], keep_name)) {
+			snprintf(p, sizeof(p), "%s/%s", root, names[i]);
+			rm_flat(p);
+		}
+		free(names[i]);
+	}
+	free(names);
+}
+
+int fw_ckpt_write(const char *root, const struct fw_model *m,
+		  const struct fw_opt *o, const struct fw_train_state *s,
+		  const char *tok_from, enum fw_dtype dtype, int keep,
+		  char *out, size_t outlen, char *err, size_t errlen)
+{
+	static const char *files[] = { "config.json", "model.safetensors",
+				       "optimizer.safetensors", "trainer_state.json",
+				       "tokenizer.json" };
+	char tmp[PATH_MAX], name[64], fin[PATH_MAX], p[PATH_MAX + 64], lt[PATH_MAX];
+	struct stat sb;
+
+	if (mkdir(root, 0777) && errno != EEXIST) {
+		seterr(err, errlen, "%s: %s", root, strerror(errno));
+		return -1;
+	}
+	snprintf(name, sizeof(name), "step-%08ld-%s", s->step, s->id);
+	snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-%ld", root, name, (long)getpid());
+	snprintf(fin, sizeof(fin), "%s/%s", root, name);
+	rm_flat(tmp);
+	if (mkdir(tmp, 0777)) {
+		seterr(err, errlen, "%s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	if (fw_model_save(m, tmp, dtype, err, errlen))
+		goto fail;
+	snprintf(p, sizeof(p), "%s/optimizer.safetensors", tmp);
+	if (fw_opt_save(o, m, p, err, errlen) || fw_train_state_save(s, tmp, err, errlen))
+		goto fail;
+	if (tok_from && !access(tok_from, F_OK)) {
+		snprintf(p, sizeof(p), "%s/tokenizer.json", tmp);
+		if (copy_file(tok_from, p)) {
+			seterr(err, errlen, "%s: %s", p, strerror(errno));
+			goto fail;
+		}
+	}
+	/* Data on disk before the names that point at it. */
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", tmp, files[i]);
+		if (!access(p, F_OK) && sync_path(p)) {
+			seterr(err, errlen, "%s: %s", p, strerror(errno));
+			goto fail;
+		}
+	}
+	sync_path(tmp);
+	if (!stat(fin, &sb)) {
+		/* The same step and content id: that checkpoint is already here. */
+		rm_flat(tmp);
+	} else if (rename(tmp, fin)) {
+		seterr(err, errlen, "%s: %s", fin, strerror(errno));
+		goto fail;
+	}
+	snprintf(lt, sizeof(lt), "%s/.tmp-latest-%ld", root, (long)getpid());
+	snprintf(p, sizeof(p), "%s/latest", root);
+	unlink(lt);
+	if (symlink(name, lt) || rename(lt, p)) {
+		seterr(err, errlen, "%s: %s", p, strerror(errno));
+		unlink(lt);
+		return -1;
+	}
+	sync_path(root);
+	tidy(root, keep, name);
+	snprintf(out, outlen, "%s", fin);
+	return 0;
+fail:
+	rm_flat(tmp);
+	return -1;
+}

@@ -1,0 +1,224 @@
+/*
+ * fw_train.h — training steps over record streams: sequences with a mask
+ * of trained tokens, the objectives (supervised fine-tuning, GRPO policy
+ * gradient, self-distillation from per-token teacher advantages), the
+ * learning-rate schedule, micro-batching with gradient accumulation, and
+ * checkpoint directories with their trainer_state.json.
+ *
+ * A batch (struct fw_batch) holds sequences back to back: ids, a mask of
+ * trained (policy) tokens, and per token the log-prob the policy had when
+ * it sampled the token and a teacher advantage, both NaN where unknown.
+ * Per sequence a group key and a reward (GRPO).
+ *
+ * Conventions: position i of a sequence holds token i; "token i is
+ * trained" means the model is scored on predicting it from tokens
+ * 0..i-1, so token 0 is never trained.
+ *
+ * Every loss is written as a function of the per-token log-probs logp_t of
+ * trained tokens, so a step runs the model forward, computes each token's
+ * gradient coefficient dL/dlogp_t, and runs it forward again with those as
+ * token weights before the backward pass.  Losses are token-level means
+ * over the whole batch (all micro-batches, all data-parallel ranks), or
+ * per sequence then over sequences (norm seq).
+ */
+#ifndef FW_TRAIN_H
+#define FW_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fw_model.h"
+#include "fw_mp.h"
+
+struct fw_tok;
+
+/* ---- batches ------------------------------------------------------------------ */
+
+struct fw_seq {
+	size_t off;        /* first token in the batch arrays */
+	int n;             /* tokens */
+	int ntrain;        /* tokens with mask 1 */
+	uint64_t group;    /* group key (hash); rollouts of one task share it */
+	double reward;     /* NaN when the record has none */
+	float adv;         /* GRPO advantage, set by fw_batch_advantages() */
+	int skip;          /* 1: in a group that gives no signal (pg only) */
+};
+
+struct fw_batch {
+	int nseq, capseq;
+	struct fw_seq *seq;
+	size_t ntok, captok;
+	int32_t *tok;      /* ntok ids */
+	uint8_t *mask;     /* 1 where the token is trained */
+	float *old;        /* log-prob under the sampling policy, NaN if unknown */
+	float *tadv;       /* teacher advantage (teach.adv), NaN if none */
+};
+
+/* A new empty batch (fw_batch_free).  Returns NULL when out of memory. */
+struct fw_batch *fw_batch_new(void);
+
+/* Frees b.  fw_batch_free(NULL) does nothing. */
+void fw_batch_free(struct fw_batch *b);
+
+/*
+ * Appends one sequence of n ids.  mask (n, may be NULL: every token but the
+ * first is trained), old (n, may be NULL: unknown), tadv (n, may be NULL:
+ * none), group key, reward (NaN for none).  Returns 0, or -1 when out of
+ * memory.
+ */
+int fw_batch_add(struct fw_batch *b, const int32_t *tok, const uint8_t *mask,
+		 const float *old, const float *tadv, int n, uint64_t group,
+		 double reward);
+
+/*
+ * Appends the sequence of one record (flywheel-records(5)):
+ *  - "tokens" (ids) with optional "mask" (0/1 per token) and "logprobs"
+ *    (one per token, or one per token after the first as `ckpt score`
+ *    writes them); or
+ *  - "turns" of a traj or rollout record, rendered with tok's chat
+ *    template; assistant turns are trained, and their "logprobs" (one per
+ *    entry of the turn's "tokens") become the sampling log-probs.
+ * "teach.adv" holds one advantage per trained token, or one per entry of
+ * the assistant turns' "tokens" (in order).  The reward is "grade.reward";
+ * the group key is "group" when present, else "task.id", else "task"
+ * (a string), else the record's "id".
+ * vocab and max_len bound the ids and the length.  Returns 0; 1 when the
+ * record is not trainable (no trained token), with err saying why; -1 when
+ * malformed (err says what), or out of memory.
+ */
+int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
+			const struct fw_tok *tok, int vocab, int max_len,
+			char *err, size_t errlen);
+
+/* Group statistics of fw_batch_advantages(). */
+struct fw_group_stats {
+	int groups;          /* groups seen */
+	int skipped;         /* groups of one, or with all rewards equal */
+	int no_reward;       /* sequences without a finite reward (skipped) */
+	double reward_mean, reward_std;  /* over sequences with a reward */
+	double adv_mean, adv_std, adv_min, adv_max; /* over sequences used */
+};
+
+/*
+ * GRPO advantages: sequences with the same group key form a group; each
+ * gets adv = reward - group mean, divided by (the group's sample standard
+ * deviation + 1e-4) unless no_std.  Groups of one and groups whose rewards
+ * are all equal are marked skip, as are sequences without a finite reward.
+ * Fills *st.  Cannot fail.
+ */
+void fw_batch_advantages(struct fw_batch *b, int no_std,
+			 struct fw_group_stats *st);
+
+/* ---- the step ------------------------------------------------------------------ */
+
+enum fw_sched { FW_SCHED_COSINE, FW_SCHED_CONSTANT };
+
+struct fw_train_cfg {
+	double w_sft, w_pg, w_distill;   /* objective weights (0: off) */
+	struct fw_adamw_cfg adamw;       /* lr here is the peak learning rate */
+	enum fw_sched sched;
+	long warmup;          /* steps of linear warmup from lr/warmup to lr */
+	long decay_steps;     /* cosine reaches min_lr at this step (0: never decays) */
+	double min_lr;        /* floor of the cosine, as a fraction of lr */
+	long batch_tokens;    /* micro-batch budget: rows * padded length */
+	double clip_low, clip_high;  /* PPO ratio clip: [1 - low, 1 + high] */
+	int norm_seq;         /* 1: mean per sequence, then over sequences */
+	double kl_coef;       /* k3 KL to the reference model (needs ref) */
+	double is_clip;       /* distill: importance weight clipped to this */
+	/* Data parallel: sums n floats in place across ranks; NULL when
+	 * alone.  Returns 0 or -1. */
+	int (*allreduce)(double *x, long n, void *ctx);
+	int (*allreduce_f)(float *x, long n, void *ctx);
+	void *ctx;
+};
+
+/* Sets c to the defaults: sft weight 1, lr 1e-5, betas 0.9/0.95, eps 1e-8,
+ * weight decay 0.1, clip 1, cosine, warmup 0, no decay horizon, min_lr 0.1,
+ * batch_tokens 8192, clips 0.2/0.28, token norm, no KL, is_clip 2. */
+void fw_train_defaults(struct fw_train_cfg *c);
+
+/* Learning rate of optimizer step `step` (counting from 1) under c.
+ * Cannot fail. */
+double fw_train_lr(const struct fw_train_cfg *c, long step);
+
+/* What one step measured. */
+struct fw_step_stats {
+	double loss, loss_sft, loss_pg, loss_distill, kl;
+	double grad_norm, lr;
+	long tokens;          /* trained tokens over all ranks */
+	long seqs;            /* sequences over all ranks */
+	double clip_frac;     /* fraction of pg tokens whose ratio was clipped */
+	double is_clip_frac;  /* fraction of distill tokens clipped */
+	double seconds;
+};
+
+/*
+ * One optimizer step over sequences idx[0..n) of b (this rank's share):
+ * micro-batches of at most c->batch_tokens (rows * padded length; a longer
+ * sequence goes alone), gradients accumulated, summed across ranks by
+ * c->allreduce_f, clipped, AdamW with the scheduled lr for step o->step+1.
+ * ref is the reference model for the KL term (NULL when kl_coef is 0).
+ * A non-finite loss or gradient norm is an error and leaves m->w as it
+ * was.  Fills *st.  Returns 0, or -1 with err filled.
+ */
+int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
+		  const struct fw_train_cfg *c, const struct fw_batch *b,
+		  const int *idx, int n, struct fw_step_stats *st, char *err,
+		  size_t errlen);
+
+/* ---- checkpoints ----------------------------------------------------------------- */
+
+/* trainer_state.json: what a checkpoint needs besides weights and
+ * optimizer moments to continue as if never stopped. */
+struct fw_train_state {
+	long step;            /* optimizer steps taken */
+	long data_pos;        /* next sequence of the (cycled) input */
+	uint64_t rng;         /* generator state */
+	long tokens_seen;
+	char id[17];          /* this checkpoint's id (hex) */
+	char parent[17];      /* the checkpoint it was trained from, "" for none */
+	/* the schedule, so later invocations continue it */
+	double lr, min_lr;
+	long warmup, decay_steps;
+	enum fw_sched sched;
+	int have_sched;       /* 0 when read from a checkpoint without one */
+};
+
+/* Reads DIR/trainer_state.json into s; a missing file gives a zeroed
+ * state (a fresh checkpoint).  Returns 0, or -1 with err filled. */
+int fw_train_state_load(struct fw_train_state *s, const char *dir, char *err,
+			size_t errlen);
+
+/* Writes s as DIR/trainer_state.json (temp file, renamed).  Returns 0, or
+ * -1 with err filled. */
+int fw_train_state_save(const struct fw_train_state *s, const char *dir,
+			char *err, size_t errlen);
+
+/* The checkpoint directory DIR names: DIR itself when it holds
+ * config.json, else DIR/latest when that holds one.  Writes the path into
+ * out (outlen bytes).  Returns 0, or -1 with err filled. */
+int fw_ckpt_resolve(const char *dir, char *out, size_t outlen, char *err,
+		    size_t errlen);
+
+/* Content id of a model's weights: 16 hex digits of fw_hash64 over them,
+ * into id (17 bytes).  Cannot fail. */
+void fw_ckpt_id(const struct fw_model *m, char id[17]);
+
+/*
+ * Writes a checkpoint under root (created if absent) as root/step-NNNNNNNN:
+ * config.json and model.safetensors (dtype), optimizer.safetensors,
+ * trainer_state.json, and tokenizer.json copied from tok_from (when not
+ * NULL and present).  Everything goes to a temporary directory under root
+ * first, synced, then renamed into place, and root/latest (a symbolic
+ * link) is switched by rename, so a reader sees the old checkpoint or the
+ * new one whole.  Then removes step-* directories beyond the keep newest
+ * (keep <= 0 keeps all) and temporary directories of writers that died.
+ * The final path goes to out.  Returns 0, or -1 with err filled (nothing
+ * of the old checkpoints is changed then).
+ */
+int fw_ckpt_write(const char *root, const struct fw_model *m,
+		  const struct fw_opt *o, const struct fw_train_state *s,
+		  const char *tok_from, enum fw_dtype dtype, int keep,
+		  char *out, size_t outlen, char *err, size_t errlen);
+
+#endif
