@@ -21,8 +21,8 @@ static const char usage_text[] =
 	"usage: rollout --policy builtin:DIR | exec:CMD [--store DIR] [--mode fill]\n"
 	"               [--samples K] [--seed S] [--temp T] [--top-p P] [--top-k K]\n"
 	"               [--max-tokens N] [-j N] [--shard K/N] [--allow HOST ...]\n"
-	"               [--mount PATH ...] [--timeout SEC] [--no-time] [--progress] [-z]\n"
-	"               [-o OUT] [FILE ...]\n"
+	"               [--mount PATH ...] [--timeout SEC] [--ignore-stop] [--no-time]\n"
+	"               [--progress] [-z] [-o OUT] [FILE ...]\n"
 	"       rollout -h | --help | --version\n";
 
 enum backend { B_BUILTIN, B_EXEC };
@@ -32,7 +32,7 @@ struct opts {
 	enum backend backend;
 	uint64_t samples, seed, jobs, max_tokens, shard_k, shard_n;
 	double temp, top_p, timeout_s;
-	int top_k, no_time, progress, level;
+	int top_k, no_time, progress, level, ignore_stop;
 	const char **allow, **mounts;
 	size_t nallow, nmounts;
 	char **files;
@@ -312,14 +312,16 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 	}
 	for (int k = 0; k < K; k++)
 		seeds[k] = fw_rollout_seed(o->seed, tid, strlen(tid), k);
-	if (fw_builtin_complete(w->b, src, site.a, K, seeds, &s, (int)o->max_tokens, cut_cb,
-				&site, &pids, c, err, sizeof err)) {
+	if (fw_builtin_complete(w->b, src, site.a, K, seeds, &s, (int)o->max_tokens,
+				o->ignore_stop ? NULL : cut_cb, &site, &pids, c, err, sizeof err)) {
 		emit_errors(w, j, task, tid, err);
 		goto out;
 	}
 	double each = (fw_now() - t0) / K;
 	for (int k = 0; k < K; k++) {
 		struct episode e = { .sample = k, .seed = seeds[k], .stop = c[k].stop };
+		if (o->ignore_stop)
+			c[k].keep = fw_fill_cut(&site, c[k].text, c[k].len);
 		size_t keep = c[k].keep >= 0 ? (size_t)c[k].keep : c[k].len, nl, kl, fl;
 		/* model output may be any bytes; records and patches hold text */
 		char *kept = fw_utf8_fix(c[k].text, keep, &kl);
@@ -722,7 +724,7 @@ int main(int argc, char **argv)
 			  .timeout_s = 600, .level = -1 };
 	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
 	       O_MAX_TOKENS, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
-	       O_VERSION };
+	       O_IGNORE_STOP, O_VERSION };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, O_POLICY },
 		{ "store", required_argument, NULL, O_STORE },
@@ -739,6 +741,7 @@ int main(int argc, char **argv)
 		{ "mount", required_argument, NULL, O_MOUNT },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "no-time", no_argument, NULL, O_NO_TIME },
+		{ "ignore-stop", no_argument, NULL, O_IGNORE_STOP },
 		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -803,6 +806,7 @@ int main(int argc, char **argv)
 				return usage_error("bad timeout '%s'", optarg);
 			break;
 		case O_NO_TIME: o.no_time = 1; break;
+		case O_IGNORE_STOP: o.ignore_stop = 1; break;
 		case O_PROGRESS: o.progress = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
