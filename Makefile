@@ -144,8 +144,11 @@ FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
 # The library is built once with coverage instrumentation; each target links
 # only the objects it needs from the archive.
+# (Only the outer make has this rule: inside, $(LIBFW) is that archive.)
+ifneq ($(O),build-fuzz/obj)
 build-fuzz/obj/libflywheel.a: FORCE
 	$(Q)$(MAKE) --no-print-directory O=build-fuzz/obj CC=clang CFLAGS='$(FUZZ_CFLAGS)' $@
+endif
 build-fuzz/%: tests/fuzz/%.c build-fuzz/obj/libflywheel.a
 	$(call msg,FUZZ,$@)
 	$(Q)clang $(FW_CPPFLAGS) -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
