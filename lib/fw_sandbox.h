@@ -95,7 +95,8 @@ struct fw_sandbox_opts {
 			       * (which the kernel never applies to root) */
 	uint64_t fsize_bytes; /* RLIMIT_FSIZE, bytes per file written */
 	long nofile;          /* RLIMIT_NOFILE (default 1024) */
-	size_t output_cap;    /* bytes kept per stream (default 1 MiB) */
+	size_t output_cap;    /* bytes kept per stream (default and 0:
+			       * FW_SANDBOX_OUTPUT_CAP, 1 MiB) */
 
 	/* Hosts reachable through the proxy, NULL-terminated "HOST" or
 	 * "HOST:PORT" (HOST may be "*.domain"; without a port, 80 and 443);
