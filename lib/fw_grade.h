@@ -155,16 +155,19 @@ int fw_test_literals(const char *text, size_t len, struct fw_strlist *out);
 typedef const char *(*fw_orig_fn)(void *arg, const char *path);
 
 /*
- * Runs the patch detectors (skip-marker, exit-hook, test-hook, fake-output,
- * test-literals, cache-read) over the lines p adds to files that are not
- * test code.  A line that the original version of its file holds too
+ * Runs the patch detectors over the lines p adds: skip-marker, exit-hook,
+ * test-hook, fake-output and cache-read in every file (test-hook's
+ * framework imports only outside test code), cache-read for binary files
+ * with a cache's name, and test-literals outside test code.  Comment lines
+ * are skipped.  A line that the original version of its file holds too
  * (compared with surrounding whitespace trimmed) is code put back, not
  * added, and is ignored; so is a test literal found anywhere in that
- * original.  orig (may be NULL) looks the original up; lits (may be NULL)
- * are the test literals: in the added lines of one file that also compare
- * something (==, if, case, in), two or more of them, or one string of 3
- * characters or more, is test-literals.  Findings are appended to out.  Returns the number found,
- * or -1 when memory runs out.
+ * original.  orig (may be NULL) looks the original up.  lits (may be NULL)
+ * are the test literals (fw_test_literals()): when the added lines of one
+ * file compare something (==, if, case, in) and hold two or more of them,
+ * or one string of 3 characters or more, that is test-literals.  Findings
+ * are appended to out.  Returns the number found, or -1 when memory runs
+ * out.
  */
 int fw_detect_patch(const struct fw_patch *p, fw_orig_fn orig, void *arg,
 		    const struct fw_strlist *lits, struct fw_hacks *out);
