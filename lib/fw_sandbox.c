@@ -1094,7 +1094,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	pid_t pid = -1;
 	double t0 = now(), kill_at = 0, pinned_since = 0, next_count = 0;
 	long long init_pid = 0, pidns = 0, exit_code = -1, oom_kills = -1, fails_at_pin = 0;
-	int cgot = 0, timed_out = 0, bomb = 0, killed_hard = 0, reaped = 0, wstatus = 0;
+	int reported = 0, cgot = 0, timed_out = 0, bomb = 0, killed_hard = 0, reaped = 0, wstatus = 0;
 	struct rusage ru;
 	struct capture cap[2];
 	struct files files = { .n = 0 };
@@ -1330,6 +1330,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 
 	res->cpu_s = cgroup_cpu(&cg);
 	res->max_rss = cgroup_peak(&cg);
+	reported = exit_code >= 0;
 	if (exit_code < 0) {
 		/* bwrap died before reporting: it failed to set up, or was
 		 * killed by us */
@@ -1345,11 +1346,20 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	} else {
 		res->exit_code = (int)exit_code;
 	}
-	/* bwrap's own exec failure ("bwrap: execvp CMD: ...") reads as a
-	 * shell's "command not found" */
-	if (res->exit_code == 1 && res->err.data &&
-	    strncmp(res->err.data, "bwrap: execvp ", 14) == 0)
-		res->exit_code = 127;
+	/* bwrap reports no exit code when it failed itself: its exec of the
+	 * command ("bwrap: execvp CMD: ...") reads as a shell's "command
+	 * not found"; anything else is a sandbox that could not be set up
+	 * (a working directory that does not exist inside, say) */
+	if (!reported && !timed_out && !bomb && res->exit_code == 1 && res->err.data &&
+	    strncmp(res->err.data, "bwrap: ", 7) == 0) {
+		if (strncmp(res->err.data, "bwrap: execvp ", 14) == 0) {
+			res->exit_code = 127;
+		} else {
+			seterr(err, errlen, "%.*s", (int)strcspn(res->err.data, "\n"),
+			       res->err.data);
+			goto out;
+		}
+	}
 	if (o->workspace) {
 		struct stat st;
 		if (stat(o->workspace, &st) == 0)

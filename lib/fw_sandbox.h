@@ -159,10 +159,11 @@ void fw_sandbox_opts_init(struct fw_sandbox_opts *o);
  *
  * Returns 0 when the command ran — whatever its exit status or cause —
  * and -1 when the sandbox could not be set up (bwrap missing, workspace
- * missing, a bind source missing, proxy or pipe failure, argv empty), with
- * a message in err (errlen bytes, may be 0) and res left empty (safe to
- * free).  A command that bwrap cannot exec inside is a run: exit code 127
- * with bwrap's message in res->err.
+ * missing, a bind source missing, proxy or pipe failure, argv empty, or
+ * bwrap's own setup failing, e.g. on a cwd that does not exist inside),
+ * with a message in err (errlen bytes, may be 0) and res left empty (safe
+ * to free).  A command that bwrap cannot exec inside is a run: exit code
+ * 127 with bwrap's message in res->err.
  *
  * Thread-safe: runs share nothing but the process's SIGCHLD disposition,
  * which is left untouched (the child is reaped with waitpid on its pid).

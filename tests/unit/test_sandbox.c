@@ -296,6 +296,14 @@ TEST(setup_errors_return_minus_one_with_a_message)
 	CHECK_EQ_INT(fw_sandbox_run(&o, argv, &r, err, sizeof err), -1);
 	CHECK(strstr(err, "NOEQUALS") != NULL);
 
+	/* a failure bwrap reports is a setup failure too, not a run */
+	fw_sandbox_opts_init(&o);
+	o.cwd = "/no/such/dir/inside";
+	err[0] = 0;
+	CHECK_EQ_INT(fw_sandbox_run(&o, argv, &r, err, sizeof err), -1);
+	CHECK(strstr(err, "bwrap: ") == err && strstr(err, "/no/such/dir/inside"));
+	CHECK(strchr(err, '\n') == NULL);
+
 	fw_sandbox_opts_init(&o);
 	CHECK_EQ_INT(fw_sandbox_run(&o, none, &r, err, sizeof err), -1);
 	CHECK_EQ_INT(fw_sandbox_run(&o, argv, &r, NULL, 0), 0);
