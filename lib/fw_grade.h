@@ -303,7 +303,8 @@ void fw_gsum_free(struct fw_gsum *s);
 
 /*
  * Adds one graded rollout: task.id, task.split (optional), policy.ckpt
- * (else policy.backend, else "-"), grade.resolved and grade.reward.
+ * (else policy.cmd, else policy.backend, else "-"), grade.resolved and
+ * grade.reward.
  * Returns 0, 1 when rec is not a graded rollout (message in err; nothing
  * added), or -1 when memory runs out.
  */

@@ -134,7 +134,8 @@ int fw_gsum_add(struct fw_gsum *s, struct fw_mpv rec, char *err, size_t errlen)
 		return 1;
 	}
 	get_s(task, "split", &sp, &spn);
-	if (fw_mp_get(rec, "policy", &pol) == 1 && !get_s(pol, "ckpt", &ck, &ckn))
+	if (fw_mp_get(rec, "policy", &pol) == 1 && !get_s(pol, "ckpt", &ck, &ckn) &&
+	    !get_s(pol, "cmd", &ck, &ckn))
 		get_s(pol, "backend", &ck, &ckn);
 	if (fw_mp_get(grade, "resolved", &v) == 1)
 		fw_mp_bool(v, &resolved);
