@@ -1,0 +1,228 @@
+#!/usr/bin/env bats
+# train-step: optimizer steps from record streams into checkpoint
+# directories; the losses and the AdamW step checked against PyTorch
+# (tests/ref/train_ref.py).
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  export LC_ALL=C FW_THREADS=2
+  M="$BATS_TEST_DIRNAME/../samples/models"
+  REF="$BATS_TEST_DIRNAME/ref/train_ref.py"
+  PY=/usr/bin/python3
+  T="$BATS_TEST_TMPDIR"
+}
+
+# a small fixed corpus: four sentences as byte-tokenizer ids after a BOS
+corpus() {
+  for s in 'the quick brown fox jumps over the lazy dog. ' \
+           'hello world, hello flywheel. ' \
+           'def add(a, b): return a + b' \
+           'to be or not to be, that is the question. '; do
+    printf '%s' "$s" | od -An -tu1 -v | tr -s ' \n' '  ' |
+      awk '{ printf "{\"kind\":\"seq\",\"tokens\":[256"; for (i = 1; i <= NF; i++) printf ",%s", $i; print "]}" }'
+  done | rec from-json > "$T/corpus.mp"
+}
+
+# a checkpoint with weights large enough for peaked outputs, and records
+# from the reference for it
+ref_setup() {
+  jq '.initializer_range = 0.2' "$M/tiny-llama.json" > "$T/cfg.json"
+  ckpt init "$T/cfg.json" "$T/r0" --seed 3
+  "$PY" "$REF" make "$T/r0" 13 1 > "$T/recs.jsonl"
+  rec from-json "$T/recs.jsonl" > "$T/recs.mp"
+}
+
+@test "--help prints the usage on stdout; missing --ckpt is a usage error" {
+  run -0 --separate-stderr train-step --help
+  assert_line --index 0 --partial 'usage: train-step --ckpt DIR --out DIR'
+  run -2 --separate-stderr train-step --out "$T/o"
+  [ -z "$output" ]
+  [[ $stderr == *"--ckpt and --out are required"* ]]
+  run -2 train-step --ckpt "$T/x" --out "$T/o" --objective sft,bogus
+  run -2 train-step --ckpt "$T/x" --out "$T/o" --objective pg --kl-coef 0.1
+  assert_output --partial '--kl-coef needs --ref DIR'
+}
+
+@test "sft on a small fixed corpus drives the loss from 5.6 below 1.0 in 40 steps" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  run -0 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --lr 3e-3 --steps 40 \
+    --warmup 5 --decay-steps 200 -o "$T/metrics.mp" "$T/corpus.mp"
+  [ -z "$output" ]
+  rec json "$T/metrics.mp" > "$T/m.jsonl"
+  [ "$(wc -l < "$T/m.jsonl")" -eq 40 ]
+  first=$(jq -s '.[0].loss' "$T/m.jsonl")
+  last=$(jq -s '.[39].loss' "$T/m.jsonl")
+  echo "loss $first -> $last"
+  jq -e -n "$first > 5 and $last < 1.0"
+}
+
+@test "a checkpoint directory holds weights, optimizer, tokenizer and trainer_state.json; latest points at it" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  train-step --ckpt "$T/m0" --out "$T/run" --steps 2 --batch-size 3 "$T/corpus.mp" > "$T/m.mp"
+  for f in config.json model.safetensors optimizer.safetensors tokenizer.json trainer_state.json; do
+    [ -s "$T/run/latest/$f" ]
+  done
+  run jq -c '[.step, .data_position, .tokens_seen > 0, .schedule.name]' "$T/run/latest/trainer_state.json"
+  assert_output '[2,2,true,"cosine"]'
+  id=$(jq -r .id "$T/run/latest/trainer_state.json")
+  [ "$(readlink "$T/run/latest")" = "step-00000002-$id" ]
+  run ckpt info "$T/run"/latest
+  assert_success
+  # one metrics record per step, naming the checkpoint
+  run rec json "$T/m.mp"
+  assert_line --index 0 --regexp '^\{"kind":"metrics","id":"[0-9a-f]{16}","v":1,"step":1,"ckpt":"'"$id"'"'
+  assert_line --index 1 --partial '"step":2,'
+  rec json "$T/m.mp" | jq -e 'has("loss") and has("grad_norm") and has("lr") and has("tokens") and has("tok_per_s")' > /dev/null
+}
+
+@test "two invocations resume to the same bytes as one run, schedule and data position included" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  train-step --ckpt "$T/m0" --out "$T/a" --lr 3e-3 --steps 6 --batch-size 3 --warmup 2 --decay-steps 10 "$T/corpus.mp" > /dev/null
+  train-step --ckpt "$T/m0" --out "$T/b" --lr 3e-3 --steps 2 --batch-size 3 --warmup 2 --decay-steps 10 "$T/corpus.mp" > /dev/null
+  # the second takes the schedule from trainer_state.json
+  train-step --ckpt "$T/b" --out "$T/b" --steps 4 --batch-size 3 "$T/corpus.mp" > /dev/null
+  cmp "$T/a/latest/model.safetensors" "$T/b/latest/model.safetensors"
+  cmp "$T/a/latest/optimizer.safetensors" "$T/b/latest/optimizer.safetensors"
+  [ "$(jq .data_position "$T/b/latest/trainer_state.json")" = 2 ]
+}
+
+@test "--keep 2 leaves the two newest checkpoints" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  train-step --ckpt "$T/m0" --out "$T/run" "$T/corpus.mp" > /dev/null
+  for i in 1 2 3; do
+    train-step --ckpt "$T/run" --out "$T/run" --keep 2 "$T/corpus.mp" > /dev/null
+  done
+  run ls "$T/run"
+  assert_output --regexp $'^latest\nstep-00000003-[0-9a-f]{16}\nstep-00000004-[0-9a-f]{16}$'
+}
+
+@test "micro-batches of --batch-tokens give the update of one batch" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  train-step --ckpt "$T/m0" --out "$T/a" --lr 1e-2 "$T/corpus.mp" | rec json > "$T/a.jsonl"
+  train-step --ckpt "$T/m0" --out "$T/b" --lr 1e-2 --batch-tokens 48 "$T/corpus.mp" | rec json > "$T/b.jsonl"
+  jq -e -n --slurpfile a "$T/a.jsonl" --slurpfile b "$T/b.jsonl" \
+    '(($a[0].loss - $b[0].loss) | fabs) < 1e-6 and (($a[0].grad_norm - $b[0].grad_norm) | fabs) < 1e-5'
+}
+
+@test "a traj record trains on its assistant turns only (the chat template's mask)" {
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  echo '{"kind":"traj","turns":[{"role":"system","text":"be brief"},{"role":"user","text":"say hi"},{"role":"assistant","text":"hi there"},{"role":"user","text":"again"},{"role":"assistant","text":"hi"}]}' |
+    rec from-json > "$T/t.mp"
+  train-step --ckpt "$T/m0" --out "$T/run" -o "$T/m.mp" "$T/t.mp"
+  # "hi there" + <|im_end|>, "hi" + <|im_end|>
+  rec json "$T/m.mp" | jq -e '.tokens == 12'
+}
+
+@test "sft, pg, distill and their mix match the pytorch reference, losses and the AdamW update" {
+  ref_setup
+  for obj in sft pg distill 'sft:0.5,pg,distill:0.3'; do
+    rm -rf "$T/r1"
+    train-step --ckpt "$T/r0" --out "$T/r1" --objective "$obj" --lr 1e-2 --eps 1e-3 \
+      --clip-grad 0.5 --schedule constant "$T/recs.mp" | rec json > "$T/m.jsonl"
+    run "$PY" "$REF" check "$T/r0" "$T/r1/latest" "$T/recs.jsonl" "$T/m.jsonl" \
+      --objective "$obj" --lr 1e-2 --eps 1e-3 --clip-grad 0.5
+    echo "$obj: $output"
+    assert_success
+    assert_line --partial 'ok   update of every parameter after one AdamW step'
+  done
+}
+
+@test "pg with --no-std, --norm seq, --kl-coef to a reference, DAPO clips and --is-clip match pytorch" {
+  ref_setup
+  ckpt init "$T/cfg.json" "$T/ref0" --seed 4
+  for extra in "--no-std --kl-coef 0.1 --ref $T/ref0" \
+               "--norm seq --kl-coef 0.1 --ref $T/ref0 --is-clip 1.2 --clip-low 0.1 --clip-high 0.1"; do
+    rm -rf "$T/r1"
+    # shellcheck disable=SC2086
+    train-step --ckpt "$T/r0" --out "$T/r1" --objective pg,distill:0.3 --lr 1e-2 --eps 1e-3 \
+      --schedule constant $extra "$T/recs.mp" | rec json > "$T/m.jsonl"
+    # shellcheck disable=SC2086
+    run "$PY" "$REF" check "$T/r0" "$T/r1/latest" "$T/recs.jsonl" "$T/m.jsonl" \
+      --objective pg,distill:0.3 --lr 1e-2 --eps 1e-3 $extra
+    echo "$extra: $output"
+    assert_success
+    assert_line --partial 'ok   kl:'
+    assert_line --partial 'ok   skipped groups: train-step 2, pytorch 2'
+  done
+}
+
+@test "the reference notices a wrong update" {
+  ref_setup
+  train-step --ckpt "$T/r0" --out "$T/r1" --objective pg --lr 1e-2 --eps 1e-3 \
+    --schedule constant "$T/recs.mp" | rec json > "$T/m.jsonl"
+  run "$PY" "$REF" check "$T/r0" "$T/r1/latest" "$T/recs.jsonl" "$T/m.jsonl" \
+    --objective pg --lr 1e-2 --eps 1e-3 --clip-high 0.1
+  assert_failure
+  assert_line --partial 'FAIL update of every parameter'
+}
+
+@test "a bad record stops before any step; --skip-bad trains on the rest and counts it" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  { cat "$T/corpus.mp"; echo '{"kind":"seq","tokens":[1,2,999]}' | rec from-json; echo '{"kind":"x"}' | rec from-json; } > "$T/bad.mp"
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" "$T/bad.mp"
+  [ -z "$output" ]
+  [[ $stderr == *"bad.mp: record 5 (byte "*"): 'tokens' holds an id outside the vocabulary"* ]]
+  [[ $stderr == *"record 6 (byte "*"): record has neither 'tokens' nor 'turns'"* ]]
+  [ ! -e "$T/run" ]
+  run -0 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --skip-bad -o "$T/m.mp" "$T/bad.mp"
+  rec json "$T/m.mp" | jq -e '.skipped_records == 2 and .seqs == 4'
+}
+
+@test "rewards: groups of one and equal rewards are skipped and counted, NaN rewards left out" {
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  # group a: mixed; b: all equal; c: alone; d: one NaN and one 0 (then alone)
+  for gr in a:1 a:0 a:1 b:1 b:1 c:0.5 'd:{"$float":"nan"}' d:0; do
+    echo "{\"kind\":\"rollout\",\"tokens\":[256,104,105],\"group\":\"${gr%%:*}\",\"grade\":{\"reward\":${gr#*:}}}"
+  done > "$T/r.jsonl"
+  rec from-json "$T/r.jsonl" > "$T/r.mp"
+  run -0 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --objective pg -o "$T/m.mp" "$T/r.mp"
+  [[ $stderr == *"1 records without a finite 'grade.reward' are left out of pg"* ]]
+  rec json "$T/m.mp" | jq -e '.groups == 4 and .skipped_groups == 3 and .reward_mean == 4.5 / 7'
+}
+
+@test "optimizer state of another architecture is refused and nothing is written" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  ckpt init "$M/tiny-qwen2.json" "$T/q0" --seed 1
+  train-step --ckpt "$T/q0" --out "$T/q" "$T/corpus.mp" > /dev/null
+  cp "$T/q/latest/optimizer.safetensors" "$T/m0/"
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" "$T/corpus.mp"
+  [[ $stderr == *"optimizer.safetensors"* ]]
+  [ ! -e "$T/run" ]
+}
+
+@test "a diverging step (NaN) writes no checkpoint" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --lr 1e30 --steps 3 "$T/corpus.mp"
+  [[ $stderr == *"not finite"*"no checkpoint written"* ]]
+  [ ! -e "$T/run/latest" ]
+}
+
+@test "kill -9 at random moments leaves the latest checkpoint whole and loadable" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  train-step --ckpt "$T/m0" --out "$T/run" "$T/corpus.mp" > /dev/null
+  for i in $(seq 1 25); do
+    train-step --ckpt "$T/run" --out "$T/run" --steps 2 --keep 3 "$T/corpus.mp" > /dev/null 2>&1 &
+    pid=$!
+    sleep "0.0$((RANDOM % 10))$((RANDOM % 10))"
+    kill -9 "$pid" 2> /dev/null || true
+    wait "$pid" || true
+    ckpt info "$T/run/latest" > /dev/null
+    jq -e '.step >= 1' "$T/run/latest/trainer_state.json" > /dev/null
+  done
+  # and training goes on from it
+  train-step --ckpt "$T/run" --out "$T/run" "$T/corpus.mp" > /dev/null
+  ls -a "$T/run"
+  [ "$(ls -a "$T/run" | grep -c '^\.tmp-')" -eq 0 ]
+}
