@@ -124,4 +124,57 @@ void fw_exec_result_clear(struct fw_exec_result *r);
 int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char *tree_hex,
 		    const char *prompt, size_t plen, const char *task_json, uint64_t seed,
 		    int sample, struct fw_exec_result *r, char *err, size_t errlen);
+
+/* ---- agent: the builtin policy in a multi-turn shell episode ----------- */
+
+/* Limits and settings of an agent episode.  Pointers are borrowed. */
+struct fw_agent_opts {
+	struct fw_sampler s;
+	int max_steps;             /* commands run at most */
+	int max_tokens;            /* policy tokens at most, all turns together */
+	double timeout_s;          /* wall clock of the whole episode */
+	double step_timeout_s;     /* wall clock of one command (also capped by
+				    * what is left of timeout_s) */
+	size_t obs_head, obs_tail; /* bytes of a command's output kept from its
+				    * start and from its end */
+	const char *const *mounts; /* as fw_exec_opts */
+	const char *const *allow;
+	const char *tmpdir;
+};
+
+/* What an agent episode left.  Release with fw_agent_result_clear(). */
+struct fw_agent_result {
+	struct fw_buf turns;  /* msgpack array: system, user, then assistant
+			       * turns {role, text, tokens, logprobs} and tool
+			       * turns {role, text, exit} */
+	struct fw_buf events; /* msgpack array of {kind, detail, at} */
+	char *patch;
+	int steps;            /* commands run */
+	const char *stop;     /* "submit", "no-action" (a reply without a
+			       * bash block), "max-steps", "max-tokens",
+			       * "timeout", "context" (the model's context is
+			       * full); static */
+};
+
+/* Frees what r holds and zeroes it.  NULL does nothing. */
+void fw_agent_result_clear(struct fw_agent_result *r);
+
+/* The system prompt of agent episodes: the protocol the policy follows. */
+extern const char fw_agent_system[];
+
+/*
+ * One agent episode of policy b on tree tree_hex of store s, drawing from
+ * seed: the tree becomes a fresh workspace; the chat (b's template) holds
+ * fw_agent_system and prompt (plen bytes); each reply's first fenced
+ * ```bash (or ```sh) block is run in the sandbox in the workspace and its
+ * exit status and output (head and tail) come back as a tool turn, decoded
+ * on from the same key-value cache; the episode ends on a block that is
+ * just `submit`, a reply without a block, or a limit of o.  The patch is
+ * the workspace against the task tree.  Returns 0 and fills *r, or -1 with
+ * a message in err when the episode could not be set up or the model
+ * failed.
+ */
+int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,
+		     const char *tree_hex, const char *prompt, size_t plen, uint64_t seed,
+		     struct fw_agent_result *r, char *err, size_t errlen);
 #endif

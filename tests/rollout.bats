@@ -96,6 +96,19 @@ EOF
   jq '.max_position_embeddings = 64' "$BATS_TEST_DIRNAME/../samples/models/tiny-qwen2.json" \
     > "$F/short.json"
   ckpt init "$F/short.json" "$F/short" --seed 1
+  # a checkpoint taught one agent episode on the first task: a command
+  # that takes 2 s, then submit
+  jq '.max_position_embeddings = 4096' "$BATS_TEST_DIRNAME/../samples/models/tiny-qwen2.json" \
+    > "$F/long.json"
+  ckpt init "$F/long.json" "$F/agent-ck" --seed 1
+  rec head -n 1 "$F/tasks.mp" > "$F/task1.mp"
+  rollout --policy "builtin:$F/agent-ck" --mode agent --max-tokens 1 "$F/task1.mp" |
+    rec json > "$F/a0.jsonl"
+  jq -j '.turns[0].text' "$F/a0.jsonl" > "$F/system.txt"
+  jq -j '.turns[1].text' "$F/a0.jsonl" > "$F/prompt.txt"
+  /usr/bin/python3 "$BATS_TEST_DIRNAME/fixtures/rollout-agent-ckpt.py" "$F/agent-ck" \
+    "$F/prompt.txt" "$F/system.txt" 'sleep 2; echo hi > note.txt; ls mini' \
+    'exit: 0\n__init__.py\ncore.py\n' > /dev/null
   mkdir -p "$F/agent"
   # the agent of the exec tests: pokes at the walls, then writes each
   # function's body and a trajectory
@@ -352,4 +365,42 @@ EOF
 [true,true]
 [true,true]
 EOF
+}
+
+@test "an agent episode runs the model's bash block in the workspace and ends on submit" {
+  run --separate-stderr rollout --policy "builtin:$F/agent-ck" --mode agent --temp 0 \
+    --max-tokens 300 -o "$T/a.mp" "$F/task1.mp"
+  assert_success
+  run jq -c '[.mode, .stop, .steps, [.turns[].role], .turns[3].text, .turns[3].exit,
+              .turns[4].text, (.turns[2].tokens | length) == (.turns[2].logprobs | length),
+              all(.turns[2,4].logprobs[]; . <= 0 and . > -1)]' <(json "$T/a.mp")
+  assert_output '["agent","submit",1,["system","user","assistant","tool","assistant"],"exit: 0\n__init__.py\ncore.py\n",0,"```bash\nsubmit\n```",true,true]'
+  # what the command wrote is the patch
+  run jq -r .patch <(json "$T/a.mp")
+  assert_line 'diff --git a/note.txt b/note.txt'
+  assert_line '+hi'
+}
+
+@test "an agent episode ends at --max-steps, --timeout and --max-tokens" {
+  run --separate-stderr rollout --policy "builtin:$F/agent-ck" --mode agent --temp 0 \
+    --max-steps 0 -o "$T/s.mp" "$F/task1.mp"
+  assert_success
+  run jq -c '[.stop, .steps, .patch]' <(json "$T/s.mp")
+  assert_output '["max-steps",0,""]'
+  run --separate-stderr rollout --policy "builtin:$F/agent-ck" --mode agent --temp 0 \
+    --timeout 1 -o "$T/t.mp" "$F/task1.mp"
+  assert_success
+  run jq -c '[.stop, .steps, (.turns[3].text | startswith("stopped: timeout\n")), .time < 5]' \
+    <(json "$T/t.mp")
+  assert_output '["timeout",1,true,true]'
+  run --separate-stderr rollout --policy "builtin:$F/agent-ck" --mode agent --temp 0 \
+    --max-tokens 5 -o "$T/m.mp" "$F/task1.mp"
+  run jq -c '[.stop, .steps, (.turns[2].tokens | length)]' <(json "$T/m.mp")
+  assert_output '["max-tokens",0,5]'
+  # a reply without a bash block ends the episode; a model too short for the prompt says so
+  run --separate-stderr rollout --policy "builtin:$F/short" --mode agent -o "$T/c.mp" "$F/task1.mp"
+  assert_success
+  run jq -r .stop <(json "$T/c.mp")
+  assert_output context
+  run -2 --separate-stderr rollout --policy "exec:true" --mode agent "$F/task1.mp"
 }

@@ -18,9 +18,9 @@
 #include "fw_stream.h"
 
 static const char usage_text[] =
-	"usage: rollout --policy builtin:DIR | exec:CMD [--store DIR] [--mode fill]\n"
+	"usage: rollout --policy builtin:DIR | exec:CMD [--store DIR] [--mode fill | agent]\n"
 	"               [--samples K] [--seed S] [--temp T] [--top-p P] [--top-k K]\n"
-	"               [--max-tokens N] [-j N] [--shard K/N] [--allow HOST ...]\n"
+	"               [--max-tokens N] [--max-steps N] [-j N] [--shard K/N] [--allow HOST ...]\n"
 	"               [--mount PATH ...] [--timeout SEC] [--ignore-stop] [--no-time]\n"
 	"               [--progress] [-z] [-o OUT] [FILE ...]\n"
 	"       rollout -h | --help | --version\n";
@@ -32,7 +32,8 @@ struct opts {
 	enum backend backend;
 	uint64_t samples, seed, jobs, max_tokens, shard_k, shard_n;
 	double temp, top_p, timeout_s;
-	int top_k, no_time, progress, level, ignore_stop;
+	int top_k, no_time, progress, level, ignore_stop, agent;
+	uint64_t max_steps;
 	const char **allow, **mounts;
 	size_t nallow, nmounts;
 	char **files;
@@ -144,7 +145,7 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 		msgpack_pack_int(&pk, o->top_k);
 	}
 	pack_cstr(&pk, "mode");
-	pack_cstr(&pk, o->backend == B_BUILTIN ? "fill" : "exec");
+	pack_cstr(&pk, o->backend != B_BUILTIN ? "exec" : o->agent ? "agent" : "fill");
 	pack_cstr(&pk, "sample");
 	msgpack_pack_int(&pk, e->sample);
 	pack_cstr(&pk, "seed");
@@ -494,6 +495,54 @@ out:
 	fw_buf_free(&js);
 }
 
+/* --policy builtin: --mode agent. */
+static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const char *tid,
+		      const struct task_in *ti)
+{
+	const struct opts *o = w->o;
+	char err[1024];
+	struct fw_store *st;
+	struct fw_agent_opts ao = { { (float)o->temp, (float)o->top_p, o->top_k },
+				    (int)o->max_steps, (int)o->max_tokens, o->timeout_s, 60,
+				    2048, 2048, o->mounts, o->allow, NULL };
+
+	if (!w->b) {
+		emit_errors(w, j, task, tid, w->load_err);
+		return;
+	}
+	if (!(st = store_for(w, ti->store, err, sizeof err))) {
+		emit_errors(w, j, task, tid, err);
+		return;
+	}
+	for (int k = 0; k < (int)o->samples; k++) {
+		struct fw_agent_result r;
+		struct episode e = { .sample = k };
+		double t0 = fw_now();
+		msgpack_packer pk;
+
+		e.seed = fw_rollout_seed(o->seed, tid, strlen(tid), k);
+		if (fw_agent_episode(w->b, &ao, st, ti->tree, ti->prompt, ti->plen, e.seed, &r, err,
+				     sizeof err)) {
+			e.stop = "error";
+			e.error = err;
+			emit(o, j, task, tid, &e);
+			continue;
+		}
+		e.time = fw_now() - t0;
+		e.stop = r.stop;
+		e.patch = r.patch;
+		e.turns = r.turns;
+		e.events = r.events;
+		fw_buf_packer(&pk, &e.extra);
+		pack_cstr(&pk, "steps");
+		msgpack_pack_int(&pk, r.steps);
+		e.nextra = 1;
+		emit(o, j, task, tid, &e);
+		fw_buf_free(&e.extra);
+		fw_agent_result_clear(&r);
+	}
+}
+
 static void run_job(struct worker *w, struct job *j)
 {
 	struct fw_mpv rec = { j->rec, j->n }, task;
@@ -512,7 +561,9 @@ static void run_job(struct worker *w, struct job *j)
 		emit_errors(w, j, task, tid, why);
 		return;
 	}
-	if (w->o->backend == B_BUILTIN)
+	if (w->o->backend == B_BUILTIN && w->o->agent)
+		run_agent(w, j, task, tid, &ti);
+	else if (w->o->backend == B_BUILTIN)
 		run_fill(w, j, task, tid, &ti);
 	else
 		run_exec(w, j, task, tid, &ti);
@@ -721,10 +772,10 @@ int main(int argc, char **argv)
 {
 	fw_cli_init("rollout");
 	struct opts o = { .samples = 1, .jobs = 1, .max_tokens = 256, .temp = 1.0, .top_p = 1.0,
-			  .timeout_s = 600, .level = -1 };
+			  .timeout_s = 600, .level = -1, .max_steps = 20 };
 	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
 	       O_MAX_TOKENS, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
-	       O_IGNORE_STOP, O_VERSION };
+	       O_IGNORE_STOP, O_MAX_STEPS, O_VERSION };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, O_POLICY },
 		{ "store", required_argument, NULL, O_STORE },
@@ -742,6 +793,7 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "no-time", no_argument, NULL, O_NO_TIME },
 		{ "ignore-stop", no_argument, NULL, O_IGNORE_STOP },
+		{ "max-steps", required_argument, NULL, O_MAX_STEPS },
 		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -756,8 +808,14 @@ int main(int argc, char **argv)
 		case O_POLICY: o.policy = optarg; break;
 		case O_STORE: o.store = optarg; break;
 		case O_MODE:
-			if (strcmp(optarg, "fill"))
-				return usage_error("unknown mode '%s' (fill)", optarg);
+			if (!strcmp(optarg, "agent"))
+				o.agent = 1;
+			else if (strcmp(optarg, "fill"))
+				return usage_error("unknown mode '%s' (fill, agent)", optarg);
+			break;
+		case O_MAX_STEPS:
+			if (fw_parse_u64(optarg, &o.max_steps, 0) || o.max_steps > 100000)
+				return usage_error("bad step count '%s'", optarg);
 			break;
 		case O_SAMPLES:
 			if (fw_parse_u64(optarg, &o.samples, 0) || o.samples < 1 || o.samples > 1024)
@@ -826,6 +884,8 @@ int main(int argc, char **argv)
 	} else {
 		return usage_error("unknown policy '%s' (builtin:DIR, exec:CMD)", o.policy);
 	}
+	if (o.agent && o.backend != B_BUILTIN)
+		return usage_error("%s", "--mode agent needs a builtin policy");
 	o.files = argv + optind;
 	o.nfiles = argc - optind;
 	int status = rollout_main(&o);

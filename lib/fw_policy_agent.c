@@ -1,0 +1,389 @@
+/*
+ * fw_policy_agent.c — agent episodes of the builtin policy: a chat in which
+ * the model's fenced bash blocks run in the clean room.  See fw_policy.h.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fw_mp.h"
+#include "fw_policy.h"
+#include "fw_rollout.h"
+#include "fw_store.h"
+#include "fw_workspace.h"
+
+const char fw_agent_system[] =
+	"You are working in a git repository, the current directory.  Reply with one "
+	"fenced ```bash block; it is run and its exit status and output come back.  "
+	"When the task is done, reply with:\n```bash\nsubmit\n```";
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void fw_agent_result_clear(struct fw_agent_result *r)
+{
+	if (!r)
+		return;
+	fw_buf_free(&r->turns);
+	fw_buf_free(&r->events);
+	free(r->patch);
+	memset(r, 0, sizeof *r);
+}
+
+/* A turn of the chat as the episode keeps it. */
+struct turn {
+	const char *role;
+	char *text;
+	size_t len;
+	int32_t *tok;
+	float *lp;
+	size_t nt;
+	int exit;
+};
+
+static void pack_s(msgpack_packer *pk, const char *s, size_t n)
+{
+	msgpack_pack_str(pk, n);
+	msgpack_pack_str_body(pk, s, n);
+}
+
+/* The first ```bash or ```sh block of text: *cmd and *n, or 0 when none. */
+static int find_block(const char *text, size_t len, const char **cmd, size_t *n)
+{
+	const char *p = text, *end = text + len;
+
+	while (p < end) {
+		const char *f = memmem(p, (size_t)(end - p), "```", 3);
+		if (!f)
+			return 0;
+		const char *q = f + 3, *nl = memchr(q, '\n', (size_t)(end - q));
+		if (!nl)
+			return 0;
+		size_t tl = (size_t)(nl - q);
+		if ((tl == 4 && !memcmp(q, "bash", 4)) || (tl == 2 && !memcmp(q, "sh", 2))) {
+			const char *b = nl + 1, *e = memmem(b, (size_t)(end - b), "```", 3);
+			if (!e)
+				e = end; /* an unclosed block runs to the end of the reply */
+			*cmd = b;
+			*n = (size_t)(e - b);
+			return 1;
+		}
+		p = nl + 1;
+	}
+	return 0;
+}
+
+static int is_submit(const char *c, size_t n)
+{
+	while (n && (*c == ' ' || *c == '\t' || *c == '\n'))
+		c++, n--;
+	while (n && (c[n - 1] == ' ' || c[n - 1] == '\t' || c[n - 1] == '\n'))
+		n--;
+	return n == 6 && !memcmp(c, "submit", 6);
+}
+
+static int add_turn(struct turn **v, size_t *n, size_t *cap, const char *role, const char *text,
+		    size_t len)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		struct turn *t = realloc(*v, nc * sizeof *t);
+		if (!t)
+			return -1;
+		*v = t;
+		*cap = nc;
+	}
+	struct turn *t = &(*v)[*n];
+	memset(t, 0, sizeof *t);
+	t->role = role;
+	if (!(t->text = malloc(len + 1)))
+		return -1;
+	memcpy(t->text, text, len);
+	t->text[len] = '\0';
+	t->len = len;
+	(*n)++;
+	return 0;
+}
+
+int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,
+		     const char *tree_hex, const char *prompt, size_t plen, uint64_t seed,
+		     struct fw_agent_result *r, char *err, size_t errlen)
+{
+	const char *tmp = o->tmpdir ? o->tmpdir : getenv("TMPDIR");
+	char top[PATH_MAX], ws[PATH_MAX + 8], commit[FW_OID_HEX];
+	struct turn *tv = NULL;
+	size_t nt = 0, cap = 0;
+	struct fw_chat_turn *ct = NULL;
+	struct fw_tok_ids ids = { 0 };
+	struct fw_gen *g = NULL;
+	float *scratch = NULL;
+	int rc = -1, V = b->m->cfg.vocab, maxT = b->m->cfg.max_pos, used = 0;
+	int tmpl = fw_chat_detect(b->t);
+	uint64_t rng = seed ? seed : 1;
+	struct fw_tok_ids fed = { 0 }; /* the ids in the cache */
+	double t0 = now();
+	msgpack_packer pk;
+	int nev = 0;
+	struct fw_buf ev = { 0 };
+
+	memset(r, 0, sizeof *r);
+	if (tmpl < 0) {
+		snprintf(err, errlen, "the tokenizer has no chat template tokens");
+		return -1;
+	}
+	snprintf(top, sizeof top, "%s/fw-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(top)) {
+		snprintf(err, errlen, "%s: %s", top, strerror(errno));
+		return -1;
+	}
+	snprintf(ws, sizeof ws, "%s/ws", top);
+	if (fw_workspace_create(s, tree_hex, ws, commit, NULL, err, errlen))
+		goto out;
+	if (!(g = fw_gen_new(b->m, 1, maxT, err, errlen)))
+		goto out;
+	if (!(scratch = malloc(sizeof(float) * 2 * (size_t)V)))
+		goto oom;
+	if (add_turn(&tv, &nt, &cap, "system", fw_agent_system, strlen(fw_agent_system)) ||
+	    add_turn(&tv, &nt, &cap, "user", prompt, plen))
+		goto oom;
+	fw_buf_packer(&pk, &ev);
+	for (;;) {
+		/* render the chat so far and feed what the cache lacks */
+		free(ct);
+		if (!(ct = calloc(nt, sizeof *ct)))
+			goto oom;
+		for (size_t i = 0; i < nt; i++) {
+			ct[i].role = tv[i].role;
+			ct[i].text = tv[i].text;
+			ct[i].len = tv[i].len;
+			ct[i].tokens = tv[i].tok;
+			ct[i].ntokens = tv[i].nt;
+		}
+		ids.n = 0;
+		if (fw_chat_render(b->t, (enum fw_chat_template)tmpl, ct, nt, 1, &ids, err, errlen))
+			goto out;
+		if (ids.n >= (size_t)maxT) {
+			r->stop = "context";
+			break;
+		}
+		/* the render keeps what the cache holds, unless a template
+		 * re-tokenizes across a boundary: then start the cache over */
+		size_t same = 0;
+		while (same < fed.n && same < ids.n && fed.ids[same] == ids.ids[same])
+			same++;
+		if (same < fed.n || fed.n == 0) {
+			if (fw_gen_prefill(g, ids.ids, (int)ids.n, err, errlen))
+				goto out;
+		} else if (ids.n > fed.n &&
+			   fw_gen_append(g, 0, ids.ids + fed.n, (int)(ids.n - fed.n), err, errlen)) {
+			goto out;
+		}
+		fed.n = 0;
+		for (size_t i = 0; i < ids.n; i++)
+			if (fw_tok_ids_push(&fed, ids.ids[i], 0))
+				goto oom;
+		size_t consumed = fed.n;
+		/* one reply */
+		struct fw_buf txt = { 0 };
+		int32_t *tok = malloc(sizeof(int32_t) * (size_t)maxT);
+		float *lp = malloc(sizeof(float) * (size_t)maxT);
+		size_t n = 0;
+		int ended = 0;
+		if (!tok || !lp) {
+			free(tok);
+			free(lp);
+			goto oom;
+		}
+		while (!ended && used < o->max_tokens && consumed + n < (size_t)maxT) {
+			int32_t id = fw_sample(fw_gen_logits(g), V, &o->s, &rng, scratch, &lp[n]);
+			tok[n++] = id;
+			used++;
+			int stop = 0;
+			for (int k = 0; k < b->nstop; k++)
+				stop |= b->stop[k] == id;
+			if (stop) {
+				ended = 1;
+				break;
+			}
+			if (!fw_tok_is_special(b->t, id)) {
+				size_t pn;
+				const char *pc = fw_tok_piece(b->t, id, &pn);
+				if (pc && fw_buf_append(&txt, pc, pn)) {
+					fw_buf_free(&txt);
+					free(tok);
+					free(lp);
+					goto oom;
+				}
+			}
+			if (consumed + n < (size_t)maxT && used < o->max_tokens &&
+			    (fw_tok_ids_push(&fed, id, 0) ||
+			     fw_gen_append(g, 0, &id, 1, err, errlen))) {
+				fw_buf_free(&txt);
+				free(tok);
+				free(lp);
+				goto out;
+			}
+		}
+		size_t fl;
+		char *fixed = fw_utf8_fix(txt.p ? (const char *)txt.p : "", txt.n, &fl);
+		fw_buf_free(&txt);
+		if (!fixed || add_turn(&tv, &nt, &cap, "assistant", fixed, fl)) {
+			free(fixed);
+			free(tok);
+			free(lp);
+			goto oom;
+		}
+		free(fixed);
+		tv[nt - 1].tok = tok;
+		tv[nt - 1].lp = lp;
+		tv[nt - 1].nt = n;
+		const char *cmd;
+		size_t cn;
+		if (!ended && used >= o->max_tokens) {
+			r->stop = "max-tokens";
+			break;
+		}
+		if (!ended) {
+			r->stop = "context";
+			break;
+		}
+		if (!find_block(tv[nt - 1].text, tv[nt - 1].len, &cmd, &cn)) {
+			r->stop = "no-action";
+			break;
+		}
+		if (is_submit(cmd, cn)) {
+			r->stop = "submit";
+			break;
+		}
+		if (r->steps >= o->max_steps) {
+			r->stop = "max-steps";
+			break;
+		}
+		double left = o->timeout_s - (now() - t0);
+		if (left <= 0) {
+			r->stop = "timeout";
+			break;
+		}
+		/* run the block */
+		char *script = strndup(cmd, cn);
+		struct fw_sandbox_opts so;
+		struct fw_sandbox_result res;
+		char *argv[] = { "bash", "-c", script, NULL };
+		if (!script)
+			goto oom;
+		fw_sandbox_opts_init(&so);
+		so.workspace = ws;
+		so.ro_binds = o->mounts;
+		so.allow = o->allow;
+		so.timeout_s = o->step_timeout_s > 0 && o->step_timeout_s < left ? o->step_timeout_s
+										   : left;
+		so.procs = 256;
+		int ran = fw_sandbox_run(&so, argv, &res, err, errlen);
+		free(script);
+		if (ran)
+			goto out;
+		r->steps++;
+		for (size_t i = 0; i < res.nevents; i++) {
+			msgpack_pack_map(&pk, 3);
+			pack_s(&pk, "kind", 4);
+			pack_s(&pk, res.events[i].kind, strlen(res.events[i].kind));
+			pack_s(&pk, "detail", 6);
+			pack_s(&pk, res.events[i].detail ? res.events[i].detail : "",
+			       res.events[i].detail ? strlen(res.events[i].detail) : 0);
+			pack_s(&pk, "at", 2);
+			msgpack_pack_double(&pk, now() - t0);
+			nev++;
+		}
+		struct fw_buf obs = { 0 };
+		size_t on, en;
+		char *oh = fw_head_tail(res.out.data ? res.out.data : "", res.out.len, o->obs_head,
+					o->obs_tail, &on);
+		char *eh = fw_head_tail(res.err.data ? res.err.data : "", res.err.len, o->obs_head,
+					o->obs_tail, &en);
+		int bad = !oh || !eh;
+		if (res.cause != FW_SANDBOX_OK)
+			bad |= fw_buf_printf(&obs, "stopped: %s\n", fw_sandbox_cause_name(res.cause));
+		bad |= fw_buf_printf(&obs, "exit: %d\n", res.exit_code);
+		if (!bad && on)
+			bad |= fw_buf_append(&obs, oh, on);
+		if (!bad && en)
+			bad |= fw_buf_printf(&obs, "%sstderr:\n", on && oh[on - 1] != '\n' ? "\n" : "") ||
+			       fw_buf_append(&obs, eh, en);
+		int exitc = res.exit_code;
+		free(oh);
+		free(eh);
+		fw_sandbox_result_free(&res);
+		char *ofix = bad ? NULL : fw_utf8_fix((const char *)obs.p, obs.n, &fl);
+		fw_buf_free(&obs);
+		if (!ofix || add_turn(&tv, &nt, &cap, "tool", ofix, fl)) {
+			free(ofix);
+			goto oom;
+		}
+		free(ofix);
+		tv[nt - 1].exit = exitc;
+		if (now() - t0 >= o->timeout_s) {
+			r->stop = "timeout";
+			break;
+		}
+	}
+	if (fw_workspace_patch(ws, commit, &r->patch, err, errlen))
+		goto out;
+	fw_buf_packer(&pk, &r->turns);
+	msgpack_pack_array(&pk, nt);
+	for (size_t i = 0; i < nt; i++) {
+		struct turn *t = &tv[i];
+		int asst = !strcmp(t->role, "assistant"), tool = !strcmp(t->role, "tool");
+		msgpack_pack_map(&pk, 2 + 2 * asst + tool);
+		pack_s(&pk, "role", 4);
+		pack_s(&pk, t->role, strlen(t->role));
+		pack_s(&pk, "text", 4);
+		pack_s(&pk, t->text, t->len);
+		if (asst) {
+			pack_s(&pk, "tokens", 6);
+			msgpack_pack_array(&pk, t->nt);
+			for (size_t k = 0; k < t->nt; k++)
+				msgpack_pack_int32(&pk, t->tok[k]);
+			pack_s(&pk, "logprobs", 8);
+			msgpack_pack_array(&pk, t->nt);
+			for (size_t k = 0; k < t->nt; k++)
+				msgpack_pack_float(&pk, t->lp[k]);
+		}
+		if (tool) {
+			pack_s(&pk, "exit", 4);
+			msgpack_pack_int(&pk, t->exit);
+		}
+	}
+	fw_buf_packer(&pk, &r->events);
+	msgpack_pack_array(&pk, (size_t)nev);
+	fw_buf_append(&r->events, ev.p, ev.n);
+	rc = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	for (size_t i = 0; i < nt; i++) {
+		free(tv[i].text);
+		free(tv[i].tok);
+		free(tv[i].lp);
+	}
+	free(tv);
+	free(ct);
+	free(scratch);
+	fw_buf_free(&ev);
+	fw_tok_ids_release(&ids);
+	fw_tok_ids_release(&fed);
+	fw_gen_free(g);
+	if (rc)
+		fw_agent_result_clear(r);
+	fw_rmtree(top);
+	return rc;
+}
