@@ -471,6 +471,9 @@ static int summary_main(struct opts *o)
 		struct fw_rec rec;
 		int k;
 		while ((k = fw_reader_next(rd, &rec)) == 1) {
+			/* other kinds pass through grading; they are not counted */
+			if (!is_rollout(rec.v))
+				continue;
 			int a = fw_gsum_add(s, rec.v, err, sizeof err);
 			if (a < 0) {
 				fw_warn("out of memory");
