@@ -486,3 +486,21 @@ EOF
 ["edit.sh",2,0]
 EOF
 }
+
+@test "xfail counts for a p2p test only when the task lists it as xfail on the original" {
+  # a test command that reports t::a passing and t::x as xfail
+  cmd='printf "%s" "<testsuite><testcase classname=\"t\" name=\"a\"/><testcase classname=\"t\" name=\"x\"><skipped type=\"pytest.xfail\" message=\"known\"/></testcase></testsuite>" > $FW_REPORT'
+  {
+    roll with "$F/empty.diff" | jq -c --arg c "$cmd" '.task.test_cmd = $c | .task.f2p = ["t::a"] | .task.p2p = ["t::x"] | .task.xfail = ["t::x"]'
+    roll without "$F/empty.diff" | jq -c --arg c "$cmd" '.task.test_cmd = $c | .task.f2p = ["t::a"] | .task.p2p = ["t::x"]'
+    roll f2p-xfail "$F/empty.diff" | jq -c --arg c "$cmd" '.task.test_cmd = $c | .task.f2p = ["t::a", "t::x"] | .task.p2p = [] | .task.xfail = ["t::x"]'
+  } | rec from-json > "$T/r.mp"
+  run --separate-stderr grade --store "$F/st.git" -o "$T/out.mp" "$T/r.mp"
+  assert_success
+  run jq -c '[.id, .grade.resolved, .grade.tests["t::x"]]' <(rec json "$T/out.mp")
+  assert_output - <<'EOF'
+["with",true,"xfail"]
+["without",false,"xfail"]
+["f2p-xfail",false,"xfail"]
+EOF
+}
