@@ -29,6 +29,8 @@ DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
 	bubblewrap git universal-ctags bats bats-support bats-assert jq groff \
 	clang libclang-rt-14-dev python3-torch python3-pytest python3-numpy gnuplot-nox \
 	nodejs curl socat python3-scipy
+# train-step's data-parallel test (Open MPI's mpirun; the library is loaded at run time)
+DEB_PKGS += mpi-default-bin
 
 PC_PKGS := msgpack libzstd jansson libgit2 libpcre2-8 openblas libcurl
 PC_CFLAGS := $(shell pkg-config --cflags $(PC_PKGS) 2>/dev/null)

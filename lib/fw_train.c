@@ -4,6 +4,7 @@
  * See fw_train.h.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -748,6 +749,116 @@ out:
 	free(lp);
 	free(rlp);
 	return rc;
+}
+
+/* ---- data parallel ------------------------------------------------------------------ */
+
+typedef int (*mpi_init_fn)(int *, char ***);
+typedef int (*mpi_rank_fn)(void *, int *);
+typedef int (*mpi_allreduce_fn)(const void *, void *, int, void *, void *, void *);
+typedef int (*mpi_finalize_fn)(void);
+
+struct fw_dp {
+	int rank, size;
+	void *lib;
+	void *world, *t_float, *t_double, *op_sum, *in_place;
+	mpi_allreduce_fn allreduce;
+	mpi_finalize_fn finalize;
+};
+
+struct fw_dp *fw_dp_init(int *argc, char ***argv, char *err, size_t errlen)
+{
+	struct fw_dp *dp = calloc(1, sizeof(*dp));
+	const char *off = getenv("FW_MPI"), *name = getenv("FW_MPI_LIB");
+	mpi_init_fn init;
+	mpi_rank_fn rank, size;
+
+	if (!dp) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	dp->size = 1;
+	if ((off && !strcmp(off, "0")) ||
+	    (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK")))
+		return dp;
+	/* RTLD_GLOBAL: Open MPI's own plugins resolve against it. */
+	if (!(dp->lib = dlopen(name ? name : "libmpi.so.40", RTLD_NOW | RTLD_GLOBAL))) {
+		seterr(err, errlen, "started by an MPI launcher, but %s", dlerror());
+		free(dp);
+		return NULL;
+	}
+	init = (mpi_init_fn)dlsym(dp->lib, "MPI_Init");
+	rank = (mpi_rank_fn)dlsym(dp->lib, "MPI_Comm_rank");
+	size = (mpi_rank_fn)dlsym(dp->lib, "MPI_Comm_size");
+	dp->allreduce = (mpi_allreduce_fn)dlsym(dp->lib, "MPI_Allreduce");
+	dp->finalize = (mpi_finalize_fn)dlsym(dp->lib, "MPI_Finalize");
+	dp->world = dlsym(dp->lib, "ompi_mpi_comm_world");
+	dp->t_float = dlsym(dp->lib, "ompi_mpi_float");
+	dp->t_double = dlsym(dp->lib, "ompi_mpi_double");
+	dp->op_sum = dlsym(dp->lib, "ompi_mpi_op_sum");
+	if (!init || !rank || !size || !dp->allreduce || !dp->finalize || !dp->world ||
+	    !dp->t_float || !dp->t_double || !dp->op_sum) {
+		seterr(err, errlen, "the MPI library is not Open MPI (a symbol is missing)");
+		dlclose(dp->lib);
+		free(dp);
+		return NULL;
+	}
+	if (init(argc, argv) || rank(dp->world, &dp->rank) || size(dp->world, &dp->size)) {
+		seterr(err, errlen, "MPI_Init failed");
+		free(dp);
+		return NULL;
+	}
+	return dp;
+}
+
+int fw_dp_rank(const struct fw_dp *dp)
+{
+	return dp->rank;
+}
+
+int fw_dp_size(const struct fw_dp *dp)
+{
+	return dp->size;
+}
+
+/* MPI_IN_PLACE is (void *)1 in Open MPI's mpi.h. */
+#define OMPI_IN_PLACE ((void *)1)
+
+static int dp_sum(struct fw_dp *dp, void *x, long n, size_t esz, void *type)
+{
+	/* The count is an int: large buffers go in pieces. */
+	for (long i = 0; i < n; i += 1L << 28) {
+		long k = n - i < (1L << 28) ? n - i : (1L << 28);
+
+		if (dp->allreduce(OMPI_IN_PLACE, (char *)x + i * esz, (int)k, type, dp->op_sum,
+				  dp->world))
+			return -1;
+	}
+	return 0;
+}
+
+int fw_dp_sum_f(float *x, long n, void *p)
+{
+	struct fw_dp *dp = p;
+
+	return dp->size > 1 ? dp_sum(dp, x, n, sizeof(float), dp->t_float) : 0;
+}
+
+int fw_dp_sum_d(double *x, long n, void *p)
+{
+	struct fw_dp *dp = p;
+
+	return dp->size > 1 ? dp_sum(dp, x, n, sizeof(double), dp->t_double) : 0;
+}
+
+void fw_dp_free(struct fw_dp *dp)
+{
+	if (!dp)
+		return;
+	if (dp->lib)
+		dp->finalize();
+	/* The library stays loaded: Open MPI does not support unloading. */
+	free(dp);
 }
 
 /* ---- checkpoints ----------------------------------------------------------------- */

@@ -166,6 +166,35 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 		  const int *idx, int n, struct fw_step_stats *st, char *err,
 		  size_t errlen);
 
+/* ---- data parallel ------------------------------------------------------------------ */
+
+/*
+ * The processes of one data-parallel run.  When started by Open MPI's
+ * mpirun (or srun with PMIx), fw_dp_init() loads the MPI library at run
+ * time (libmpi.so.40, or $FW_MPI_LIB) so that one binary runs alone or
+ * data-parallel and building needs no MPI; FW_MPI=0 in the environment
+ * makes every process run alone.  The handles are Open MPI's (its ABI).
+ */
+struct fw_dp;
+
+/* Joins the run (MPI_Init) or, when not started by an MPI launcher, makes
+ * a run of one.  Returns it (fw_dp_free), or NULL with err filled when
+ * launched under MPI and the library cannot be loaded or initialised. */
+struct fw_dp *fw_dp_init(int *argc, char ***argv, char *err, size_t errlen);
+
+/* This process's rank and the number of processes.  Cannot fail. */
+int fw_dp_rank(const struct fw_dp *dp);
+int fw_dp_size(const struct fw_dp *dp);
+
+/* Sums x (n values) in place across all processes (MPI_Allreduce); dp is a
+ * struct fw_dp *, as struct fw_train_cfg's callbacks take it.  Returns 0,
+ * or -1 when the library reports an error. */
+int fw_dp_sum_f(float *x, long n, void *dp);
+int fw_dp_sum_d(double *x, long n, void *dp);
+
+/* Leaves the run (MPI_Finalize) and frees dp.  NULL does nothing. */
+void fw_dp_free(struct fw_dp *dp);
+
 /* ---- checkpoints ----------------------------------------------------------------- */
 
 /* trainer_state.json: what a checkpoint needs besides weights and

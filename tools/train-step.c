@@ -154,7 +154,7 @@ static int num_opt(const char *name, const char *arg, double lo, double *out)
 	return 0;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv, struct fw_dp *dp)
 {
 	static const struct option lo[] = {
 		{ "ckpt", required_argument, NULL, O_CKPT },
@@ -208,12 +208,16 @@ int main(int argc, char **argv)
 	struct fw_step_stats *sts = NULL;
 	struct fw_writer *w = NULL;
 	struct fw_buf mb = { 0 };
-	int *order = NULL, *idx = NULL, c;
+	int *order = NULL, *idx = NULL, c, rank = fw_dp_rank(dp), size = fw_dp_size(dp);
 	char **files;
 	int nfiles;
 
-	fw_cli_init("train-step");
 	fw_train_defaults(&cfg);
+	if (size > 1) {
+		cfg.allreduce = fw_dp_sum_d;
+		cfg.allreduce_f = fw_dp_sum_f;
+		cfg.ctx = dp;
+	}
 	while ((c = getopt_long(argc, argv, "ho:zj:", lo, NULL)) != -1) {
 		switch (c) {
 		case O_CKPT: ckpt_arg = optarg; break;
@@ -486,9 +490,12 @@ int main(int argc, char **argv)
 	if (!parent[0])
 		fw_ckpt_id(m, parent);
 	for (uint64_t s = 0; s < steps; s++) {
-		for (uint64_t k = 0; k < bsz; k++)
-			idx[k] = order[(state.data_pos + k) % b->nseq];
-		if (fw_train_step(m, opt, ref, &cfg, b, idx, (int)bsz, &sts[s], err, sizeof(err))) {
+		int nl = 0;
+
+		/* Rank r of N takes every Nth sequence of the step's batch. */
+		for (uint64_t k = rank; k < bsz; k += size)
+			idx[nl++] = order[(state.data_pos + k) % b->nseq];
+		if (fw_train_step(m, opt, ref, &cfg, b, idx, nl, &sts[s], err, sizeof(err))) {
 			fw_warn("step %ld: %s; no checkpoint written", opt->step + 1, err);
 			rc = FW_EXIT_DATA;
 			goto out;
@@ -497,7 +504,9 @@ int main(int argc, char **argv)
 		state.tokens_seen += sts[s].tokens;
 	}
 
-	/* The new checkpoint, then what each step measured. */
+	/* The new checkpoint, then what each step measured: rank 0 writes. */
+	if (rank != 0)
+		goto out;
 	state.step = opt->step;
 	snprintf(state.parent, sizeof(state.parent), "%s", parent);
 	fw_ckpt_id(m, state.id);
@@ -541,6 +550,21 @@ out:
 	fw_opt_free(opt);
 	fw_model_free(ref);
 	fw_model_free(m);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct fw_dp *dp;
+	int rc;
+
+	fw_cli_init("train-step");
+	if (!(dp = fw_dp_init(&argc, &argv, err, sizeof(err)))) {
+		fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	rc = run(argc, argv, dp);
+	fw_dp_free(dp);
 	if (fw_close_stdout() && rc == FW_EXIT_OK)
 		rc = FW_EXIT_DATA;
 	return rc;

@@ -2,6 +2,7 @@
 """PyTorch reference for train-step's losses and its AdamW step.
 
 usage: train_ref.py make CKPT_DIR N SEED > RECORDS.jsonl
+       train_ref.py same DIR_A DIR_B [--tol R]
        train_ref.py check BEFORE_DIR AFTER_DIR RECORDS.jsonl METRICS.jsonl
                     [--objective LIST] [--lr X] [--clip-grad X] [--weight-decay X]
                     [--beta1 X] [--beta2 X] [--eps X] [--clip-low X] [--clip-high X]
@@ -23,6 +24,9 @@ losses and gradient norm of the step's metrics record, and the update of
 every parameter (AFTER - BEFORE, relative to that tensor's largest update)
 with train-step's checkpoint in AFTER_DIR.  Prints one line per quantity and
 exits 1 when any fails, 2 on bad usage.
+
+`same` compares the parameters of two checkpoints (relative to each
+tensor's largest value), e.g. a data-parallel run with one process's.
 """
 import argparse
 import json
@@ -225,6 +229,21 @@ def check(a):
     return 1 if fails else 0
 
 
+def same(a):
+    """Every parameter of A within tol (relative to the tensor's largest
+    value) of B."""
+    A = read_safetensors(f"{a.a}/model.safetensors")
+    B = read_safetensors(f"{a.b}/model.safetensors")
+    if A.keys() != B.keys():
+        print("FAIL the checkpoints hold different tensors")
+        return 1
+    worst, wn = max((rel(A[k].double(), B[k].double()), k) for k in A)
+    ok = worst <= a.tol
+    print(f"{'ok  ' if ok else 'FAIL'} parameters, worst relative difference ({wn}): "
+          f"{worst:.3g} (tolerance {a.tol:g})")
+    return 0 if ok else 1
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="train_ref.py")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -253,9 +272,13 @@ def main(argv):
     ck.add_argument("--is-clip", type=float, default=2.0)
     ck.add_argument("--tol-loss", type=float, default=1e-4)
     ck.add_argument("--tol-update", type=float, default=1e-3)
+    sm = sub.add_parser("same")
+    sm.add_argument("a")
+    sm.add_argument("b")
+    sm.add_argument("--tol", type=float, default=1e-5)
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    return make(a) if a.cmd == "make" else check(a)
+    return {"make": make, "check": check, "same": same}[a.cmd](a)
 
 
 if __name__ == "__main__":
