@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -506,8 +507,31 @@ static long long read_key(const char *dir, const char *name, const char *key)
 	return v;
 }
 
-/* Remove the cgroups that runs of dead processes left behind (a caller
- * killed mid-run cannot clean up).  Busy ones stay. */
+/* Kill every process in a cgroup directory. */
+static void kill_cgroup(const char *dir)
+{
+	char path[PATH_MAX + 16], line[32];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+	if (!(f = fopen(path, "r")))
+		return;
+	while (fgets(line, sizeof line, f)) {
+		int pid = atoi(line);
+		if (pid > 1)
+			kill(pid, SIGKILL);
+	}
+	fclose(f);
+}
+
+/*
+ * Clean up after runs of dead processes.  A caller killed mid-run cannot,
+ * and its sandbox may even live on: bwrap arms its own death-with-parent
+ * only after it has forked, so a caller killed in that instant leaves an
+ * orphaned sandbox with no timeout over it.  Every process of a run is in
+ * the run's cgroups and cannot leave them, so kill what is still there and
+ * remove the directory (or leave it to the next sweep while it empties).
+ */
 static void sweep(const char *base)
 {
 	char path[PATH_MAX];
@@ -522,8 +546,12 @@ static void sweep(const char *base)
 			continue;
 		if (kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
-		if ((size_t)snprintf(path, sizeof path, "%s/%s", base, e->d_name) < sizeof path)
+		if ((size_t)snprintf(path, sizeof path, "%s/%s", base, e->d_name) >= sizeof path)
+			continue;
+		if (rmdir(path) != 0 && errno == EBUSY) {
+			kill_cgroup(path);
 			rmdir(path);
+		}
 	}
 	closedir(d);
 }
@@ -973,7 +1001,7 @@ static void set_limit(int res, rlim_t soft, rlim_t hard)
 /* In the forked child: only async-signal-safe calls until execve. */
 static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		  char **argv, char **envp, int in, int out, int errfd, int st,
-		  const struct files *f, const struct cgroup *cg, int use_as)
+		  const struct files *f, const struct cgroup *cg, int use_as, pid_t parent)
 {
 	int fds[4 + MAX_FILES] = { in, out, errfd, st }, n = 4 + f->n;
 
@@ -990,6 +1018,13 @@ static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		if (dup2(fds[i], i) < 0)
 			_exit(126);
 	syscall(SYS_close_range, (unsigned)n, ~0U, 0);
+
+	/* bwrap's --die-with-parent arms itself only once bwrap runs: a
+	 * caller killed before that would leave the sandbox orphaned with no
+	 * one to enforce its timeout.  Arm it here (it survives execve) and
+	 * check that the caller is still there. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(126);
 
 	/* join the run's cgroups ("0" is the writer itself); bwrap and all
 	 * it starts inherit them */
@@ -1091,7 +1126,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	int pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	int pst[2] = { -1, -1 }, in = -1, pidfd = -1, rc = -1, use_as = 1;
 	size_t stlen = 0;
-	pid_t pid = -1;
+	pid_t pid = -1, self;
 	double t0 = now(), kill_at = 0, pinned_since = 0, next_count = 0;
 	long long init_pid = 0, pidns = 0, exit_code = -1, oom_kills = -1, fails_at_pin = 0;
 	int reported = 0, cgot = 0, timed_out = 0, bomb = 0, killed_hard = 0, reaped = 0, wstatus = 0;
@@ -1186,6 +1221,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	}
 
 	t0 = now();
+	self = getpid();
 	pid = fork();
 	if (pid < 0) {
 		seterr(err, errlen, "fork: %s", strerror(errno));
@@ -1193,7 +1229,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	}
 	if (pid == 0)
 		child(o, bwrap, a.v, env.v, in, pout[1], perr[1], pst[1],
-		      &files, &cg, use_as);
+		      &files, &cg, use_as, self);
 	close(pout[1]);
 	close(perr[1]);
 	close(pst[1]);

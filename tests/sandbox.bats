@@ -118,6 +118,20 @@ serve() {
   ! pgrep -f '^sleep 73[45]'
 }
 
+@test "no sandbox outlives a caller killed at any instant of its start" {
+  for d in 0 0.001 0.002 0.004 0.006 0.008 0.01 0.015 0.02 0.03 0.05; do
+    fw-run -- sleep 739 > /dev/null &
+    pid=$!
+    sleep "$d"
+    kill -9 "$pid"
+    wait "$pid" || true
+  done
+  # a sandbox orphaned in bwrap's own start-up is swept by the next run
+  fw-run -- true > /dev/null
+  for _ in $(seq 30); do pgrep -f '^sleep 739' >/dev/null || break; sleep 0.1; done
+  ! pgrep -f '^sleep 739'
+}
+
 @test "capabilities are gone: no remount, no mount, no new user namespace" {
   run -1 --separate-stderr fw-run -- sh -c '
     grep -E "^Cap(Eff|Prm|Bnd):" /proc/self/status
