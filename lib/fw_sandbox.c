@@ -507,6 +507,14 @@ static long long read_key(const char *dir, const char *name, const char *key)
 	return v;
 }
 
+/* The inode of our pid namespace, which names our runs' cgroups. */
+static unsigned long self_pidns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
 /* Kill every process in a cgroup directory. */
 static void kill_cgroup(const char *dir)
 {
@@ -542,7 +550,11 @@ static void sweep(const char *base)
 		return;
 	while ((e = readdir(d))) {
 		int pid;
-		if (sscanf(e->d_name, "fw-sandbox-%d-", &pid) != 1 || pid == getpid())
+		unsigned long ns;
+		/* only runs of callers in our pid namespace: a pid means
+		 * nothing in another */
+		if (sscanf(e->d_name, "fw-sandbox-%lu-%d-", &ns, &pid) != 2 ||
+		    ns != self_pidns() || pid == getpid())
 			continue;
 		if (kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
@@ -560,11 +572,12 @@ static int make_child(const char *base, char *out, size_t outlen)
 {
 	static unsigned seq;
 
-	/* the first run of a process sweeps up after dead ones */
-	if (__atomic_load_n(&seq, __ATOMIC_RELAXED) < 4)
-		sweep(base);
+	/* every run sweeps up after dead callers' runs: a readdir of a few
+	 * entries */
+	sweep(base);
 
-	if ((size_t)snprintf(out, outlen, "%s/fw-sandbox-%d-%u", base, (int)getpid(),
+	if ((size_t)snprintf(out, outlen, "%s/fw-sandbox-%lu-%d-%u", base, self_pidns(),
+			     (int)getpid(),
 			     __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >= outlen ||
 	    mkdir(out, 0755) != 0) {
 		out[0] = 0;
