@@ -70,10 +70,10 @@ static int is_stop(const struct fw_builtin *b, int32_t id)
 	return 0;
 }
 
-int fw_builtin_complete(struct fw_builtin *b, const char *prompt, size_t len, int K,
-			const uint64_t *seeds, const struct fw_sampler *s, int max_tokens,
-			fw_cut_fn cut, void *ctx, struct fw_tok_ids *prompt_ids,
-			struct fw_completion *out, char *err, size_t errlen)
+static int complete(struct fw_builtin *b, const char *prompt, size_t len, const int32_t *pre,
+		    size_t npre, int K, const uint64_t *seeds, const struct fw_sampler *s,
+		    int max_tokens, fw_cut_fn cut, void *ctx, struct fw_tok_ids *prompt_ids,
+		    struct fw_completion *out, char *err, size_t errlen)
 {
 	struct fw_tok_ids ids = { 0 };
 	struct fw_gen *g = NULL;
@@ -92,7 +92,14 @@ int fw_builtin_complete(struct fw_builtin *b, const char *prompt, size_t len, in
 	}
 	if (max_tokens > maxpos / 2)
 		max_tokens = maxpos / 2;
-	if (fw_tok_encode(b->t, prompt, len, 0, 0, &ids)) {
+	if (pre) {
+		for (size_t i = 0; i < npre; i++)
+			if (fw_tok_ids_push(&ids, pre[i], 0)) {
+				snprintf(err, errlen, "out of memory");
+				goto out;
+			}
+		bos = -1;
+	} else if (fw_tok_encode(b->t, prompt, len, 0, 0, &ids)) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -203,4 +210,26 @@ out:
 	fw_gen_free(g);
 	fw_tok_ids_release(&ids);
 	return rc;
+}
+
+int fw_builtin_complete(struct fw_builtin *b, const char *prompt, size_t len, int K,
+			const uint64_t *seeds, const struct fw_sampler *s, int max_tokens,
+			fw_cut_fn cut, void *ctx, struct fw_tok_ids *prompt_ids,
+			struct fw_completion *out, char *err, size_t errlen)
+{
+	return complete(b, prompt, len, NULL, 0, K, seeds, s, max_tokens, cut, ctx, prompt_ids,
+			out, err, errlen);
+}
+
+int fw_builtin_complete_ids(struct fw_builtin *b, const int32_t *ids, size_t n, int K,
+			    const uint64_t *seeds, const struct fw_sampler *s, int max_tokens,
+			    struct fw_tok_ids *prompt_ids, struct fw_completion *out, char *err,
+			    size_t errlen)
+{
+	if (n == 0) {
+		snprintf(err, errlen, "empty prompt");
+		return -1;
+	}
+	return complete(b, NULL, 0, ids, n, K, seeds, s, max_tokens, NULL, NULL, prompt_ids, out,
+			err, errlen);
 }

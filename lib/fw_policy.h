@@ -73,6 +73,13 @@ int fw_builtin_complete(struct fw_builtin *b, const char *prompt, size_t len, in
 
 
 
+/* As fw_builtin_complete(), from prompt ids (n > 0) as they are: no BOS is
+ * added, and a prompt too long keeps its last ids. */
+int fw_builtin_complete_ids(struct fw_builtin *b, const int32_t *ids, size_t n, int K,
+			    const uint64_t *seeds, const struct fw_sampler *s, int max_tokens,
+			    struct fw_tok_ids *prompt_ids, struct fw_completion *out, char *err,
+			    size_t errlen);
+
 /* ---- exec: an external agent program in the clean room ------------------- */
 
 #include "fw_sandbox.h"
@@ -177,4 +184,40 @@ extern const char fw_agent_system[];
 int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,
 		     const char *tree_hex, const char *prompt, size_t plen, uint64_t seed,
 		     struct fw_agent_result *r, char *err, size_t errlen);
+
+/* ---- http: an OpenAI-compatible server ------------------------------------ */
+
+struct fw_http;
+
+/*
+ * A client of the OpenAI-compatible server at base (e.g.
+ * "http://127.0.0.1:8000/v1"; requests go to BASE/completions).  model
+ * (may be NULL: the server's default) is sent as "model"; the API key, when
+ * key_env names a set environment variable, as a Bearer token.  Each
+ * request may take timeout_s seconds; a refused connection, a timeout, 429
+ * and 5xx answers are retried retries times with doubling waits from 0.25
+ * s.  Returns a client (fw_http_free), or NULL with err filled.  A client
+ * is used by one thread at a time.
+ */
+struct fw_http *fw_http_new(const char *base, const char *model, const char *key_env,
+			    double timeout_s, int retries, char *err, size_t errlen);
+
+/* Frees h.  fw_http_free(NULL) does nothing. */
+void fw_http_free(struct fw_http *h);
+
+/*
+ * One completion of prompt (len bytes) by the server: max_tokens tokens
+ * under *s from seed (sent as "seed", the 64 bits as a signed integer),
+ * with log-probs.  out->text is the
+ * completion; out->tokens are the ids when the server gives them
+ * ("token_ids", as serve(1) does), else none; out->logprobs one per token
+ * (or per text token the server lists); out->stop "eos" when the server
+ * says "stop", else "max-tokens"; out->keep -1.  Returns 0, or -1 with err
+ * saying what went wrong (server down, HTTP status and message, an answer
+ * that is not a completion).
+ */
+int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t seed,
+		     const struct fw_sampler *s, int max_tokens, struct fw_completion *out,
+		     char *err, size_t errlen);
+
 #endif

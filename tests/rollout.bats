@@ -149,6 +149,19 @@ setup() {
 
 json() { rec json "$@"; }
 
+teardown() {
+  if [ -f "$T/serve.pid" ]; then kill "$(cat "$T/serve.pid")" 2>/dev/null || true; fi
+}
+
+# start_serve ARGS...: serve on a free loopback port; $URL is its address
+start_serve() {
+  serve --port 0 "$@" > "$T/serve.url" 2> "$T/serve.err" &
+  echo $! > "$T/serve.pid"
+  for _ in $(seq 100); do [ -s "$T/serve.url" ] && break; sleep 0.05; done
+  URL=$(cat "$T/serve.url")
+  [ -n "$URL" ]
+}
+
 @test "--help prints the usage on stdout and exits 0" {
   run --separate-stderr rollout --help
   assert_success
@@ -403,4 +416,36 @@ EOF
   run jq -r .stop <(json "$T/c.mp")
   assert_output context
   run -2 --separate-stderr rollout --policy "exec:true" --mode agent "$F/task1.mp"
+}
+
+@test "the http policy against serve gives the builtin's tokens, log-probs and patches" {
+  start_serve --ckpt "tiny=$F/ck"
+  for temp in 0 0.9; do
+    rollout --policy "http:$URL/v1" --model tiny --samples 2 --seed 4 --temp $temp \
+      --max-tokens 24 --ignore-stop --no-time "$F/tasks.mp" > "$T/h.mp"
+    rollout --policy "builtin:$F/ck" --samples 2 --seed 4 --temp $temp \
+      --max-tokens 24 --ignore-stop --no-time "$F/tasks.mp" > "$T/b.mp"
+    diff <(json "$T/h.mp" | jq -c '[.sample, .seed, .turns[1].tokens, .turns[1].logprobs, .patch]') \
+      <(json "$T/b.mp" | jq -c '[.sample, .seed, .turns[1].tokens, .turns[1].logprobs, .patch]')
+  done
+  run jq -c '.policy' <(json "$T/h.mp" | head -1)
+  assert_output "{\"backend\":\"http\",\"url\":\"$URL/v1\",\"model\":\"tiny\",\"seed\":4,\"temp\":0.9,\"top_p\":1,\"top_k\":0}"
+  # without --ignore-stop the completion is cut where the function ends
+  rollout --policy "http:$URL/v1" --max-tokens 24 "$F/tasks.mp" > "$T/c.mp"
+  run jq -e -s 'all(.[]; .stop != "error" and (.patch | startswith("diff --git")))' <(json "$T/c.mp")
+  assert_success
+}
+
+@test "a server that is down or answers garbage gives error records and exit 1" {
+  start_serve --ckpt "tiny=$F/ck"
+  kill "$(cat "$T/serve.pid")"; rm "$T/serve.pid"; sleep 0.2
+  run -1 --separate-stderr rollout --policy "http:$URL/v1" --timeout 5 -o "$T/d.mp" "$F/tasks.mp"
+  run jq -c '[.stop, (.error | test("connect"))]' <(json "$T/d.mp" | head -1)
+  assert_output '["error",true]'
+  # a server that answers with something else than a completion
+  start_serve --ckpt "tiny=$F/ck"
+  run -1 --separate-stderr rollout --policy "http:$URL/v1" --model nope -o "$T/g.mp" "$F/tasks.mp"
+  run jq -r '.error' <(json "$T/g.mp" | head -1)
+  assert_output --partial "HTTP 404: no such model"
+  [ "$(rec count "$T/g.mp")" = 3 ]
 }

@@ -18,17 +18,18 @@
 #include "fw_stream.h"
 
 static const char usage_text[] =
-	"usage: rollout --policy builtin:DIR | exec:CMD [--store DIR] [--mode fill | agent]\n"
+	"usage: rollout --policy builtin:DIR | http:URL | exec:CMD [--model NAME] [--store DIR]\n"
+	"               [--mode fill | agent]\n"
 	"               [--samples K] [--seed S] [--temp T] [--top-p P] [--top-k K]\n"
 	"               [--max-tokens N] [--max-steps N] [-j N] [--shard K/N] [--allow HOST ...]\n"
 	"               [--mount PATH ...] [--timeout SEC] [--ignore-stop] [--no-time]\n"
 	"               [--progress] [-z] [-o OUT] [FILE ...]\n"
 	"       rollout -h | --help | --version\n";
 
-enum backend { B_BUILTIN, B_EXEC };
+enum backend { B_BUILTIN, B_EXEC, B_HTTP };
 
 struct opts {
-	const char *policy, *arg, *store, *out;
+	const char *policy, *arg, *store, *out, *model;
 	enum backend backend;
 	uint64_t samples, seed, jobs, max_tokens, shard_k, shard_n;
 	double temp, top_p, timeout_s;
@@ -56,6 +57,7 @@ struct job {
 struct worker {
 	const struct opts *o;
 	struct fw_builtin *b;
+	struct fw_http *h;
 	char load_err[512];
 	struct fw_store *st;
 	char *st_path;
@@ -129,14 +131,18 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 	fw_buf_append(&j->out, tb.p, tb.n);
 	fw_buf_free(&tb);
 	pack_cstr(&pk, "policy");
-	msgpack_pack_map(&pk, o->backend == B_BUILTIN ? 6 : 3);
+	msgpack_pack_map(&pk, o->backend == B_EXEC ? 3 : 6 + (o->backend == B_HTTP && o->model));
 	pack_cstr(&pk, "backend");
-	pack_cstr(&pk, o->backend == B_BUILTIN ? "builtin" : "exec");
-	pack_cstr(&pk, o->backend == B_BUILTIN ? "ckpt" : "cmd");
+	pack_cstr(&pk, o->backend == B_BUILTIN ? "builtin" : o->backend == B_HTTP ? "http" : "exec");
+	pack_cstr(&pk, o->backend == B_BUILTIN ? "ckpt" : o->backend == B_HTTP ? "url" : "cmd");
 	pack_cstr(&pk, o->arg);
+	if (o->backend == B_HTTP && o->model) {
+		pack_cstr(&pk, "model");
+		pack_cstr(&pk, o->model);
+	}
 	pack_cstr(&pk, "seed");
 	msgpack_pack_uint64(&pk, o->seed);
-	if (o->backend == B_BUILTIN) {
+	if (o->backend != B_EXEC) {
 		pack_cstr(&pk, "temp");
 		msgpack_pack_double(&pk, o->temp);
 		pack_cstr(&pk, "top_p");
@@ -145,7 +151,7 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 		msgpack_pack_int(&pk, o->top_k);
 	}
 	pack_cstr(&pk, "mode");
-	pack_cstr(&pk, o->backend != B_BUILTIN ? "exec" : o->agent ? "agent" : "fill");
+	pack_cstr(&pk, o->backend == B_EXEC ? "exec" : o->agent ? "agent" : "fill");
 	pack_cstr(&pk, "sample");
 	msgpack_pack_int(&pk, e->sample);
 	pack_cstr(&pk, "seed");
@@ -171,10 +177,14 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 		msgpack_pack_double(&pk, (double)(long long)(e->time * 1000 + 0.5) / 1000);
 	}
 	if (e->error) {
+		/* messages may quote what a server or agent sent */
+		size_t en;
+		char *fixed = fw_utf8_fix(e->error, strlen(e->error), &en);
 		pack_cstr(&pk, "error");
-		pack_cstr(&pk, e->error);
+		pack_str(&pk, fixed ? fixed : "", fixed ? en : 0);
 		if (!j->failed++)
-			snprintf(j->err, sizeof j->err, "%s", e->error);
+			snprintf(j->err, sizeof j->err, "%s", fixed ? fixed : "");
+		free(fixed);
 	}
 	return 0;
 }
@@ -297,7 +307,7 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 		emit_errors(w, j, task, tid, "out of memory");
 		goto out;
 	}
-	if (!w->b) {
+	if (!w->b && !w->h) {
 		emit_errors(w, j, task, tid, w->load_err);
 		goto out;
 	}
@@ -313,8 +323,19 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 	}
 	for (int k = 0; k < K; k++)
 		seeds[k] = fw_rollout_seed(o->seed, tid, strlen(tid), k);
-	if (fw_builtin_complete(w->b, src, site.a, K, seeds, &s, (int)o->max_tokens,
-				o->ignore_stop ? NULL : cut_cb, &site, &pids, c, err, sizeof err)) {
+	if (w->h) {
+		/* a server decodes what it is asked: the cut comes after */
+		for (int k = 0; k < K; k++)
+			if (fw_http_complete(w->h, src, site.a, seeds[k], &s, (int)o->max_tokens, &c[k],
+					     err, sizeof err)) {
+				emit_errors(w, j, task, tid, err);
+				goto out;
+			} else if (!o->ignore_stop) {
+				c[k].keep = fw_fill_cut(&site, c[k].text, c[k].len);
+			}
+	} else if (fw_builtin_complete(w->b, src, site.a, K, seeds, &s, (int)o->max_tokens,
+				       o->ignore_stop ? NULL : cut_cb, &site, &pids, c, err,
+				       sizeof err)) {
 		emit_errors(w, j, task, tid, err);
 		goto out;
 	}
@@ -338,18 +359,26 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 		}
 		e.patch = patch;
 		/* the prompt as the policy saw it (cut to the model's context) */
-		char *raw = fw_tok_decode(w->b->t, pids.ids, pids.n, FW_TOK_SKIP_SPECIAL, &pn, err,
-					  sizeof err);
-		ptxt = raw ? fw_utf8_fix(raw, pn, &pn) : NULL;
+		char *raw = w->b ? fw_tok_decode(w->b->t, pids.ids, pids.n, FW_TOK_SKIP_SPECIAL, &pn,
+						 err, sizeof err)
+				 : NULL;
+		ptxt = raw ? fw_utf8_fix(raw, pn, &pn) : fw_utf8_fix(src, site.a, &pn);
 		free(raw);
 		fw_buf_packer(&pk, &e.turns);
 		msgpack_pack_array(&pk, 2);
-		pack_turn(&e.turns, "user", ptxt ? ptxt : "", ptxt ? pn : 0, pids.ids, NULL, pids.n);
-		pack_turn(&e.turns, "assistant", full ? full : "", full ? fl : 0, c[k].tokens,
-			  c[k].logprobs,
-			  (size_t)c[k].n);
+		pack_turn(&e.turns, "user", ptxt ? ptxt : "", ptxt ? pn : 0,
+			  w->b ? pids.ids : NULL, NULL, pids.n);
+		if (c[k].tokens || !c[k].n) {
+			pack_turn(&e.turns, "assistant", full ? full : "", full ? fl : 0, c[k].tokens,
+				  c[k].logprobs, (size_t)c[k].n);
+		} else {
+			/* the server gave log-probs but no ids */
+			pack_turn(&e.turns, "assistant", full ? full : "", full ? fl : 0, NULL, NULL, 0);
+		}
 		/* the whole sequence for training: prompt then completion */
 		fw_buf_packer(&pk, &e.extra);
+		if (!w->b)
+			goto no_seq;
 		pack_cstr(&pk, "tokens");
 		msgpack_pack_array(&pk, pids.n + (size_t)c[k].n);
 		for (size_t i = 0; i < pids.n; i++)
@@ -361,6 +390,7 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 		for (size_t i = 0; i < pids.n + (size_t)c[k].n; i++)
 			msgpack_pack_int(&pk, i >= pids.n);
 		e.nextra = 2;
+no_seq:
 		e.time = each;
 		emit(o, j, task, tid, &e);
 		fw_buf_free(&e.turns);
@@ -563,7 +593,7 @@ static void run_job(struct worker *w, struct job *j)
 	}
 	if (w->o->backend == B_BUILTIN && w->o->agent)
 		run_agent(w, j, task, tid, &ti);
-	else if (w->o->backend == B_BUILTIN)
+	else if (w->o->backend != B_EXEC)
 		run_fill(w, j, task, tid, &ti);
 	else
 		run_exec(w, j, task, tid, &ti);
@@ -657,6 +687,14 @@ static int rollout_main(struct opts *o)
 	memset(ws, 0, sizeof ws);
 	for (int i = 0; i < nw; i++) {
 		ws[i].o = o;
+		if (o->backend == B_HTTP &&
+		    !(ws[i].h = fw_http_new(o->arg, o->model,
+					    getenv("FW_API_KEY") ? "FW_API_KEY" : "OPENAI_API_KEY",
+					    o->timeout_s, 3, ws[i].load_err, sizeof ws[i].load_err))) {
+			fw_warn("%s", ws[i].load_err);
+			status = FW_EXIT_DATA;
+			break;
+		}
 		if (o->backend == B_BUILTIN &&
 		    !(ws[i].b = fw_builtin_load(o->arg, ws[i].load_err, sizeof ws[i].load_err))) {
 			/* every record says why; the first failure is enough */
@@ -740,6 +778,7 @@ static int rollout_main(struct opts *o)
 done:
 	for (int i = 0; i < nw; i++) {
 		fw_builtin_free(ws[i].b);
+		fw_http_free(ws[i].h);
 		fw_store_free(ws[i].st);
 		free(ws[i].st_path);
 	}
@@ -775,7 +814,7 @@ int main(int argc, char **argv)
 			  .timeout_s = 600, .level = -1, .max_steps = 20 };
 	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
 	       O_MAX_TOKENS, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
-	       O_IGNORE_STOP, O_MAX_STEPS, O_VERSION };
+	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_VERSION };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, O_POLICY },
 		{ "store", required_argument, NULL, O_STORE },
@@ -794,6 +833,7 @@ int main(int argc, char **argv)
 		{ "no-time", no_argument, NULL, O_NO_TIME },
 		{ "ignore-stop", no_argument, NULL, O_IGNORE_STOP },
 		{ "max-steps", required_argument, NULL, O_MAX_STEPS },
+		{ "model", required_argument, NULL, O_MODEL },
 		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -864,6 +904,7 @@ int main(int argc, char **argv)
 				return usage_error("bad timeout '%s'", optarg);
 			break;
 		case O_NO_TIME: o.no_time = 1; break;
+		case O_MODEL: o.model = optarg; break;
 		case O_IGNORE_STOP: o.ignore_stop = 1; break;
 		case O_PROGRESS: o.progress = 1; break;
 		case 'o': o.out = optarg; break;
@@ -881,11 +922,16 @@ int main(int argc, char **argv)
 	} else if (!strncmp(o.policy, "exec:", 5) && o.policy[5]) {
 		o.backend = B_EXEC;
 		o.arg = o.policy + 5;
+	} else if (!strncmp(o.policy, "http:", 5) && o.policy[5]) {
+		o.backend = B_HTTP;
+		o.arg = o.policy + 5;
 	} else {
-		return usage_error("unknown policy '%s' (builtin:DIR, exec:CMD)", o.policy);
+		return usage_error("unknown policy '%s' (builtin:DIR, http:URL, exec:CMD)", o.policy);
 	}
 	if (o.agent && o.backend != B_BUILTIN)
 		return usage_error("%s", "--mode agent needs a builtin policy");
+	if (o.model && o.backend != B_HTTP)
+		return usage_error("%s", "--model needs an http policy");
 	o.files = argv + optind;
 	o.nfiles = argc - optind;
 	int status = rollout_main(&o);

@@ -1,0 +1,563 @@
+/*
+ * serve — flywheel checkpoints behind an OpenAI-compatible HTTP API
+ * (libmicrohttpd).  See serve(1).
+ *
+ * libmicrohttpd is loaded at run time (dlopen), so that the other tools,
+ * which all link the same libraries, do not depend on it.
+ */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "fw_cli.h"
+#include "fw_policy.h"
+#include "fw_rollout.h"
+
+#if !__has_include(<microhttpd.h>)
+/* Built where libmicrohttpd-dev is missing: the tool says so. */
+int main(void)
+{
+	fw_cli_init("serve");
+	fw_warn("built without libmicrohttpd (install libmicrohttpd-dev and rebuild)");
+	return FW_EXIT_DATA;
+}
+#else
+#include <microhttpd.h>
+
+static const char usage_text[] =
+	"usage: serve --ckpt NAME=DIR ... [--host ADDR] [--port P] [--max-body BYTES]\n"
+	"       serve -h | --help | --version\n";
+
+/* One checkpoint by name; requests to it take turns. */
+struct arm {
+	const char *name, *dir;
+	struct fw_builtin *b;
+	pthread_mutex_t mu;
+};
+
+/* The libmicrohttpd calls serve makes, found by dlopen. */
+static struct {
+	struct MHD_Daemon *(*start_daemon)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *,
+					   MHD_AccessHandlerCallback, void *, ...);
+	void (*stop_daemon)(struct MHD_Daemon *);
+	const union MHD_DaemonInfo *(*get_daemon_info)(struct MHD_Daemon *,
+							enum MHD_DaemonInfoType, ...);
+	struct MHD_Response *(*create_response_from_buffer)(size_t, void *,
+							     enum MHD_ResponseMemoryMode);
+	enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
+	enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int,
+					  struct MHD_Response *);
+	void (*destroy_response)(struct MHD_Response *);
+} mhd;
+
+static int load_mhd(void)
+{
+	static const char *const names[] = { "libmicrohttpd.so.12", "libmicrohttpd.so" };
+	void *h = NULL;
+
+	for (size_t i = 0; !h && i < sizeof names / sizeof names[0]; i++)
+		h = dlopen(names[i], RTLD_NOW);
+	if (!h) {
+		fw_warn("cannot load libmicrohttpd: %s", dlerror());
+		return -1;
+	}
+	*(void **)&mhd.start_daemon = dlsym(h, "MHD_start_daemon");
+	*(void **)&mhd.stop_daemon = dlsym(h, "MHD_stop_daemon");
+	*(void **)&mhd.get_daemon_info = dlsym(h, "MHD_get_daemon_info");
+	*(void **)&mhd.create_response_from_buffer = dlsym(h, "MHD_create_response_from_buffer");
+	*(void **)&mhd.add_response_header = dlsym(h, "MHD_add_response_header");
+	*(void **)&mhd.queue_response = dlsym(h, "MHD_queue_response");
+	*(void **)&mhd.destroy_response = dlsym(h, "MHD_destroy_response");
+	if (!mhd.start_daemon || !mhd.stop_daemon || !mhd.get_daemon_info ||
+	    !mhd.create_response_from_buffer || !mhd.add_response_header || !mhd.queue_response ||
+	    !mhd.destroy_response) {
+		fw_warn("libmicrohttpd lacks a function serve needs");
+		return -1;
+	}
+	return 0;
+}
+
+static struct arm *arms;
+static int narms;
+static size_t max_body = 8u << 20;
+
+/* A request body being received. */
+struct req {
+	char *p;
+	size_t n;
+	int too_big;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+	struct MHD_Response *r;
+	enum MHD_Result rc;
+
+	json_decref(j);
+	if (!s)
+		return MHD_NO;
+	r = mhd.create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(s);
+		return MHD_NO;
+	}
+	mhd.add_response_header(r, "Content-Type", "application/json");
+	rc = mhd.queue_response(c, status, r);
+	mhd.destroy_response(r);
+	return rc;
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, unsigned status, const char *type,
+			    const char *msg)
+{
+	return reply(c, status, json_pack("{s:{s:s,s:s}}", "error", "message", msg, "type", type));
+}
+
+static struct arm *find_arm(json_t *req)
+{
+	const char *m = json_string_value(json_object_get(req, "model"));
+
+	if (!m)
+		return narms == 1 ? &arms[0] : NULL;
+	for (int i = 0; i < narms; i++)
+		if (!strcmp(arms[i].name, m))
+			return &arms[i];
+	return NULL;
+}
+
+/* The sampling fields of a request; -1 with msg on a bad value. */
+static int sampling(json_t *rq, struct fw_sampler *s, int *max_tokens, uint64_t *seed, int *n,
+		    const char **msg)
+{
+	json_t *v;
+
+	s->temp = 1;
+	s->top_p = 1;
+	s->top_k = 0;
+	*max_tokens = 16;
+	*seed = 0;
+	*n = 1;
+	if ((v = json_object_get(rq, "temperature")) && !json_is_null(v)) {
+		if (!json_is_number(v) || json_number_value(v) < 0)
+			return *msg = "'temperature' must be a number >= 0", -1;
+		s->temp = (float)json_number_value(v);
+	}
+	if ((v = json_object_get(rq, "top_p")) && !json_is_null(v)) {
+		if (!json_is_number(v) || !(json_number_value(v) > 0 && json_number_value(v) <= 1))
+			return *msg = "'top_p' must be in (0, 1]", -1;
+		s->top_p = (float)json_number_value(v);
+	}
+	if ((v = json_object_get(rq, "top_k")) && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return *msg = "'top_k' must be an integer >= 0", -1;
+		s->top_k = (int)json_integer_value(v);
+	}
+	if (((v = json_object_get(rq, "max_tokens")) && !json_is_null(v)) ||
+	    ((v = json_object_get(rq, "max_completion_tokens")) && !json_is_null(v))) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > 1 << 20)
+			return *msg = "'max_tokens' must be an integer >= 0", -1;
+		*max_tokens = (int)json_integer_value(v);
+	}
+	if ((v = json_object_get(rq, "seed")) && !json_is_null(v)) {
+		if (!json_is_integer(v))
+			return *msg = "'seed' must be an integer", -1;
+		*seed = (uint64_t)json_integer_value(v);
+	}
+	if ((v = json_object_get(rq, "n")) && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 64)
+			return *msg = "'n' must be an integer in 1..64", -1;
+		*n = (int)json_integer_value(v);
+	}
+	return 0;
+}
+
+/* The text of id as a JSON string (valid UTF-8 whatever the bytes). */
+static json_t *piece(const struct fw_tok *t, int32_t id)
+{
+	size_t n, fn;
+	const char *p = fw_tok_piece(t, id, &n);
+	char *f = fw_utf8_fix(p ? p : "", p ? n : 0, &fn);
+	json_t *j = json_stringn(f ? f : "", f ? fn : 0);
+
+	free(f);
+	return j;
+}
+
+static const char *finish(const struct fw_completion *c)
+{
+	return strcmp(c->stop, "eos") ? "length" : "stop";
+}
+
+/* Decodes n choices for prompt ids under the request's settings; fills
+ * choices (chat: message form).  Returns 0 or -1 with err. */
+static int decode(struct arm *a, json_t *rq, const int32_t *ids, size_t nids, int chat,
+		  json_t *choices, int *prompt_tokens, int *completion_tokens, int *status,
+		  char *err, size_t errlen)
+{
+	struct fw_sampler s;
+	int max_tokens, n, rc = -1;
+	uint64_t seed;
+	const char *msg;
+	json_t *lpv = json_object_get(rq, "logprobs");
+	int want_lp = chat ? json_is_true(lpv) : json_is_integer(lpv);
+
+	if (sampling(rq, &s, &max_tokens, &seed, &n, &msg)) {
+		snprintf(err, errlen, "%s", msg);
+		*status = MHD_HTTP_BAD_REQUEST;
+		return -1;
+	}
+	*prompt_tokens = (int)nids;
+	*completion_tokens = 0;
+	if (max_tokens == 0) {
+		for (int k = 0; k < n; k++)
+			json_array_append_new(choices, chat
+				? json_pack("{s:i,s:{s:s,s:s},s:n,s:s}", "index", k, "message", "role",
+					    "assistant", "content", "", "logprobs", "finish_reason",
+					    "length")
+				: json_pack("{s:i,s:s,s:n,s:s}", "index", k, "text", "", "logprobs",
+					    "finish_reason", "length"));
+		return 0;
+	}
+	struct fw_completion *c = calloc((size_t)n, sizeof *c);
+	uint64_t *seeds = calloc((size_t)n, sizeof *seeds);
+	if (!c || !seeds) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* choice k draws from seed k of the request: the first from the
+	 * seed itself, so that a client that derives per-sample seeds gets
+	 * exactly its stream */
+	for (int k = 0; k < n; k++)
+		seeds[k] = k == 0 ? (seed ? seed : 1) : fw_rollout_seed(seed, "", 0, k);
+	pthread_mutex_lock(&a->mu);
+	rc = fw_builtin_complete_ids(a->b, ids, nids, n, seeds, &s, max_tokens, NULL, c, err,
+				     errlen);
+	pthread_mutex_unlock(&a->mu);
+	if (rc) {
+		*status = MHD_HTTP_BAD_REQUEST;
+		goto out;
+	}
+	for (int k = 0; k < n; k++) {
+		size_t tl;
+		char *txt = fw_utf8_fix(c[k].text, c[k].len, &tl);
+		json_t *ids_j = json_array(), *lp = json_null();
+		/* the end token is not text: it ends the choice */
+		int nt = c[k].n - (!strcmp(c[k].stop, "eos"));
+		for (int i = 0; i < c[k].n; i++)
+			json_array_append_new(ids_j, json_integer(c[k].tokens[i]));
+		*completion_tokens += c[k].n;
+		if (want_lp && chat) {
+			json_t *content = json_array();
+			for (int i = 0; i < nt; i++)
+				json_array_append_new(content, json_pack("{s:o,s:f,s:[]}", "token",
+					piece(a->b->t, c[k].tokens[i]), "logprob",
+					(double)c[k].logprobs[i], "top_logprobs"));
+			lp = json_pack("{s:o}", "content", content);
+		} else if (want_lp) {
+			json_t *toks = json_array(), *lps = json_array();
+			for (int i = 0; i < nt; i++) {
+				json_array_append_new(toks, piece(a->b->t, c[k].tokens[i]));
+				json_array_append_new(lps, json_real(c[k].logprobs[i]));
+			}
+			lp = json_pack("{s:o,s:o}", "tokens", toks, "token_logprobs", lps);
+		}
+		/* token_ids and token_logprobs_all carry every id drawn, end
+		 * token included, for clients that train on them */
+		json_t *all = json_array();
+		for (int i = 0; i < c[k].n; i++)
+			json_array_append_new(all, json_real(c[k].logprobs[i]));
+		json_t *ch = chat
+			? json_pack("{s:i,s:{s:s,s:s%},s:o,s:s,s:o,s:o}", "index", k, "message", "role",
+				    "assistant", "content", txt ? txt : "", txt ? tl : 0, "logprobs",
+				    lp, "finish_reason", finish(&c[k]), "token_ids", ids_j,
+				    "token_logprobs_all", all)
+			: json_pack("{s:i,s:s%,s:o,s:s,s:o,s:o}", "index", k, "text", txt ? txt : "",
+				    txt ? tl : 0, "logprobs", lp, "finish_reason", finish(&c[k]),
+				    "token_ids", ids_j, "token_logprobs_all", all);
+		free(txt);
+		json_array_append_new(choices, ch);
+	}
+	rc = 0;
+out:
+	if (c)
+		for (int k = 0; k < n; k++)
+			fw_completion_clear(&c[k]);
+	free(c);
+	free(seeds);
+	return rc;
+}
+
+static enum MHD_Result completions(struct MHD_Connection *con, json_t *rq, int chat)
+{
+	struct arm *a = find_arm(rq);
+	struct fw_tok_ids ids = { 0 };
+	char err[512];
+	int status = MHD_HTTP_INTERNAL_SERVER_ERROR, pt, ct;
+	json_t *choices;
+
+	if (!a)
+		return fail(con, MHD_HTTP_NOT_FOUND, "invalid_request_error", "no such model");
+	if (chat) {
+		json_t *msgs = json_object_get(rq, "messages"), *m;
+		size_t i, nm = json_array_size(msgs);
+		struct fw_chat_turn *t = calloc(nm ? nm : 1, sizeof *t);
+		int tmpl = fw_chat_detect(a->b->t);
+		if (!json_is_array(msgs) || nm == 0 || !t) {
+			free(t);
+			return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+				    "'messages' must be a non-empty array");
+		}
+		json_array_foreach(msgs, i, m) {
+			json_t *content = json_object_get(m, "content");
+			t[i].role = json_string_value(json_object_get(m, "role"));
+			t[i].text = json_is_string(content) ? json_string_value(content) : "";
+			t[i].len = json_is_string(content) ? json_string_length(content) : 0;
+			if (!t[i].role) {
+				free(t);
+				return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+					    "a message has no 'role'");
+			}
+		}
+		int rc = tmpl < 0 ? -1
+			 : fw_chat_render(a->b->t, (enum fw_chat_template)tmpl, t, nm, 1, &ids,
+					  err, sizeof err);
+		free(t);
+		if (rc) {
+			fw_tok_ids_release(&ids);
+			return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+				    tmpl < 0 ? "the model's tokenizer has no chat template" : err);
+		}
+	} else {
+		json_t *p = json_object_get(rq, "prompt");
+		int32_t bos = fw_tok_bos(a->b->t);
+		if (!json_is_string(p))
+			return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+				    "'prompt' must be a string");
+		if ((bos >= 0 && fw_tok_ids_push(&ids, bos, 0)) ||
+		    fw_tok_encode(a->b->t, json_string_value(p), json_string_length(p), 0, 0, &ids)) {
+			fw_tok_ids_release(&ids);
+			return fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "out of memory");
+		}
+		if (ids.n == 0 && fw_tok_ids_push(&ids, a->b->stop[0] >= 0 ? a->b->stop[0] : 0, 0)) {
+			fw_tok_ids_release(&ids);
+			return fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "out of memory");
+		}
+	}
+	choices = json_array();
+	if (decode(a, rq, ids.ids, ids.n, chat, choices, &pt, &ct, &status, err, sizeof err)) {
+		json_decref(choices);
+		fw_tok_ids_release(&ids);
+		return fail(con, status, status == MHD_HTTP_BAD_REQUEST ? "invalid_request_error"
+									: "server_error", err);
+	}
+	fw_tok_ids_release(&ids);
+	return reply(con, MHD_HTTP_OK,
+		     json_pack("{s:s,s:s,s:s,s:o,s:{s:i,s:i,s:i}}", "id", "fw-0", "object",
+			       chat ? "chat.completion" : "text_completion", "model", a->name,
+			       "choices", choices, "usage", "prompt_tokens", pt,
+			       "completion_tokens", ct, "total_tokens", pt + ct));
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char *url,
+			       const char *method, const char *version, const char *upload,
+			       size_t *upload_size, void **state)
+{
+	struct req *r = *state;
+
+	(void)cls;
+	(void)version;
+	if (!strcmp(method, "GET")) {
+		if (!strcmp(url, "/health"))
+			return reply(con, MHD_HTTP_OK, json_pack("{s:s}", "status", "ok"));
+		if (!strcmp(url, "/v1/models")) {
+			json_t *d = json_array();
+			for (int i = 0; i < narms; i++)
+				json_array_append_new(d, json_pack("{s:s,s:s,s:s}", "id", arms[i].name,
+								   "object", "model", "owned_by",
+								   "flywheel"));
+			return reply(con, MHD_HTTP_OK, json_pack("{s:s,s:o}", "object", "list",
+								 "data", d));
+		}
+		return fail(con, MHD_HTTP_NOT_FOUND, "invalid_request_error", "no such path");
+	}
+	if (strcmp(method, "POST"))
+		return fail(con, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error",
+			    "method not allowed");
+	if (!r) {
+		if (!(r = calloc(1, sizeof *r)))
+			return MHD_NO;
+		*state = r;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (r->n + *upload_size > max_body) {
+			r->too_big = 1;
+		} else {
+			char *p = realloc(r->p, r->n + *upload_size + 1);
+			if (!p)
+				return MHD_NO;
+			memcpy(p + r->n, upload, *upload_size);
+			r->p = p;
+			r->n += *upload_size;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->too_big)
+		return fail(con, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error",
+			    "request body too large");
+	json_error_t je;
+	json_t *rq = json_loadb(r->p ? r->p : "", r->n, 0, &je);
+	if (!json_is_object(rq)) {
+		json_decref(rq);
+		return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+			    "the body is not a JSON object");
+	}
+	enum MHD_Result rc;
+	if (!strcmp(url, "/v1/completions"))
+		rc = completions(con, rq, 0);
+	else if (!strcmp(url, "/v1/chat/completions"))
+		rc = completions(con, rq, 1);
+	else
+		rc = fail(con, MHD_HTTP_NOT_FOUND, "invalid_request_error", "no such path");
+	json_decref(rq);
+	return rc;
+}
+
+static void done(void *cls, struct MHD_Connection *con, void **state,
+		 enum MHD_RequestTerminationCode toe)
+{
+	struct req *r = *state;
+
+	(void)cls;
+	(void)con;
+	(void)toe;
+	if (r) {
+		free(r->p);
+		free(r);
+		*state = NULL;
+	}
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", fw_prog);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fputs(usage_text, stderr);
+	return FW_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	fw_cli_init("serve");
+	enum { O_CKPT = 256, O_HOST, O_PORT, O_MAX_BODY, O_VERSION };
+	static const struct option longopts[] = {
+		{ "ckpt", required_argument, NULL, O_CKPT },
+		{ "host", required_argument, NULL, O_HOST },
+		{ "port", required_argument, NULL, O_PORT },
+		{ "max-body", required_argument, NULL, O_MAX_BODY },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *host = "127.0.0.1";
+	uint64_t port = 8000, u;
+	int ch;
+
+	arms = calloc((size_t)argc, sizeof *arms);
+	if (!arms)
+		return FW_EXIT_DATA;
+	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_CKPT: {
+			char *eq = strchr(optarg, '=');
+			if (!eq || eq == optarg || !eq[1])
+				return usage_error("bad checkpoint '%s' (want NAME=DIR)", optarg);
+			*eq = '\0';
+			for (int i = 0; i < narms; i++)
+				if (!strcmp(arms[i].name, optarg))
+					return usage_error("checkpoint name '%s' given twice", optarg);
+			arms[narms].name = optarg;
+			arms[narms++].dir = eq + 1;
+			break;
+		}
+		case O_HOST: host = optarg; break;
+		case O_PORT:
+			if (fw_parse_u64(optarg, &port, 0) || port > 65535)
+				return usage_error("bad port '%s'", optarg);
+			break;
+		case O_MAX_BODY:
+			if (fw_parse_u64(optarg, &u, 1) || u < 1024)
+				return usage_error("bad body size '%s'", optarg);
+			max_body = (size_t)u;
+			break;
+		case 'h': fputs(usage_text, stdout); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case O_VERSION: fw_print_version(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
+		}
+	}
+	if (!narms)
+		return usage_error("%s", "--ckpt is required");
+	if (optind < argc)
+		return usage_error("unexpected operand '%s'", argv[optind]);
+	struct sockaddr_in sa = { 0 };
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return usage_error("bad host '%s' (an IPv4 address)", host);
+	char err[1024];
+	if (load_mhd())
+		return FW_EXIT_DATA;
+	for (int i = 0; i < narms; i++) {
+		if (!(arms[i].b = fw_builtin_load(arms[i].dir, err, sizeof err))) {
+			fw_warn("%s", err);
+			return FW_EXIT_DATA;
+		}
+		pthread_mutex_init(&arms[i].mu, NULL);
+	}
+	struct MHD_Daemon *d = mhd.start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG,
+		0, NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR, &sa,
+		MHD_OPTION_NOTIFY_COMPLETED, done, NULL, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+		MHD_OPTION_END);
+	if (!d) {
+		fw_warn("cannot listen on %s:%llu", host, (unsigned long long)port);
+		return FW_EXIT_DATA;
+	}
+	const union MHD_DaemonInfo *info = mhd.get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	/* the address on stdout, so that a script that asked for port 0 learns
+	 * the one it got */
+	printf("http://%s:%u\n", host, info ? info->port : (unsigned)port);
+	fflush(stdout);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	while (!stop)
+		pause();
+	mhd.stop_daemon(d);
+	for (int i = 0; i < narms; i++)
+		fw_builtin_free(arms[i].b);
+	free(arms);
+	return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
+}
+#endif
