@@ -167,6 +167,9 @@ void fw_sandbox_opts_init(struct fw_sandbox_opts *o);
  *
  * Thread-safe: runs share nothing but the process's SIGCHLD disposition,
  * which is left untouched (the child is reaped with waitpid on its pid).
+ * The sandbox dies with the calling thread.  Each run also removes the
+ * cgroups left by runs of callers that died, killing any sandbox still in
+ * them (one orphaned in the instant bwrap was starting it).
  */
 int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		   struct fw_sandbox_result *res, char *err, size_t errlen);
