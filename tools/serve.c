@@ -200,6 +200,29 @@ static const char *finish(const struct fw_completion *c)
 	return strcmp(c->stop, "eos") ? "length" : "stop";
 }
 
+/* The log-prob of each prompt id given the ids before it (lp[0] is not
+ * defined and set to 0).  Returns 0 or -1 with err. */
+static int score(struct arm *a, const int32_t *ids, size_t n, float *lp, char *err, size_t errlen)
+{
+	int32_t *tg = malloc(sizeof(int32_t) * n);
+	int rc;
+
+	if (!tg) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i + 1 < n; i++)
+		tg[i] = ids[i + 1];
+	tg[n - 1] = -1;
+	pthread_mutex_lock(&a->mu);
+	a->b->m->no_grad = 1;
+	rc = fw_model_forward(a->b->m, ids, tg, NULL, 1, (int)n, 0, lp + 1, NULL, err, errlen);
+	pthread_mutex_unlock(&a->mu);
+	lp[0] = 0;
+	free(tg);
+	return rc;
+}
+
 /* Decodes n choices for prompt ids under the request's settings; fills
  * choices (chat: message form).  Returns 0 or -1 with err. */
 static int decode(struct arm *a, json_t *rq, const int32_t *ids, size_t nids, int chat,
@@ -220,6 +243,47 @@ static int decode(struct arm *a, json_t *rq, const int32_t *ids, size_t nids, in
 	}
 	*prompt_tokens = (int)nids;
 	*completion_tokens = 0;
+	int echo = !chat && json_is_true(json_object_get(rq, "echo"));
+	float *plp = NULL;
+	if (echo) {
+		/* lp[i] for ids[i]; forward writes nids values from lp + 1 */
+		if (!(plp = calloc(nids + 1, sizeof *plp))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (score(a, ids, nids, plp, err, errlen)) {
+			free(plp);
+			*status = MHD_HTTP_BAD_REQUEST;
+			return -1;
+		}
+	}
+	if (max_tokens == 0 && echo) {
+		json_t *toks = json_array(), *lps = json_array(), *all = json_array();
+		struct fw_buf txt = { 0 };
+		for (size_t i = 0; i < nids; i++) {
+			size_t pn;
+			const char *pc = fw_tok_piece(a->b->t, ids[i], &pn);
+			if (pc && !fw_tok_is_special(a->b->t, ids[i]))
+				fw_buf_append(&txt, pc, pn);
+			json_array_append_new(toks, piece(a->b->t, ids[i]));
+			json_array_append_new(lps, i ? json_real(plp[i]) : json_null());
+			json_array_append_new(all, json_integer(ids[i]));
+		}
+		size_t tl;
+		char *t = fw_utf8_fix(txt.p ? (const char *)txt.p : "", txt.n, &tl);
+		fw_buf_free(&txt);
+		for (int k = 0; k < n; k++)
+			json_array_append_new(choices, json_pack("{s:i,s:s%,s:{s:O,s:O},s:s,s:O}", "index",
+				k, "text", t ? t : "", t ? tl : 0, "logprobs", "tokens", toks,
+				"token_logprobs", lps, "finish_reason", "length", "token_ids", all));
+		free(t);
+		json_decref(toks);
+		json_decref(lps);
+		json_decref(all);
+		free(plp);
+		return 0;
+	}
+	free(plp);
 	if (max_tokens == 0) {
 		for (int k = 0; k < n; k++)
 			json_array_append_new(choices, chat

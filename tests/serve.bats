@@ -1,0 +1,129 @@
+#!/usr/bin/env bats
+# serve: checkpoints behind an OpenAI-compatible HTTP API, checked with curl
+# against ckpt's own sampling and scoring.
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+  F="$BATS_FILE_TMPDIR"
+  ckpt init "$BATS_TEST_DIRNAME/../samples/models/tiny-qwen2.json" "$F/a" --seed 1
+  ckpt init "$BATS_TEST_DIRNAME/../samples/models/tiny-qwen2.json" "$F/b" --seed 2
+}
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  export LC_ALL=C
+  F="$BATS_FILE_TMPDIR"
+  T="$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+  if [ -f "$T/serve.pid" ]; then kill "$(cat "$T/serve.pid")" 2>/dev/null || true; fi
+}
+
+# start ARGS...: serve on a free loopback port; $URL is its address
+start() {
+  serve --port 0 "$@" > "$T/url" 2> "$T/err" &
+  echo $! > "$T/serve.pid"
+  for _ in $(seq 100); do [ -s "$T/url" ] && break; sleep 0.05; done
+  URL=$(cat "$T/url")
+  [ -n "$URL" ]
+}
+
+post() { curl -s -w '\n%{http_code}\n' "$URL$1" -d "$2"; }
+
+@test "--help prints the usage on stdout and exits 0" {
+  run --separate-stderr serve --help
+  assert_success
+  [ -z "$stderr" ]
+  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
+    <(man -l "$BATS_TEST_DIRNAME/../man/serve.1" 2>/dev/null |
+      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
+}
+
+@test "a missing or malformed --ckpt and a bad host are usage errors; a bad checkpoint is exit 1" {
+  run -2 --separate-stderr serve
+  [[ "$stderr" == *"--ckpt is required"* ]]
+  run -2 --separate-stderr serve --ckpt nodir
+  [[ "$stderr" == *"bad checkpoint 'nodir'"* ]]
+  run -2 --separate-stderr serve --ckpt a="$F/a" --ckpt a="$F/b"
+  run -2 --separate-stderr serve --ckpt a="$F/a" --host localhost
+  run -1 --separate-stderr serve --ckpt a="$T/nowhere"
+  [[ "$stderr" == *"nowhere"* ]]
+}
+
+@test "it listens on loopback and lists its models; health answers" {
+  start --ckpt a="$F/a" --ckpt b="$F/b"
+  [[ "$URL" == http://127.0.0.1:* ]]
+  run curl -s "$URL/health"
+  assert_output '{"status":"ok"}'
+  run jq -c '[.data[].id]' <(curl -s "$URL/v1/models")
+  assert_output '["a","b"]'
+}
+
+@test "a greedy completion is ckpt sample's, and its log-probs are ckpt score's" {
+  start --ckpt a="$F/a" --ckpt b="$F/b"
+  curl -s "$URL/v1/completions" -d '{"model": "a", "prompt": "def f(x):", "max_tokens": 12,
+    "temperature": 0, "logprobs": 1}' > "$T/c.json"
+  [ "$(jq -r '.choices[0].text' "$T/c.json")" = "$(ckpt sample "$F/a" --prompt 'def f(x):' -n 12 --temp 0)" ]
+  # rescored without the cache: the prompt's ids then the completion's
+  jq -c '{id: "x", tokens: ([100,101,102,32,102,40,120,41,58] + .choices[0].token_ids)}' "$T/c.json" |
+    rec from-json | ckpt score "$F/a" | rec json > "$T/s.json"
+  run jq -e -n --slurpfile c "$T/c.json" --slurpfile s "$T/s.json" '
+    ($c[0].choices[0].logprobs.token_logprobs) as $a | ($s[0].logprobs[-($a | length):]) as $b
+    | [$a, $b] | transpose | all(.[]; (.[0] - .[1]) | fabs < 1e-4)'
+  assert_success
+  # the other arm is another model
+  curl -s "$URL/v1/completions" -d '{"model": "b", "prompt": "def f(x):", "max_tokens": 12,
+    "temperature": 0, "logprobs": 1}' > "$T/b.json"
+  [ "$(jq -c '.choices[0].logprobs' "$T/b.json")" != "$(jq -c '.choices[0].logprobs' "$T/c.json")" ]
+}
+
+@test "echo with max_tokens 0 scores the given text as ckpt score does" {
+  start --ckpt a="$F/a"
+  curl -s "$URL/v1/completions" -d '{"prompt": "def f(x):\n    return x", "max_tokens": 0,
+    "echo": true, "logprobs": 1}' > "$T/e.json"
+  echo '{"id": "a", "text": "def f(x):\n    return x"}' | rec from-json | ckpt score "$F/a" |
+    rec json > "$T/s.json"
+  run jq -e -n --slurpfile e "$T/e.json" --slurpfile s "$T/s.json" '
+    $e[0].choices[0] as $c | $c.text == "def f(x):\n    return x" and $c.logprobs.token_logprobs[0] == null
+    and ([$c.logprobs.token_logprobs[1:], $s[0].logprobs] | transpose | all(.[]; (.[0] - .[1]) | fabs < 1e-4))
+    and ($c.token_ids == $s[0].tokens)'
+  assert_success
+}
+
+@test "chat completions render the template and return per-token log-probs; seeds repeat" {
+  start --ckpt a="$F/a"
+  body='{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10, "logprobs": true,
+         "seed": 9, "n": 2}'
+  curl -s "$URL/v1/chat/completions" -d "$body" > "$T/1.json"
+  curl -s "$URL/v1/chat/completions" -d "$body" > "$T/2.json"
+  cmp "$T/1.json" "$T/2.json"
+  run jq -e '.object == "chat.completion" and (.choices | length) == 2
+    and .choices[0].message.role == "assistant"
+    and .choices[0].token_ids != .choices[1].token_ids
+    and all(.choices[]; (.logprobs.content | length) <= (.token_ids | length)
+                        and all(.logprobs.content[]; .logprob <= 0))
+    and .usage.prompt_tokens > 0' "$T/1.json"
+  assert_success
+}
+
+@test "bad requests get an error object and a 4xx status" {
+  start --ckpt a="$F/a" --ckpt b="$F/b"
+  run post /v1/completions '{"model": "c", "prompt": "x"}'
+  assert_line '{"error":{"message":"no such model","type":"invalid_request_error"}}'
+  assert_line 404
+  run post /v1/completions 'not json'
+  assert_line 400
+  run post /v1/completions '{"model": "a", "prompt": "x", "temperature": -1}'
+  assert_line --partial "'temperature' must be a number >= 0"
+  assert_line 400
+  run post /v1/chat/completions '{"model": "a", "messages": []}'
+  assert_line 400
+  run post /v1/nothing '{}'
+  assert_line 404
+  # the server is still up
+  run curl -s "$URL/health"
+  assert_output '{"status":"ok"}'
+}
