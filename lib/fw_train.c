@@ -965,8 +965,28 @@ int fw_ckpt_resolve(const char *dir, char *out, size_t outlen, char *err,
 
 void fw_ckpt_id(const struct fw_model *m, char id[17])
 {
-	snprintf(id, 17, "%016llx",
-		 (unsigned long long)fw_hash64(m->w, sizeof(float) * (size_t)m->nw));
+	/* Four independent multiply-xorshift lanes over 8-byte words: a
+	 * 100M-parameter model hashes in tens of milliseconds, where a
+	 * byte-at-a-time hash takes half a second. */
+	uint64_t h[4] = { 0x243f6a8885a308d3ull, 0x13198a2e03707344ull,
+			  0xa4093822299f31d0ull, 0x082efa98ec4e6c89ull }, x, r;
+	size_t nb = sizeof(float) * (size_t)m->nw, i = 0;
+	const unsigned char *p = (const unsigned char *)m->w;
+
+	for (; i + 32 <= nb; i += 32)
+		for (int k = 0; k < 4; k++) {
+			memcpy(&x, p + i + 8 * k, 8);
+			h[k] = (h[k] ^ x) * 0x9e3779b97f4a7c15ull;
+			h[k] ^= h[k] >> 29;
+		}
+	for (; i < nb; i++)
+		h[0] = (h[0] ^ p[i]) * 0x100000001b3ull;
+	r = nb;
+	for (int k = 0; k < 4; k++) {
+		r = (r ^ h[k]) * 0xbf58476d1ce4e5b9ull;
+		r ^= r >> 31;
+	}
+	snprintf(id, 17, "%016llx", (unsigned long long)r);
 }
 
 /* Removes a directory of plain files (a checkpoint). */

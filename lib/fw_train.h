@@ -229,8 +229,8 @@ int fw_train_state_save(const struct fw_train_state *s, const char *dir,
 int fw_ckpt_resolve(const char *dir, char *out, size_t outlen, char *err,
 		    size_t errlen);
 
-/* Content id of a model's weights: 16 hex digits of fw_hash64 over them,
- * into id (17 bytes).  Cannot fail. */
+/* Content id of a model's weights: 16 hex digits of a 64-bit hash of
+ * their bytes (same weights, same id), into id (17 bytes).  Cannot fail. */
 void fw_ckpt_id(const struct fw_model *m, char id[17]);
 
 /*

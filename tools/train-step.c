@@ -88,11 +88,12 @@ static uint64_t splitmix(uint64_t *x)
 
 static int put_metrics(struct fw_writer *w, struct fw_buf *b, long step,
 		       const char *ckpt, const char *dir, const struct fw_step_stats *st,
-		       const struct fw_group_stats *gs, int pg, long skipped_records)
+		       const struct fw_group_stats *gs, int pg, long skipped_records,
+		       double load_s, double save_s)
 {
 	msgpack_packer pk;
 	char id[17], key[64];
-	int n = 19 + (pg ? 8 : 0);
+	int n = 21 + (pg ? 8 : 0);
 
 	snprintf(key, sizeof(key), "%s/%ld", ckpt, step);
 	snprintf(id, sizeof(id), "%016llx", (unsigned long long)fw_hash64(key, strlen(key)));
@@ -122,6 +123,8 @@ static int put_metrics(struct fw_writer *w, struct fw_buf *b, long step,
 	NUM("clip_frac", st->clip_frac);
 	NUM("is_clip_frac", st->is_clip_frac);
 	INT("skipped_records", skipped_records);
+	NUM("load_s", load_s);
+	NUM("save_s", save_s);
 	if (pg) {
 		NUM("reward_mean", gs->reward_mean);
 		NUM("reward_std", gs->reward_std);
@@ -201,6 +204,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	uint64_t steps = 1, bsz = 0, u, seed = 0;
 	double d, dw = -1;
 	long skipped = 0;
+	double t_load = 0, t_save = 0;
 	struct fw_model *m = NULL, *ref = NULL;
 	struct fw_opt *opt = NULL;
 	struct fw_tok *tok = NULL;
@@ -372,6 +376,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	nfiles = optind < argc ? argc - optind : 1;
 
 	/* The checkpoint, its optimizer state and where training stands. */
+	t_load = fw_now();
 	if (fw_ckpt_resolve(ckpt_arg, ckdir, sizeof(ckdir), err, sizeof(err)) ||
 	    !(m = fw_model_load(ckdir, err, sizeof(err))) ||
 	    fw_train_state_load(&state, ckdir, err, sizeof(err)))
@@ -389,6 +394,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		goto fail;
 	}
 	opt->step = state.step;
+	t_load = fw_now() - t_load;
 	/* The schedule continues as the checkpoint has it unless told. */
 	if (state.have_sched) {
 		if (!have_lr)
@@ -507,6 +513,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	/* The new checkpoint, then what each step measured: rank 0 writes. */
 	if (rank != 0)
 		goto out;
+	t_save = fw_now();
 	state.step = opt->step;
 	snprintf(state.parent, sizeof(state.parent), "%s", parent);
 	fw_ckpt_id(m, state.id);
@@ -519,11 +526,12 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	if (fw_ckpt_write(out_dir, m, opt, &state, path, dtype, keep, newdir,
 			  sizeof(newdir), err, sizeof(err)))
 		goto fail;
+	t_save = fw_now() - t_save;
 	if (!(w = fw_writer_open(mout, level, err, sizeof(err))))
 		goto fail;
 	for (uint64_t s = 0; s < steps; s++)
 		if (put_metrics(w, &mb, state.step - (long)steps + 1 + (long)s, state.id, newdir,
-				&sts[s], &gs, cfg.w_pg > 0, skipped)) {
+				&sts[s], &gs, cfg.w_pg > 0, skipped, t_load, t_save)) {
 			fw_warn("%s", fw_writer_error(w));
 			rc = FW_EXIT_DATA;
 			goto out;
