@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1141,10 +1142,19 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 		goto out;
 	}
 	char perr[256] = "";
-	int n = fmt == FW_REPORT_TAP
-			? fw_report_parse_tap(rep, res.out.data ? res.out.data : "", res.out.len,
-					      perr, sizeof perr)
-			: fw_report_load(rep, rpath, FW_REPORT_JUNIT, perr, sizeof perr);
+	int n;
+	struct stat rst;
+	if (fmt == FW_REPORT_TAP) {
+		n = fw_report_parse_tap(rep, res.out.data ? res.out.data : "", res.out.len, perr,
+					sizeof perr);
+	} else if (lstat(rpath, &rst) == 0 && !S_ISREG(rst.st_mode)) {
+		/* What the sandbox leaves is untrusted: a link or FIFO planted as
+		 * the report must not make us read a host file or block. */
+		snprintf(perr, sizeof perr, "the report is not a regular file");
+		n = -1;
+	} else {
+		n = fw_report_load(rep, rpath, FW_REPORT_JUNIT, perr, sizeof perr);
+	}
 	if (n < 0 || rep->n == 0) {
 		seterr(detail, detlen, "exit %d, %s: %s", res.exit_code,
 		       n < 0 ? perr : "no test results", tail);

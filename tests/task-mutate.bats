@@ -483,6 +483,14 @@ EOF
   [ -z "$output" ]
 }
 
+@test "a report planted as a link to a host file is not read" {
+  mini
+  run -1 --separate-stderr task-mutate --test-cmd 'ln -sf /etc/hostname "$FW_REPORT"' \
+    --store "$T/st.git" "$T/mini"
+  [[ "$stderr" == *"mini: no tests found: exit 0, the report is not a regular file"* ]]
+  [ -z "$output" ]
+}
+
 @test "tests failing on the original are reported and left out of f2p and p2p" {
   mini
   cmd="$MINI; echo 'not ok 99 - needs a network'; echo 'not ok 98 - known bug # TODO'"
