@@ -167,7 +167,8 @@ fuzz: $(FUZZ_BINS)
 	done
 
 bench: all
-	$(Q)for b in tests/bench/*; do [ -x $$b ] && $$b; done
+	$(Q)for b in tests/bench/*; do case $$b in *.py) continue ;; esac; \
+	  [ -x $$b ] || continue; echo "== $$b"; $$b || exit 1; done
 
 GPU_BINS := $(GPU_SRCS:tests/gpu/%.c=$(O)/gpu/%)
 gpu-check:
