@@ -544,8 +544,7 @@ double fw_train_lr(const struct fw_train_cfg *c, long step)
 /* Sums that the ranks share: normalizers first, then measurements. */
 enum { S_NSFT, S_NPG, S_NDIST, S_SEQSFT, S_SEQPG, S_SEQDIST,
        S_NSEQ, S_NTOK, S_COUNT_NORM };
-enum { M_SFT, M_PG, M_KL, M_DIST, M_CLIP, M_ISCLIP, M_PGTOK, M_DTOK,
-       M_SIGNAL, M_COUNT };
+enum { M_SFT, M_PG, M_KL, M_DIST, M_CLIP, M_ISCLIP, M_PGTOK, M_DTOK, M_COUNT };
 
 static int trains_pg(const struct fw_train_cfg *c, const struct fw_seq *s)
 {
@@ -655,7 +654,6 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 					g -= c->w_sft * sn;
 					if (two)
 						ms[M_SFT] -= l * sn;
-					ms[M_SIGNAL]++;
 				}
 				old = isfinite(b->old[i]) ? b->old[i] : l;
 				ratio = exp(l - old);
@@ -669,7 +667,6 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 						g -= c->w_pg * A * ratio * pn;
 					ms[M_CLIP] += clipped;
 					ms[M_PGTOK]++;
-					ms[M_SIGNAL]++;
 					if (c->kl_coef > 0) {
 						double d = rlp[r * T + p] - l;
 
@@ -684,7 +681,6 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 					g -= c->w_distill * w * a * dn;
 					ms[M_ISCLIP] += ratio > c->is_clip;
 					ms[M_DTOK]++;
-					ms[M_SIGNAL]++;
 				}
 				/* forward's loss is -sum(w * logp) / 1: w = -dL/dlogp */
 				wt[r * T + p] = (float)-g;
@@ -729,7 +725,10 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 		       st->loss, st->grad_norm);
 		goto out;
 	}
-	if (ms[M_SIGNAL] > 0) {
+	/* As torch.optim does, the step is taken even when no token gave a
+	 * gradient (every group skipped): momentum and weight decay go on and
+	 * the step counts stay those of the schedule. */
+	{
 		struct fw_adamw_cfg a = c->adamw;
 
 		a.lr = (float)st->lr;
