@@ -892,6 +892,8 @@ int fw_train_state_load(struct fw_train_state *s, const char *dir, char *err,
 	s->tokens_seen = (long)json_integer_value(json_object_get(j, "tokens_seen"));
 	if ((v = json_object_get(j, "id")) && json_is_string(v))
 		snprintf(s->id, sizeof(s->id), "%s", json_string_value(v));
+	if ((v = json_object_get(j, "data_id")) && json_is_string(v))
+		snprintf(s->data_id, sizeof(s->data_id), "%s", json_string_value(v));
 	if ((v = json_object_get(j, "parent")) && json_is_string(v))
 		snprintf(s->parent, sizeof(s->parent), "%s", json_string_value(v));
 	if ((sc = json_object_get(j, "schedule")) && json_is_object(sc)) {
@@ -921,9 +923,10 @@ int fw_train_state_save(const struct fw_train_state *s, const char *dir,
 
 	snprintf(p, sizeof(p), "%s/trainer_state.json", dir);
 	snprintf(t, sizeof(t), "%s.tmp", p);
-	j = json_pack("{s:I, s:I, s:I, s:s, s:s, s:{s:s, s:f, s:f, s:I, s:I}}",
+	j = json_pack("{s:I, s:I, s:s, s:I, s:s, s:s, s:{s:s, s:f, s:f, s:I, s:I}}",
 		      "step", (json_int_t)s->step,
 		      "data_position", (json_int_t)s->data_pos,
+		      "data_id", s->data_id,
 		      "tokens_seen", (json_int_t)s->tokens_seen,
 		      "id", s->id, "parent", s->parent,
 		      "schedule", "name", sched_name(s->sched), "lr", s->lr,

@@ -202,6 +202,7 @@ void fw_dp_free(struct fw_dp *dp);
 struct fw_train_state {
 	long step;            /* optimizer steps taken */
 	long data_pos;        /* next sequence of the (cycled) input */
+	char data_id[17];     /* hash of that input: other input starts at 0 */
 	uint64_t rng;         /* generator state */
 	long tokens_seen;
 	char id[17];          /* this checkpoint's id (hex) */

@@ -92,6 +92,39 @@ ref_setup() {
   [ "$(jq .data_position "$T/b/latest/trainer_state.json")" = 2 ]
 }
 
+@test "other input starts from its first sequence; --seed draws one order, the same each time" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  train-step --ckpt "$T/m0" --out "$T/a" --batch-size 3 "$T/corpus.mp" > /dev/null
+  [ "$(jq .data_position "$T/a/latest/trainer_state.json")" = 3 ]
+  rec head -n 2 "$T/corpus.mp" > "$T/two.mp"
+  train-step --ckpt "$T/a" --out "$T/a" --batch-size 1 "$T/two.mp" > /dev/null
+  [ "$(jq .data_position "$T/a/latest/trainer_state.json")" = 1 ]
+  train-step --ckpt "$T/m0" --out "$T/s1" --batch-size 1 --seed 7 "$T/corpus.mp" | rec json > "$T/s1.jsonl"
+  train-step --ckpt "$T/m0" --out "$T/s2" --batch-size 1 --seed 7 "$T/corpus.mp" | rec json > "$T/s2.jsonl"
+  train-step --ckpt "$T/m0" --out "$T/s0" --batch-size 1 "$T/corpus.mp" | rec json > "$T/s0.jsonl"
+  cmp "$T/s1/latest/model.safetensors" "$T/s2/latest/model.safetensors"
+  # seed 7 does not start with the first sentence (45 trained tokens)
+  [ "$(jq .tokens "$T/s0.jsonl")" = 45 ]
+  [ "$(jq .tokens "$T/s1.jsonl")" != 45 ]
+}
+
+@test "a rollout's turns: assistant tokens with their logprobs, teach.adv per turn token" {
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  for r in 0 1; do
+    echo '{"kind":"rollout","task":{"id":"t1"},"turns":[{"role":"user","text":"go"},{"role":"assistant","text":"hi","tokens":[104,105],"logprobs":[-1.5,-2.5]},{"role":"tool","text":"ok"},{"role":"assistant","text":"x","tokens":[120],"logprobs":[-30]}],"grade":{"reward":'$r'},"teach":{"adv":[0.1,0.2,0.3]}}'
+  done | rec from-json > "$T/ro.mp"
+  train-step --ckpt "$T/m0" --out "$T/run" --objective pg,distill -o "$T/m.mp" "$T/ro.mp"
+  # 2 x ("hi" + end, "x" + end); the end tokens have no logprob (ratio 1);
+  # "x" at logprob -30 has a ratio far above 1 + 0.28: clipped for the
+  # rollout with the positive advantage, and over --is-clip for both
+  rec json "$T/m.mp" | jq -e '.tokens == 10 and .groups == 1 and .skipped_groups == 0 and .is_clip_frac == 2 / 6'
+  echo '{"kind":"rollout","turns":[{"role":"user","text":"go"},{"role":"assistant","text":"hi","tokens":[104,105],"logprobs":[-1]}]}' |
+    rec from-json > "$T/bad.mp"
+  run -1 train-step --ckpt "$T/m0" --out "$T/run2" "$T/bad.mp"
+  assert_output --partial "turn 1: 1 'logprobs' for 2 'tokens'"
+}
+
 @test "--keep 2 leaves the two newest checkpoints" {
   corpus
   ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1

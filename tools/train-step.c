@@ -492,6 +492,17 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	}
 	if (!bsz || bsz > (uint64_t)b->nseq)
 		bsz = b->nseq;
+	{
+		/* The data position carries over only to the same input. */
+		char did[17];
+		uint64_t h = fw_hash64(b->tok, sizeof(int32_t) * b->ntok) ^
+			     fw_hash64(b->mask, b->ntok) * 31 ^ (uint64_t)b->nseq;
+
+		snprintf(did, sizeof(did), "%016llx", (unsigned long long)h);
+		if (strcmp(did, state.data_id) || state.data_pos >= b->nseq)
+			state.data_pos = 0;
+		memcpy(state.data_id, did, sizeof(did));
+	}
 	snprintf(parent, sizeof(parent), "%s", state.id);
 	if (!parent[0])
 		fw_ckpt_id(m, parent);
