@@ -132,7 +132,9 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 		    const char *prompt, size_t plen, const char *task_json, uint64_t seed,
 		    int sample, struct fw_exec_result *r, char *err, size_t errlen);
 
-/* ---- agent: the builtin policy in a multi-turn shell episode ----------- */
+/* ---- agent: a model policy in a multi-turn shell episode ---------------- */
+
+struct fw_http;
 
 /* Limits and settings of an agent episode.  Pointers are borrowed. */
 struct fw_agent_opts {
@@ -144,6 +146,9 @@ struct fw_agent_opts {
 				    * what is left of timeout_s) */
 	size_t obs_head, obs_tail; /* bytes of a command's output kept from its
 				    * start and from its end */
+	struct fw_http *http;      /* with b NULL: the policy is this server
+				    * (chat completions, the whole chat each
+				    * turn, tool output sent as user turns) */
 	const char *const *mounts; /* as fw_exec_opts */
 	const char *const *allow;
 	const char *tmpdir;
@@ -170,8 +175,8 @@ void fw_agent_result_clear(struct fw_agent_result *r);
 extern const char fw_agent_system[];
 
 /*
- * One agent episode of policy b on tree tree_hex of store s, drawing from
- * seed: the tree becomes a fresh workspace; the chat (b's template) holds
+ * One agent episode of policy b (or, b NULL, the server o->http) on tree
+ * tree_hex of store s, drawing from seed: the tree becomes a fresh workspace; the chat (b's template) holds
  * fw_agent_system and prompt (plen bytes); each reply's first fenced
  * ```bash (or ```sh) block is run in the sandbox in the workspace and its
  * exit status and output (head and tail) come back as a tool turn, decoded
@@ -219,5 +224,14 @@ void fw_http_free(struct fw_http *h);
 int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t seed,
 		     const struct fw_sampler *s, int max_tokens, struct fw_completion *out,
 		     char *err, size_t errlen);
+
+
+/*
+ * One chat completion: the n messages roles[i] / texts[i] (lens[i] bytes,
+ * valid UTF-8) to BASE/chat/completions, otherwise as fw_http_complete().
+ */
+int fw_http_chat(struct fw_http *h, const char *const *roles, const char *const *texts,
+		 const size_t *lens, size_t n, uint64_t seed, const struct fw_sampler *s,
+		 int max_tokens, struct fw_completion *out, char *err, size_t errlen);
 
 #endif

@@ -126,8 +126,8 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 	struct fw_tok_ids ids = { 0 };
 	struct fw_gen *g = NULL;
 	float *scratch = NULL;
-	int rc = -1, V = b->m->cfg.vocab, maxT = b->m->cfg.max_pos, used = 0;
-	int tmpl = fw_chat_detect(b->t);
+	int rc = -1, V = b ? b->m->cfg.vocab : 0, maxT = b ? b->m->cfg.max_pos : 0, used = 0;
+	int tmpl = b ? fw_chat_detect(b->t) : 0;
 	uint64_t rng = seed ? seed : 1;
 	struct fw_tok_ids fed = { 0 }; /* the ids in the cache */
 	double t0 = now();
@@ -148,15 +148,61 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 	snprintf(ws, sizeof ws, "%s/ws", top);
 	if (fw_workspace_create(s, tree_hex, ws, commit, NULL, err, errlen))
 		goto out;
-	if (!(g = fw_gen_new(b->m, 1, maxT, err, errlen)))
+	if (!b && !o->http) {
+		snprintf(err, errlen, "no policy");
 		goto out;
-	if (!(scratch = malloc(sizeof(float) * 2 * (size_t)V)))
+	}
+	if (b && !(g = fw_gen_new(b->m, 1, maxT, err, errlen)))
+		goto out;
+	if (b && !(scratch = malloc(sizeof(float) * 2 * (size_t)V)))
 		goto oom;
 	if (add_turn(&tv, &nt, &cap, "system", fw_agent_system, strlen(fw_agent_system)) ||
 	    add_turn(&tv, &nt, &cap, "user", prompt, plen))
 		goto oom;
 	fw_buf_packer(&pk, &ev);
 	for (;;) {
+		int ended = 0;
+		if (!b) {
+			/* a server: the whole chat each time, tool output as
+			 * user turns (what OpenAI-compatible servers take) */
+			const char **roles = calloc(nt, sizeof *roles), **texts = calloc(nt, sizeof *texts);
+			size_t *lens = calloc(nt, sizeof *lens);
+			struct fw_completion c;
+			if (!roles || !texts || !lens) {
+				free(roles);
+				free(texts);
+				free(lens);
+				goto oom;
+			}
+			for (size_t i = 0; i < nt; i++) {
+				roles[i] = strcmp(tv[i].role, "tool") ? tv[i].role : "user";
+				texts[i] = tv[i].text;
+				lens[i] = tv[i].len;
+			}
+			int hr = fw_http_chat(o->http, roles, texts, lens, nt,
+					      fw_rollout_seed(seed, "", 0, (int)nt), &o->s,
+					      o->max_tokens - used, &c, err, errlen);
+			free(roles);
+			free(texts);
+			free(lens);
+			if (hr)
+				goto out;
+			ended = !strcmp(c.stop, "eos");
+			used += c.n ? c.n : 1;
+			if (add_turn(&tv, &nt, &cap, "assistant", c.text, c.len)) {
+				fw_completion_clear(&c);
+				goto oom;
+			}
+			tv[nt - 1].tok = c.tokens;
+			tv[nt - 1].lp = c.logprobs;
+			tv[nt - 1].nt = c.tokens ? (size_t)c.n : 0;
+			if (!c.tokens) {
+				free(c.logprobs);
+				tv[nt - 1].lp = NULL;
+			}
+			free(c.text);
+			goto reply;
+		}
 		/* render the chat so far and feed what the cache lacks */
 		free(ct);
 		if (!(ct = calloc(nt, sizeof *ct)))
@@ -197,7 +243,6 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 		int32_t *tok = malloc(sizeof(int32_t) * (size_t)maxT);
 		float *lp = malloc(sizeof(float) * (size_t)maxT);
 		size_t n = 0;
-		int ended = 0;
 		if (!tok || !lp) {
 			free(tok);
 			free(lp);
@@ -246,6 +291,7 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 		tv[nt - 1].tok = tok;
 		tv[nt - 1].lp = lp;
 		tv[nt - 1].nt = n;
+reply:;
 		const char *cmd;
 		size_t cn;
 		if (!ended && used >= o->max_tokens) {
@@ -341,7 +387,8 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 	msgpack_pack_array(&pk, nt);
 	for (size_t i = 0; i < nt; i++) {
 		struct turn *t = &tv[i];
-		int asst = !strcmp(t->role, "assistant"), tool = !strcmp(t->role, "tool");
+		/* a server that gives no ids leaves a reply without tokens */
+		int asst = !strcmp(t->role, "assistant") && t->tok, tool = !strcmp(t->role, "tool");
 		msgpack_pack_map(&pk, 2 + 2 * asst + tool);
 		pack_s(&pk, "role", 4);
 		pack_s(&pk, t->role, strlen(t->role));

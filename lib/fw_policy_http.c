@@ -15,7 +15,7 @@
 
 struct fw_http {
 	CURL *c;
-	char *url, *model, *auth;
+	char *url, *chat_url, *model, *auth;
 	double timeout_s;
 	int retries;
 };
@@ -41,6 +41,7 @@ struct fw_http *fw_http_new(const char *base, const char *model, const char *key
 	while (bl && base[bl - 1] == '/')
 		bl--;
 	if (asprintf(&h->url, "%.*s/completions", (int)bl, base) < 0 ||
+	    asprintf(&h->chat_url, "%.*s/chat/completions", (int)bl, base) < 0 ||
 	    (model && !(h->model = strdup(model))) ||
 	    (key && *key && asprintf(&h->auth, "Authorization: Bearer %s", key) < 0)) {
 		snprintf(err, errlen, "out of memory");
@@ -59,6 +60,7 @@ void fw_http_free(struct fw_http *h)
 	if (h->c)
 		curl_easy_cleanup(h->c);
 	free(h->url);
+	free(h->chat_url);
 	free(h->model);
 	free(h->auth);
 	free(h);
@@ -73,8 +75,8 @@ static void nap(double s)
 
 /* POSTs body; fills *resp and *status.  Returns 0, or -1 with err after the
  * retries are spent. */
-static int post(struct fw_http *h, const char *body, struct fw_buf *resp, long *status,
-		char *err, size_t errlen)
+static int post(struct fw_http *h, const char *url, const char *body, struct fw_buf *resp,
+		long *status, char *err, size_t errlen)
 {
 	struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
 	double wait = 0.25;
@@ -87,7 +89,7 @@ static int post(struct fw_http *h, const char *body, struct fw_buf *resp, long *
 
 		fw_buf_reset(resp);
 		curl_easy_reset(h->c);
-		curl_easy_setopt(h->c, CURLOPT_URL, h->url);
+		curl_easy_setopt(h->c, CURLOPT_URL, url);
 		curl_easy_setopt(h->c, CURLOPT_HTTPHEADER, hd);
 		curl_easy_setopt(h->c, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(h->c, CURLOPT_WRITEFUNCTION, on_body);
@@ -106,9 +108,9 @@ static int post(struct fw_http *h, const char *body, struct fw_buf *resp, long *
 		}
 		if (attempt >= h->retries) {
 			if (cc != CURLE_OK)
-				snprintf(err, errlen, "%s: %s", h->url, curl_easy_strerror(cc));
+				snprintf(err, errlen, "%s: %s", url, curl_easy_strerror(cc));
 			else
-				snprintf(err, errlen, "%s: HTTP %ld: %.200s", h->url, *status,
+				snprintf(err, errlen, "%s: HTTP %ld: %.200s", url, *status,
 					 resp->p ? (const char *)resp->p : "");
 			break;
 		}
@@ -119,14 +121,13 @@ static int post(struct fw_http *h, const char *body, struct fw_buf *resp, long *
 	return rc;
 }
 
-int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t seed,
-		     const struct fw_sampler *s, int max_tokens, struct fw_completion *out,
-		     char *err, size_t errlen)
+/* Sends rq (a completions or chat request, consumed) and reads choice 0
+ * into out. */
+static int request(struct fw_http *h, int chat, json_t *rq, const struct fw_sampler *s,
+		   uint64_t seed, int max_tokens, struct fw_completion *out, char *err,
+		   size_t errlen)
 {
-	json_t *rq = json_pack("{s:s%,s:i,s:f,s:f,s:I,s:i}", "prompt", prompt, len, "max_tokens",
-			       max_tokens, "temperature", (double)s->temp, "top_p",
-			       (double)s->top_p, "seed", (json_int_t)seed,
-			       "logprobs", 1);
+	const char *url = chat ? h->chat_url : h->url;
 	struct fw_buf resp = { 0 };
 	char *body = NULL;
 	long status;
@@ -135,10 +136,11 @@ int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t
 
 	memset(out, 0, sizeof *out);
 	out->keep = -1;
-	if (!rq) {
-		snprintf(err, errlen, "prompt is not valid UTF-8");
-		return -1;
-	}
+	json_object_set_new(rq, "max_tokens", json_integer(max_tokens));
+	json_object_set_new(rq, "temperature", json_real(s->temp));
+	json_object_set_new(rq, "top_p", json_real(s->top_p));
+	json_object_set_new(rq, "seed", json_integer((json_int_t)seed));
+	json_object_set_new(rq, "logprobs", chat ? json_true() : json_integer(1));
 	if (s->top_k > 0)
 		json_object_set_new(rq, "top_k", json_integer(s->top_k));
 	if (h->model)
@@ -147,20 +149,22 @@ int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (post(h, body, &resp, &status, err, errlen))
+	if (post(h, url, body, &resp, &status, err, errlen))
 		goto out;
 	json_error_t je;
 	doc = json_loadb(resp.p ? (const char *)resp.p : "", resp.n, JSON_ALLOW_NUL, &je);
 	if (status != 200) {
 		const char *m = json_string_value(json_object_get(json_object_get(doc, "error"),
 								  "message"));
-		snprintf(err, errlen, "%s: HTTP %ld: %.200s", h->url, status,
+		snprintf(err, errlen, "%s: HTTP %ld: %.200s", url, status,
 			 m ? m : resp.p ? (const char *)resp.p : "");
 		goto out;
 	}
 	ch = json_array_get(json_object_get(doc, "choices"), 0);
-	if (!json_is_string(v = json_object_get(ch, "text"))) {
-		snprintf(err, errlen, "%s: the answer is not a completion: %.120s", h->url,
+	v = chat ? json_object_get(json_object_get(ch, "message"), "content")
+		 : json_object_get(ch, "text");
+	if (!json_is_string(v)) {
+		snprintf(err, errlen, "%s: the answer is not a completion: %.120s", url,
 			 resp.p ? (const char *)resp.p : "");
 		goto out;
 	}
@@ -173,9 +177,13 @@ int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t
 		    ? "eos" : "max-tokens";
 	json_t *ids = json_object_get(ch, "token_ids"), *lps = json_object_get(ch,
 										  "token_logprobs_all");
-	if (!json_is_array(lps))
+	json_t *content = NULL;
+	if (!json_is_array(lps) && chat)
+		content = json_object_get(json_object_get(ch, "logprobs"), "content");
+	else if (!json_is_array(lps))
 		lps = json_object_get(json_object_get(ch, "logprobs"), "token_logprobs");
-	size_t n = json_is_array(ids) ? json_array_size(ids) : json_array_size(lps);
+	size_t n = json_is_array(ids) ? json_array_size(ids)
+		   : content ? json_array_size(content) : json_array_size(lps);
 	if (n) {
 		out->tokens = calloc(n, sizeof *out->tokens);
 		out->logprobs = calloc(n, sizeof *out->logprobs);
@@ -183,7 +191,9 @@ int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t
 			goto oom;
 		for (size_t i = 0; i < n; i++) {
 			out->tokens[i] = (int32_t)json_integer_value(json_array_get(ids, i));
-			out->logprobs[i] = (float)json_number_value(json_array_get(lps, i));
+			out->logprobs[i] = (float)json_number_value(
+				content ? json_object_get(json_array_get(content, i), "logprob")
+					: json_array_get(lps, i));
 		}
 		out->n = (int)n;
 	}
@@ -204,4 +214,40 @@ out:
 	free(body);
 	fw_buf_free(&resp);
 	return rc;
+}
+
+int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t seed,
+		     const struct fw_sampler *s, int max_tokens, struct fw_completion *out,
+		     char *err, size_t errlen)
+{
+	json_t *rq = json_pack("{s:s%}", "prompt", prompt, len);
+
+	if (!rq) {
+		memset(out, 0, sizeof *out);
+		snprintf(err, errlen, "prompt is not valid UTF-8");
+		return -1;
+	}
+	return request(h, 0, rq, s, seed, max_tokens, out, err, errlen);
+}
+
+int fw_http_chat(struct fw_http *h, const char *const *roles, const char *const *texts,
+		 const size_t *lens, size_t n, uint64_t seed, const struct fw_sampler *s,
+		 int max_tokens, struct fw_completion *out, char *err, size_t errlen)
+{
+	json_t *msgs = json_array();
+
+	for (size_t i = 0; msgs && i < n; i++) {
+		json_t *m = json_pack("{s:s,s:s%}", "role", roles[i], "content", texts[i], lens[i]);
+		if (!m || json_array_append_new(msgs, m)) {
+			json_decref(msgs);
+			msgs = NULL;
+		}
+	}
+	if (!msgs) {
+		memset(out, 0, sizeof *out);
+		snprintf(err, errlen, "a message is not valid UTF-8");
+		return -1;
+	}
+	return request(h, 1, json_pack("{s:o}", "messages", msgs), s, seed, max_tokens, out, err,
+		       errlen);
 }

@@ -449,3 +449,18 @@ EOF
   assert_output --partial "HTTP 404: no such model"
   [ "$(rec count "$T/g.mp")" = 3 ]
 }
+
+@test "an http agent episode against serve gives the builtin's first reply and runs it" {
+  start_serve --ckpt "agent=$F/agent-ck"
+  run --separate-stderr rollout --policy "http:$URL/v1" --mode agent --temp 0 --max-tokens 300 \
+    --max-steps 1 -o "$T/h.mp" "$F/task1.mp"
+  assert_success
+  rollout --policy "builtin:$F/agent-ck" --mode agent --temp 0 --max-tokens 300 "$F/task1.mp" \
+    > "$T/b.mp"
+  # the same first reply, token for token; tool output goes back as a user turn, so the
+  # second reply is the server's own
+  diff <(json "$T/h.mp" | jq -c '.turns[2]') <(json "$T/b.mp" | jq -c '.turns[2]')
+  run jq -c '[.policy.backend, .mode, .steps, .turns[3].role, .turns[3].exit,
+              (.patch | contains("+hi"))]' <(json "$T/h.mp")
+  assert_output '["http","agent",1,"tool",0,true]'
+}

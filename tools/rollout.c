@@ -534,9 +534,9 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 	struct fw_store *st;
 	struct fw_agent_opts ao = { { (float)o->temp, (float)o->top_p, o->top_k },
 				    (int)o->max_steps, (int)o->max_tokens, o->timeout_s, 60,
-				    2048, 2048, o->mounts, o->allow, NULL };
+				    2048, 2048, w->h, o->mounts, o->allow, NULL };
 
-	if (!w->b) {
+	if (!w->b && !w->h) {
 		emit_errors(w, j, task, tid, w->load_err);
 		return;
 	}
@@ -591,7 +591,7 @@ static void run_job(struct worker *w, struct job *j)
 		emit_errors(w, j, task, tid, why);
 		return;
 	}
-	if (w->o->backend == B_BUILTIN && w->o->agent)
+	if (w->o->backend != B_EXEC && w->o->agent)
 		run_agent(w, j, task, tid, &ti);
 	else if (w->o->backend != B_EXEC)
 		run_fill(w, j, task, tid, &ti);
@@ -928,8 +928,8 @@ int main(int argc, char **argv)
 	} else {
 		return usage_error("unknown policy '%s' (builtin:DIR, http:URL, exec:CMD)", o.policy);
 	}
-	if (o.agent && o.backend != B_BUILTIN)
-		return usage_error("%s", "--mode agent needs a builtin policy");
+	if (o.agent && o.backend == B_EXEC)
+		return usage_error("%s", "--mode agent needs a builtin or http policy");
 	if (o.model && o.backend != B_HTTP)
 		return usage_error("%s", "--model needs an http policy");
 	o.files = argv + optind;
