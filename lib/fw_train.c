@@ -1084,7 +1084,8 @@ static void tidy(const char *root, int keep, const char *keep_name)
 		}
 	}
 	closedir(dp);
-	qsort(names, n, sizeof(char *), cmp_name_desc);
+	if (n > 1)
+		qsort(names, n, sizeof(char *), cmp_name_desc);
 	for (int i = 0; i < n; i++) {
 		if (i >= keep && strcmp(names[i], keep_name)) {
 			snprintf(p, sizeof(p), "%s/%s", root, names[i]);
