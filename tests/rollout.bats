@@ -464,3 +464,45 @@ EOF
               (.patch | contains("+hi"))]' <(json "$T/h.mp")
   assert_output '["http","agent",1,"tool",0,true]'
 }
+
+@test "the http policy retries 503 and 429 answers and keeps log-probs a server gives without ids" {
+  # a server that is busy twice, then answers as servers without token ids do
+  cat > "$T/busy.py" <<'PY'
+import http.server, json, sys
+count = [0]
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        count[0] += 1
+        if count[0] <= 2:
+            self.send_response(503 if count[0] == 1 else 429)
+            self.end_headers()
+            return
+        out = json.dumps({"choices": [{"index": 0, "text": "    return x\n\ndef g():\n",
+            "finish_reason": "length", "logprobs": {"tokens": ["a", "b"],
+            "token_logprobs": [-0.5, -0.25]}}], "seed": body["seed"],
+            "auth": self.headers.get("Authorization")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print("http://127.0.0.1:%d" % s.server_address[1], flush=True)
+s.serve_forever()
+PY
+  python3 "$T/busy.py" > "$T/serve.url" &
+  echo $! > "$T/serve.pid"
+  for _ in $(seq 100); do [ -s "$T/serve.url" ] && break; sleep 0.05; done
+  URL=$(cat "$T/serve.url")
+  rec head -n 1 "$F/tasks.mp" > "$T/t1.mp"
+  run --separate-stderr rollout --policy "http:$URL/v1" -o "$T/r.mp" "$T/t1.mp"
+  assert_success
+  run jq -c '[.stop, .turns[1].logprobs, .turns[1].tokens, .turns[1].text]' <(json "$T/r.mp")
+  assert_output '["max-tokens",[-0.5,-0.25],null,"    return x\n\ndef g():\n"]'
+  # the completion was cut where the function ends
+  run jq -r .patch <(json "$T/r.mp")
+  assert_line '+    return x'
+  refute_line '+def g():'
+}

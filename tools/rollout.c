@@ -222,24 +222,24 @@ static long cut_cb(void *ctx, const char *text, size_t n)
 	return fw_fill_cut(ctx, text, n);
 }
 
-/* Packs {role, text[, tokens, logprobs]} into b. */
+/* Packs {role, text[, tokens][, logprobs]} into b. */
 static void pack_turn(struct fw_buf *b, const char *role, const char *text, size_t n,
 		      const int32_t *tok, const float *lp, size_t nt)
 {
 	msgpack_packer pk;
 
 	fw_buf_packer(&pk, b);
-	msgpack_pack_map(&pk, tok ? (lp ? 4 : 3) : 2);
+	msgpack_pack_map(&pk, 2 + (tok != NULL) + (lp != NULL));
 	pack_cstr(&pk, "role");
 	pack_cstr(&pk, role);
 	pack_cstr(&pk, "text");
 	pack_str(&pk, text, n);
-	if (!tok)
-		return;
-	pack_cstr(&pk, "tokens");
-	msgpack_pack_array(&pk, nt);
-	for (size_t i = 0; i < nt; i++)
-		msgpack_pack_int32(&pk, tok[i]);
+	if (tok) {
+		pack_cstr(&pk, "tokens");
+		msgpack_pack_array(&pk, nt);
+		for (size_t i = 0; i < nt; i++)
+			msgpack_pack_int32(&pk, tok[i]);
+	}
 	if (!lp)
 		return;
 	pack_cstr(&pk, "logprobs");
@@ -373,7 +373,8 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 				  c[k].logprobs, (size_t)c[k].n);
 		} else {
 			/* the server gave log-probs but no ids */
-			pack_turn(&e.turns, "assistant", full ? full : "", full ? fl : 0, NULL, NULL, 0);
+			pack_turn(&e.turns, "assistant", full ? full : "", full ? fl : 0, NULL,
+				  c[k].logprobs, (size_t)c[k].n);
 		}
 		/* the whole sequence for training: prompt then completion */
 		fw_buf_packer(&pk, &e.extra);
