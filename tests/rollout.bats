@@ -506,3 +506,25 @@ PY
   assert_line '+    return x'
   refute_line '+def g():'
 }
+
+@test "fill works on the C sample: the completion goes between the braces of the stubbed body" {
+  cp -r "$BATS_TEST_DIRNAME/../samples/repos/tally" "$T/tally"
+  commit "$T/tally"
+  task-mutate --test-cmd 'make -s test' --report tap --store "$T/st.git" --strategy stub-body \
+    --max 2 -o "$T/t.mp" "$T/tally" 2>/dev/null
+  [ "$(rec count "$T/t.mp")" = 2 ]
+  rollout --policy "builtin:$F/ck" --samples 2 --max-tokens 30 --no-time "$T/t.mp" | json > "$T/r.jsonl"
+  [ "$(wc -l < "$T/r.jsonl")" = 4 ]
+  while read -r line; do
+    jq -r .patch <<<"$line" > "$T/p.diff"
+    # only the stub goes; the closing brace stays
+    [ "$(grep -c '^-[^-]' "$T/p.diff")" = 1 ]
+    grep -q '^-	abort(); /\* not implemented \*/$' "$T/p.diff"
+    ! grep -q '^-}' "$T/p.diff"
+    rm -rf "$T/w" && mkdir "$T/w"
+    git -C "$T/st.git" archive "$(jq -r .task.tree <<<"$line")" | tar -x -C "$T/w"
+    (cd "$T/w" && git init -q && git apply "$T/p.diff")
+    # the prompt is the file up to the stub, ending with the body's brace
+    jq -j .turns[0].text <<<"$line" | tail -c 2 | od -c | grep -q '{  *\\n'
+  done < "$T/r.jsonl"
+}
