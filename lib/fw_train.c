@@ -892,6 +892,10 @@ int fw_train_state_load(struct fw_train_state *s, const char *dir, char *err,
 	s->tokens_seen = (long)json_integer_value(json_object_get(j, "tokens_seen"));
 	if ((v = json_object_get(j, "id")) && json_is_string(v))
 		snprintf(s->id, sizeof(s->id), "%s", json_string_value(v));
+	if ((v = json_object_get(j, "seed")) && json_is_string(v)) {
+		s->seed = strtoull(json_string_value(v), NULL, 10);
+		s->have_seed = 1;
+	}
 	if ((v = json_object_get(j, "data_id")) && json_is_string(v))
 		snprintf(s->data_id, sizeof(s->data_id), "%s", json_string_value(v));
 	if ((v = json_object_get(j, "parent")) && json_is_string(v))
@@ -932,6 +936,13 @@ int fw_train_state_save(const struct fw_train_state *s, const char *dir,
 		      "schedule", "name", sched_name(s->sched), "lr", s->lr,
 		      "min_lr", s->min_lr, "warmup", (json_int_t)s->warmup,
 		      "decay_steps", (json_int_t)s->decay_steps);
+	if (j && s->have_seed) {
+		/* A string: JSON readers lose 64-bit integers to doubles. */
+		char b[24];
+
+		snprintf(b, sizeof(b), "%llu", (unsigned long long)s->seed);
+		json_object_set_new(j, "seed", json_string(b));
+	}
 	if (!j) {
 		seterr(err, errlen, "%s: out of memory", p);
 		return -1;

@@ -203,7 +203,8 @@ struct fw_train_state {
 	long step;            /* optimizer steps taken */
 	long data_pos;        /* next sequence of the (cycled) input */
 	char data_id[17];     /* hash of that input: other input starts at 0 */
-	uint64_t rng;         /* generator state */
+	uint64_t seed;        /* --seed that drew the data order */
+	int have_seed;        /* 0: input order */
 	long tokens_seen;
 	char id[17];          /* this checkpoint's id (hex) */
 	char parent[17];      /* the checkpoint it was trained from, "" for none */

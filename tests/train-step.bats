@@ -107,6 +107,11 @@ ref_setup() {
   # seed 7 does not start with the first sentence (45 trained tokens)
   [ "$(jq .tokens "$T/s0.jsonl")" = 45 ]
   [ "$(jq .tokens "$T/s1.jsonl")" != 45 ]
+  # the seed is kept: 3 steps from the seeded checkpoint continue its order
+  train-step --ckpt "$T/m0" --out "$T/s3" --batch-size 1 --seed 7 --steps 4 "$T/corpus.mp" > /dev/null
+  train-step --ckpt "$T/s1" --out "$T/s1" --batch-size 1 --steps 3 "$T/corpus.mp" > /dev/null
+  [ "$(jq -r .seed "$T/s1/latest/trainer_state.json")" = 7 ]
+  cmp "$T/s1/latest/model.safetensors" "$T/s3/latest/model.safetensors"
 }
 
 @test "a rollout's turns: assistant tokens with their logprobs, teach.adv per turn token" {

@@ -480,6 +480,13 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		goto oom;
 	for (int i = 0; i < b->nseq; i++)
 		order[i] = i;
+	/* The order continues as the checkpoint drew it unless told. */
+	if (!have_seed && state.have_seed) {
+		seed = state.seed;
+		have_seed = 1;
+	}
+	state.seed = seed;
+	state.have_seed = have_seed;
 	if (have_seed) {
 		uint64_t x = seed;
 
