@@ -190,6 +190,18 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 		     const char *tree_hex, const char *prompt, size_t plen, uint64_t seed,
 		     struct fw_agent_result *r, char *err, size_t errlen);
 
+/*
+ * K episodes of b on the same task, sample k drawing from seeds[k], that
+ * share one key-value cache: the chat's prefix (system and problem
+ * statement) is prefilled once for all, then each sample goes on in its
+ * own sequence, one after the other.  r has K entries.  Returns 0 when
+ * every episode ran, or -1 with err (r then empty).  The cache holds K
+ * sequences of the model's whole context.
+ */
+int fw_agent_group(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,
+		   const char *tree_hex, const char *prompt, size_t plen, int K,
+		   const uint64_t *seeds, struct fw_agent_result *r, char *err, size_t errlen);
+
 /* ---- http: an OpenAI-compatible server ------------------------------------ */
 
 struct fw_http;

@@ -114,9 +114,13 @@ static int add_turn(struct turn **v, size_t *n, size_t *cap, const char *role, c
 	return 0;
 }
 
-int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,
-		     const char *tree_hex, const char *prompt, size_t plen, uint64_t seed,
-		     struct fw_agent_result *r, char *err, size_t errlen)
+/* One episode; with shared, sequence seq of that decoding state, whose
+ * prefix (the first render, the same for every sample) sample 0 has
+ * prefilled for all. */
+static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,
+		   const char *tree_hex, const char *prompt, size_t plen, uint64_t seed,
+		   struct fw_gen *shared, int seq, struct fw_agent_result *r, char *err,
+		   size_t errlen)
 {
 	const char *tmp = o->tmpdir ? o->tmpdir : getenv("TMPDIR");
 	char top[PATH_MAX], ws[PATH_MAX + 8], commit[FW_OID_HEX];
@@ -152,7 +156,9 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 		snprintf(err, errlen, "no policy");
 		goto out;
 	}
-	if (b && !(g = fw_gen_new(b->m, 1, maxT, err, errlen)))
+	if (shared)
+		g = shared;
+	else if (b && !(g = fw_gen_new(b->m, 1, maxT, err, errlen)))
 		goto out;
 	if (b && !(scratch = malloc(sizeof(float) * 2 * (size_t)V)))
 		goto oom;
@@ -226,11 +232,17 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 		size_t same = 0;
 		while (same < fed.n && same < ids.n && fed.ids[same] == ids.ids[same])
 			same++;
-		if (same < fed.n || fed.n == 0) {
+		if (fed.n == 0 && shared && seq > 0) {
+			/* sample 0 prefilled this prefix into every sequence */
+		} else if (same < fed.n && shared) {
+			/* starting over would reset the other samples */
+			snprintf(err, errlen, "the chat template changed the tokens of earlier turns");
+			goto out;
+		} else if (same < fed.n || fed.n == 0) {
 			if (fw_gen_prefill(g, ids.ids, (int)ids.n, err, errlen))
 				goto out;
 		} else if (ids.n > fed.n &&
-			   fw_gen_append(g, 0, ids.ids + fed.n, (int)(ids.n - fed.n), err, errlen)) {
+			   fw_gen_append(g, seq, ids.ids + fed.n, (int)(ids.n - fed.n), err, errlen)) {
 			goto out;
 		}
 		fed.n = 0;
@@ -249,7 +261,8 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 			goto oom;
 		}
 		while (!ended && used < o->max_tokens && consumed + n < (size_t)maxT) {
-			int32_t id = fw_sample(fw_gen_logits(g), V, &o->s, &rng, scratch, &lp[n]);
+			int32_t id = fw_sample(fw_gen_logits(g) + (size_t)seq * V, V, &o->s, &rng,
+					       scratch, &lp[n]);
 			tok[n++] = id;
 			used++;
 			int stop = 0;
@@ -271,7 +284,7 @@ int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct
 			}
 			if (consumed + n < (size_t)maxT && used < o->max_tokens &&
 			    (fw_tok_ids_push(&fed, id, 0) ||
-			     fw_gen_append(g, 0, &id, 1, err, errlen))) {
+			     fw_gen_append(g, seq, &id, 1, err, errlen))) {
 				fw_buf_free(&txt);
 				free(tok);
 				free(lp);
@@ -428,9 +441,36 @@ out:
 	fw_buf_free(&ev);
 	fw_tok_ids_release(&ids);
 	fw_tok_ids_release(&fed);
-	fw_gen_free(g);
+	if (!shared)
+		fw_gen_free(g);
 	if (rc)
 		fw_agent_result_clear(r);
 	fw_rmtree(top);
+	return rc;
+}
+
+int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,
+		     const char *tree_hex, const char *prompt, size_t plen, uint64_t seed,
+		     struct fw_agent_result *r, char *err, size_t errlen)
+{
+	return episode(b, o, s, tree_hex, prompt, plen, seed, NULL, 0, r, err, errlen);
+}
+
+int fw_agent_group(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,
+		   const char *tree_hex, const char *prompt, size_t plen, int K,
+		   const uint64_t *seeds, struct fw_agent_result *r, char *err, size_t errlen)
+{
+	struct fw_gen *g = fw_gen_new(b->m, K, b->m->cfg.max_pos, err, errlen);
+	int rc = 0;
+
+	memset(r, 0, sizeof(*r) * (size_t)K);
+	if (!g)
+		return -1;
+	for (int k = 0; k < K && !rc; k++)
+		rc = episode(b, o, s, tree_hex, prompt, plen, seeds[k], g, k, &r[k], err, errlen);
+	if (rc)
+		for (int k = 0; k < K; k++)
+			fw_agent_result_clear(&r[k]);
+	fw_gen_free(g);
 	return rc;
 }

@@ -528,3 +528,16 @@ PY
     jq -j .turns[0].text <<<"$line" | tail -c 2 | od -c | grep -q '{  *\\n'
   done < "$T/r.jsonl"
 }
+
+@test "agent samples share the prefill and sample i is the same whatever --samples" {
+  ckpt init "$F/long.json" "$T/rand" --seed 3
+  rollout --policy "builtin:$T/rand" --mode agent --samples 3 --seed 8 --max-tokens 60 \
+    --no-time "$F/task1.mp" > "$T/k3.mp"
+  rollout --policy "builtin:$T/rand" --mode agent --samples 1 --seed 8 --max-tokens 60 \
+    --no-time "$F/task1.mp" > "$T/k1.mp"
+  diff <(json "$T/k3.mp" | jq -c 'select(.sample == 0)') <(json "$T/k1.mp" | jq -c .)
+  [ "$(json "$T/k3.mp" | jq -c '.turns[2].tokens' | sort -u | wc -l)" = 3 ]
+  run jq -e -s 'all(.[]; .mode == "agent" and (.stop | IN("no-action", "max-tokens", "submit"))
+      and (.turns[2].tokens | length) == (.turns[2].logprobs | length))' <(json "$T/k3.mp")
+  assert_success
+}

@@ -545,33 +545,63 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 		emit_errors(w, j, task, tid, err);
 		return;
 	}
-	for (int k = 0; k < (int)o->samples; k++) {
-		struct fw_agent_result r;
-		struct episode e = { .sample = k };
-		double t0 = fw_now();
+	int K = (int)o->samples;
+	struct fw_agent_result *rs = calloc((size_t)K, sizeof *rs);
+	uint64_t *seeds = calloc((size_t)K, sizeof *seeds);
+	char *errs = calloc((size_t)K, sizeof err);
+	int *ok = calloc((size_t)K, sizeof *ok);
+	double t0 = fw_now(), each;
+
+	if (!rs || !seeds || !errs || !ok) {
+		emit_errors(w, j, task, tid, "out of memory");
+		goto out;
+	}
+	for (int k = 0; k < K; k++)
+		seeds[k] = fw_rollout_seed(o->seed, tid, strlen(tid), k);
+	if (w->b) {
+		/* the samples share the prefill of the chat's prefix */
+		if (fw_agent_group(w->b, &ao, st, ti->tree, ti->prompt, ti->plen, K, seeds, rs, err,
+				   sizeof err)) {
+			emit_errors(w, j, task, tid, err);
+			goto out;
+		}
+		for (int k = 0; k < K; k++)
+			ok[k] = 1;
+	} else {
+		for (int k = 0; k < K; k++)
+			ok[k] = !fw_agent_episode(NULL, &ao, st, ti->tree, ti->prompt, ti->plen,
+						  seeds[k], &rs[k], errs + k * sizeof err, sizeof err);
+	}
+	each = (fw_now() - t0) / K;
+	for (int k = 0; k < K; k++) {
+		struct episode e = { .sample = k, .seed = seeds[k], .time = each };
 		msgpack_packer pk;
 
-		e.seed = fw_rollout_seed(o->seed, tid, strlen(tid), k);
-		if (fw_agent_episode(w->b, &ao, st, ti->tree, ti->prompt, ti->plen, e.seed, &r, err,
-				     sizeof err)) {
+		if (!ok[k]) {
 			e.stop = "error";
-			e.error = err;
+			e.error = errs + k * sizeof err;
 			emit(o, j, task, tid, &e);
 			continue;
 		}
-		e.time = fw_now() - t0;
-		e.stop = r.stop;
-		e.patch = r.patch;
-		e.turns = r.turns;
-		e.events = r.events;
+		e.stop = rs[k].stop;
+		e.patch = rs[k].patch;
+		e.turns = rs[k].turns;
+		e.events = rs[k].events;
 		fw_buf_packer(&pk, &e.extra);
 		pack_cstr(&pk, "steps");
-		msgpack_pack_int(&pk, r.steps);
+		msgpack_pack_int(&pk, rs[k].steps);
 		e.nextra = 1;
 		emit(o, j, task, tid, &e);
 		fw_buf_free(&e.extra);
-		fw_agent_result_clear(&r);
 	}
+out:
+	if (rs)
+		for (int k = 0; k < K; k++)
+			fw_agent_result_clear(&rs[k]);
+	free(rs);
+	free(seeds);
+	free(errs);
+	free(ok);
 }
 
 static void run_job(struct worker *w, struct job *j)
