@@ -230,7 +230,7 @@ oom:
 }
 
 int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
-			const struct fw_tok *tok, int vocab, int max_len,
+			const struct fw_tok *tok, int vocab, int max_len, int truncate,
 			char *err, size_t errlen)
 {
 	struct fw_mpv v, g;
@@ -330,7 +330,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		rc = 1;
 		goto out;
 	}
-	if (n > max_len) {
+	if (n > max_len && !truncate) {
 		seterr(err, errlen, "%d tokens exceed max_position_embeddings %d", n, max_len);
 		goto out;
 	}
@@ -394,10 +394,19 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 			goto out;
 		}
 	}
+	if (n > max_len) {
+		/* Truncated: s is the last sequence, so it just ends sooner. */
+		s->n = max_len;
+		s->ntrain = 0;
+		for (int i = 0; i < max_len; i++)
+			s->ntrain += b->mask[s->off + i];
+		b->ntok = s->off + max_len;
+	}
 	if (s->ntrain == 0) {
 		b->nseq--;
-		b->ntok -= n;
-		seterr(err, errlen, "record has no trained token");
+		b->ntok = s->off;
+		seterr(err, errlen, n > max_len ? "record has no trained token in its first %d" :
+			 "record has no trained token", max_len);
 		rc = 1;
 		goto out;
 	}

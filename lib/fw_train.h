@@ -82,12 +82,13 @@ int fw_batch_add(struct fw_batch *b, const int32_t *tok, const uint8_t *mask,
  * the assistant turns' "tokens" (in order).  The reward is "grade.reward";
  * the group key is "group" when present, else "task.id", else "task"
  * (a string), else the record's "id".
- * vocab and max_len bound the ids and the length.  Returns 0; 1 when the
+ * vocab bounds the ids; a sequence longer than max_len tokens is an error,
+ * or with truncate keeps its first max_len tokens.  Returns 0; 1 when the
  * record is not trainable (no trained token), with err saying why; -1 when
  * malformed (err says what), or out of memory.
  */
 int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
-			const struct fw_tok *tok, int vocab, int max_len,
+			const struct fw_tok *tok, int vocab, int max_len, int truncate,
 			char *err, size_t errlen);
 
 /* Group statistics of fw_batch_advantages(). */

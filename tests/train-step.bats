@@ -215,6 +215,15 @@ ref_setup() {
   rec json "$T/m.mp" | jq -e '.skipped_records == 2 and .seqs == 4'
 }
 
+@test "a sequence beyond max_position_embeddings is refused, or with --truncate keeps its first tokens" {
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  seq 1 600 | awk '{ printf "%s%d", (NR > 1 ? "," : "{\"tokens\":["), $1 % 256 } END { print "]}" }' |
+    rec from-json > "$T/long.mp"
+  run -1 train-step --ckpt "$T/m0" --out "$T/run" "$T/long.mp"
+  assert_output --partial 'record 1 (byte 0): 600 tokens exceed max_position_embeddings 512'
+  train-step --ckpt "$T/m0" --out "$T/run" --truncate "$T/long.mp" | rec json | jq -e '.tokens == 511'
+}
+
 @test "rewards: groups of one and equal rewards are skipped and counted, NaN rewards left out" {
   ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
   # group a: mixed; b: all equal; c: alone; d: one NaN and one 0 (then alone)

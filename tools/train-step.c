@@ -27,7 +27,7 @@ static const char usage_text[] =
 	"                  [--clip-grad X] [--weight-decay X] [--beta1 X] [--beta2 X] [--eps X]\n"
 	"                  [--clip-low X] [--clip-high X] [--no-std] [--norm token|seq]\n"
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X]\n"
-	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad]\n"
+	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
 	"                  [-o OUT] [-z] [-j THREADS] [FILE...]\n"
 	"                  [-h | --help] [--version]\n";
 
@@ -145,7 +145,7 @@ static int put_metrics(struct fw_writer *w, struct fw_buf *b, long step,
 enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
        O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
        O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_VERSION };
+       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_VERSION };
 
 static int num_opt(const char *name, const char *arg, double lo, double *out)
 {
@@ -188,6 +188,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "skip-bad", no_argument, NULL, O_SKIPBAD },
+		{ "truncate", no_argument, NULL, O_TRUNC },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -199,7 +200,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	const char *ckpt_arg = NULL, *out_dir = NULL, *ref_dir = NULL, *mout = NULL;
 	char ckdir[PATH_MAX], path[PATH_MAX + 32], newdir[PATH_MAX], parent[17];
 	int have_lr = 0, have_warm = 0, have_decay = 0, have_min = 0, have_sched = 0;
-	int level = -1, no_std = 0, skip_bad = 0, keep = 0, have_seed = 0, rc = FW_EXIT_OK;
+	int level = -1, no_std = 0, skip_bad = 0, truncate = 0, keep = 0, have_seed = 0, rc = FW_EXIT_OK;
 	enum fw_dtype dtype = FW_F32;
 	uint64_t steps = 1, bsz = 0, u, seed = 0;
 	double d, dw = -1;
@@ -345,6 +346,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			have_seed = 1;
 			break;
 		case O_SKIPBAD: skip_bad = 1; break;
+		case O_TRUNC: truncate = 1; break;
 		case 'o': mout = optarg; break;
 		case 'z': level = 3; break;
 		case 'j':
@@ -446,7 +448,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 					break;
 				continue;
 			}
-			got = fw_batch_add_record(b, rec.v, tok, m->cfg.vocab, m->cfg.max_pos,
+			got = fw_batch_add_record(b, rec.v, tok, m->cfg.vocab, m->cfg.max_pos, truncate,
 						  err, sizeof(err));
 			if (got) {
 				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", err);

@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for the records train-step reads.  The input is a JSON
  * record; it goes into a batch with the byte tokenizer (vocabulary 300,
- * at most 256 tokens).  A record taken must add one sequence of ids in the
+ * at most 256 tokens: refused, then truncated).  A record taken must add one sequence of ids in the
  * vocabulary with at least one trained token and none at position 0, and
  * finite teacher advantages; one refused must leave the batch as it was.
  * GRPO advantages over the batch must be finite.  Built by `make fuzz`.
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int nseq = b->nseq;
 		size_t ntok = b->ntok;
 		int rc = fw_batch_add_record(b, (struct fw_mpv){ rec.p, rec.n }, tok, 300, 256,
-					     err, sizeof(err));
+					     k, err, sizeof(err));
 
 		if (rc != 0) {
 			if (b->nseq != nseq || b->ntok != ntok)

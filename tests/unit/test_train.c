@@ -123,7 +123,7 @@ TEST(records_become_sequences_with_mask_logprobs_and_teacher_advantages)
 	double lp[4] = { -1, -2, -3, -4 }, adv[2] = { 0.5, -0.5 }, nan_adv[2] = { 0.5, NAN };
 
 	CHECK(fw_batch_add_record(b, rec_tokens(&buf, tok, mask, 5, lp, 4, adv, 2), NULL,
-				  37, 64, err, sizeof(err)) == 0);
+				  37, 64, 0, err, sizeof(err)) == 0);
 	CHECK(b->nseq == 1 && b->seq[0].ntrain == 2);
 	/* token 0 is never trained, whatever the mask says */
 	CHECK(b->mask[0] == 0 && b->mask[2] == 1 && b->mask[3] == 1 && b->mask[4] == 0);
@@ -131,20 +131,29 @@ TEST(records_become_sequences_with_mask_logprobs_and_teacher_advantages)
 	CHECK(b->old[2] == -2.0f && b->old[3] == -3.0f && isnan(b->old[0]));
 	CHECK(b->tadv[2] == 0.5f && b->tadv[3] == -0.5f && isnan(b->tadv[1]));
 	CHECK(fw_batch_add_record(b, rec_tokens(&buf, tok, mask, 5, NULL, 0, adv, 1), NULL,
-				  37, 64, err, sizeof(err)) == -1);
+				  37, 64, 0, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "'teach.adv' has 1 values for 2 trained tokens") != NULL);
 	CHECK(fw_batch_add_record(b, rec_tokens(&buf, tok, mask, 5, NULL, 0, nan_adv, 2), NULL,
-				  37, 64, err, sizeof(err)) == -1);
+				  37, 64, 0, err, sizeof(err)) == -1);
 	CHECK(strstr(err, "not finite") != NULL);
 	tok[1] = 37;
 	CHECK(fw_batch_add_record(b, rec_tokens(&buf, tok, mask, 5, NULL, 0, NULL, 0), NULL,
-				  37, 64, err, sizeof(err)) == -1);
+				  37, 64, 0, err, sizeof(err)) == -1);
 	tok[1] = 2;
 	CHECK(fw_batch_add_record(b, rec_tokens(&buf, tok, mask, 5, NULL, 0, NULL, 0), NULL,
-				  37, 4, err, sizeof(err)) == -1);
+				  37, 4, 0, err, sizeof(err)) == -1);
+	/* truncated: tokens 0..3, of which 2 and 3 trained */
+	CHECK(fw_batch_add_record(b, rec_tokens(&buf, tok, mask, 5, NULL, 0, NULL, 0), NULL,
+				  37, 4, 1, err, sizeof(err)) == 0);
+	CHECK(b->nseq == 2 && b->seq[1].n == 4 && b->seq[1].ntrain == 2 && b->ntok == 9);
+	b->nseq = 1;
+	b->ntok = 5;
+	CHECK(fw_batch_add_record(b, rec_tokens(&buf, tok, mask, 5, NULL, 0, NULL, 0), NULL,
+				  37, 2, 1, err, sizeof(err)) == 1);
+	CHECK(b->nseq == 1 && b->ntok == 5);
 	int none[5] = { 0 };
 	CHECK(fw_batch_add_record(b, rec_tokens(&buf, tok, none, 5, NULL, 0, NULL, 0), NULL,
-				  37, 64, err, sizeof(err)) == 1);
+				  37, 64, 0, err, sizeof(err)) == 1);
 	CHECK(b->nseq == 1 && b->ntok == 5);
 	fw_batch_free(b);
 	fw_buf_free(&buf);
