@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -149,6 +150,15 @@ static long num_array(struct fw_mpv v, double **out)
 	return k;
 }
 
+/* 1 when every value is finite and fits a float. */
+static int all_finite(const double *x, long n)
+{
+	for (long i = 0; i < n; i++)
+		if (!isfinite(x[i]) || fabs(x[i]) > FLT_MAX)
+			return 0;
+	return 1;
+}
+
 static uint64_t group_key(struct fw_mpv rec)
 {
 	struct fw_mpv v, t;
@@ -181,6 +191,12 @@ static int turn_logprobs(struct fw_mpv turns, int **cnt, double **lp, long *nlp,
 	int k = 0, i = 0;
 	long total = 0, cap = 256;
 
+	*cnt = NULL;
+	*lp = NULL;
+	if (n < 0 || fw_mp_type(turns) != FW_MP_ARRAY) {
+		seterr(err, errlen, "'turns' is not an array");
+		return -1;
+	}
 	*cnt = calloc(n > 0 ? n : 1, sizeof(int));
 	*lp = malloc(sizeof(double) * cap);
 	if (!*cnt || !*lp)
@@ -200,8 +216,13 @@ static int turn_logprobs(struct fw_mpv turns, int **cnt, double **lp, long *nlp,
 				seterr(err, errlen, "turn %d: 'logprobs' is not an array of numbers", i - 1);
 				return -1;
 			}
-			if (na != nt) {
+			if (na != nt || !all_finite(a, na)) {
 				free(a);
+				if (na == nt) {
+					seterr(err, errlen, "turn %d: 'logprobs' holds a value that is not finite",
+					       i - 1);
+					return -1;
+				}
 				seterr(err, errlen, "turn %d: %ld 'logprobs' for %ld 'tokens'",
 				       i - 1, na, nt);
 				return -1;
@@ -255,11 +276,10 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 			seterr(err, errlen, "'teach.adv' is not an array of numbers");
 			return -1;
 		}
-		for (long i = 0; i < nadv; i++)
-			if (!isfinite(adv[i])) {
-				seterr(err, errlen, "'teach.adv' holds a value that is not finite");
-				goto out;
-			}
+		if (!all_finite(adv, nadv)) {
+			seterr(err, errlen, "'teach.adv' holds a value that is not finite");
+			goto out;
+		}
 	}
 	if (fw_mp_get(rec, "tokens", &v) == 1) {
 		double *x = NULL, *m = NULL;
@@ -302,6 +322,10 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 				goto out;
 			}
 			lp_shift = nlp == n - 1;
+			if (!all_finite(lp, nlp)) {
+				seterr(err, errlen, "'logprobs' holds a value that is not finite");
+				goto out;
+			}
 		}
 	} else if (fw_mp_get(rec, "turns", &v) == 1) {
 		int tmpl;

@@ -3,7 +3,7 @@
  * record; it goes into a batch with the byte tokenizer (vocabulary 300,
  * at most 256 tokens: refused, then truncated).  A record taken must add one sequence of ids in the
  * vocabulary with at least one trained token and none at position 0, and
- * finite teacher advantages; one refused must leave the batch as it was.
+ * finite teacher advantages and log-probs; one refused must leave the batch as it was.
  * GRPO advantages over the batch must be finite.  Built by `make fuzz`.
  */
 #include <math.h>
@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (b->tok[s->off + i] < 0 || b->tok[s->off + i] >= 300)
 				__builtin_trap();
 			nt += b->mask[s->off + i];
-			if (isinf(b->tadv[s->off + i]))
+			if (isinf(b->tadv[s->off + i]) || isinf(b->old[s->off + i]))
 				__builtin_trap();
 		}
 		if (nt != s->ntrain)
