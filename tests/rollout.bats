@@ -439,8 +439,8 @@ EOF
 @test "a server that is down or answers garbage gives error records and exit 1" {
   start_serve --ckpt "tiny=$F/ck"
   kill "$(cat "$T/serve.pid")"; rm "$T/serve.pid"; sleep 0.2
-  run -1 --separate-stderr rollout --policy "http:$URL/v1" --timeout 5 -o "$T/d.mp" "$F/tasks.mp"
-  run jq -c '[.stop, (.error | test("connect"))]' <(json "$T/d.mp" | head -1)
+  run -1 --separate-stderr rollout --policy "http:$URL/v1" --timeout 5 -o "$T/d.mp" "$F/task1.mp"
+  run jq -c '[.stop, (.error | test("connect"))]' <(json "$T/d.mp")
   assert_output '["error",true]'
   # a server that answers with something else than a completion
   start_serve --ckpt "tiny=$F/ck"
