@@ -271,6 +271,10 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		seterr(err, errlen, "'grade.reward' is not a number");
 		return -1;
 	}
+	/* Rewards beyond any scale (or NaN, inf) would overflow the group
+	 * statistics: such a record counts as one without a reward. */
+	if (!(fabs(reward) <= 1e30))
+		reward = NAN;
 	if (fw_mp_get(rec, "teach", &g) == 1 && fw_mp_get(g, "adv", &v) == 1) {
 		if ((nadv = num_array(v, &adv)) < 0) {
 			seterr(err, errlen, "'teach.adv' is not an array of numbers");
