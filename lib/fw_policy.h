@@ -118,9 +118,10 @@ void fw_exec_result_clear(struct fw_exec_result *r);
  * One episode of the agent o->cmd on tree tree_hex of store s: the tree is
  * made a fresh workspace (fw_workspace.h), the agent runs in the sandbox
  * (fw_sandbox.h) in it with prompt (plen bytes) on stdin and in the
- * environment FW_TASK (the task as JSON, task_json), FW_SEED, FW_SAMPLE and
- * FW_TRAJ (a file inside the workspace's .git directory, so that it is no
- * part of the patch); the first word of cmd, when it names an existing
+ * environment FW_TASK (the task as JSON, task_json; empty when longer than
+ * 100000 bytes), FW_TASK_FILE (a file holding it), FW_SEED, FW_SAMPLE and
+ * FW_TRAJ (files inside the workspace's .git directory, so that they are
+ * no part of the patch); the first word of cmd, when it names an existing
  * file, is bound read-only at its own path.  After the run the patch is
  * the diff of the workspace against the task tree, and a trajectory the
  * agent wrote to $FW_TRAJ (any format fb-ingest reads) gives the turns.

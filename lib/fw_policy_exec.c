@@ -19,8 +19,12 @@
 #include "fw_store.h"
 #include "fw_workspace.h"
 
-/* Where $FW_TRAJ points, inside the workspace's git directory. */
+/* Where $FW_TRAJ and $FW_TASK_FILE point, inside the workspace's git
+ * directory (so that neither is part of the patch). */
 #define TRAJ_NAME ".git/fw-traj"
+#define TASK_NAME ".git/fw-task.json"
+/* Tasks longer than this go in the file only ($FW_TASK is then empty). */
+#define TASK_ENV_MAX 100000
 
 void fw_exec_result_clear(struct fw_exec_result *r)
 {
@@ -93,7 +97,7 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 	const char *tmp = o->tmpdir ? o->tmpdir : getenv("TMPDIR");
 	char top[PATH_MAX], ws[PATH_MAX + 8], in[PATH_MAX + 8], traj[PATH_MAX + 32];
 	char commit[FW_OID_HEX], prog[PATH_MAX];
-	char *env[6] = { NULL }, *binds[66];
+	char *env[7] = { NULL }, *binds[66];
 	size_t nb = 0;
 	int rc = -1;
 	FILE *f;
@@ -113,6 +117,15 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 		snprintf(err, errlen, "%s: %s", in, strerror(errno));
 		goto out;
 	}
+	/* the task as a file too: an environment string is limited to 128 kB */
+	char tf[PATH_MAX + 32];
+	size_t tl = task_json ? strlen(task_json) : 2;
+	snprintf(tf, sizeof tf, "%s/%s", ws, TASK_NAME);
+	if (!(f = fopen(tf, "w")) || fwrite(task_json ? task_json : "{}", 1, tl, f) != tl ||
+	    fclose(f)) {
+		snprintf(err, errlen, "%s: %s", tf, strerror(errno));
+		goto out;
+	}
 	/* the program itself, when the command starts with a path */
 	size_t pn = strcspn(o->cmd, " \t\n");
 	if (pn < sizeof prog && o->cmd[0] == '/') {
@@ -124,10 +137,12 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 	for (size_t i = 0; o->mounts && o->mounts[i] && nb < 64; i++)
 		binds[nb++] = (char *)o->mounts[i];
 	binds[nb] = NULL;
-	if (asprintf(&env[0], "FW_TASK=%s", task_json ? task_json : "{}") < 0 ||
+	if (asprintf(&env[0], "FW_TASK=%s",
+		     task_json && strlen(task_json) < TASK_ENV_MAX ? task_json : "") < 0 ||
 	    asprintf(&env[1], "FW_SEED=%llu", (unsigned long long)seed) < 0 ||
 	    asprintf(&env[2], "FW_SAMPLE=%d", sample) < 0 ||
-	    asprintf(&env[3], "FW_TRAJ=%s/%s", FW_SANDBOX_WORKDIR, TRAJ_NAME) < 0) {
+	    asprintf(&env[3], "FW_TRAJ=%s/%s", FW_SANDBOX_WORKDIR, TRAJ_NAME) < 0 ||
+	    asprintf(&env[4], "FW_TASK_FILE=%s/%s", FW_SANDBOX_WORKDIR, TASK_NAME) < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -161,7 +176,7 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 		goto out;
 	rc = 0;
 out:
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		free(env[i]);
 	if (rc)
 		fw_exec_result_clear(r);

@@ -122,6 +122,7 @@ python3 -c 'import socket; s = socket.socket(); s.settimeout(2); s.connect(("1.1
 exec python3 - <<'PY'
 import json, os
 task = json.loads(os.environ["FW_TASK"])
+assert task == json.load(open(os.environ["FW_TASK_FILE"]))
 t = task["targets"][0]
 body = {"double": "    return x * 2\n",
         "clamp": "    return max(lo, min(x, hi))\n",
