@@ -31,6 +31,8 @@ DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
 	nodejs curl socat python3-scipy
 # train-step's data-parallel test (Open MPI's mpirun; the library is loaded at run time)
 DEB_PKGS += mpi-default-bin
+# serve's HTTP server (libmicrohttpd; the library is loaded at run time)
+DEB_PKGS += libmicrohttpd-dev
 
 PC_PKGS := msgpack libzstd jansson libgit2 libpcre2-8 openblas libcurl
 PC_CFLAGS := $(shell pkg-config --cflags $(PC_PKGS) 2>/dev/null)
