@@ -11,10 +11,13 @@
 #                   clean room: the solution must earn reward 1, the empty
 #                   patch 0
 #   4. clean room   a command that tries the network and the host's files
-#   5. model        a tiny Llama-style model: init, info, sampling speed
+#   5. model        a tiny Llama-style model, bootstrapped by SFT on the
+#                   outer loop's thumbs-up data
+#   6. inner loop   one iteration: rollout (builtin policy, 4 samples per
+#                   train task) -> grade -> train-step (GRPO)
 #
 # Outputs in OUTDIR: outer-loop/ (see outer-loop.sh), tasks.msgpack,
-# graded.msgpack, model/, demo.log.  FW_BIN names the tools' directory
+# graded.msgpack, model/, run/ (checkpoints), rollouts-graded.msgpack, demo.log.  FW_BIN names the tools' directory
 # (default bin/ beside this script).
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,7 +36,7 @@ t0=$(date +%s)
 stage() { printf '\n== [%ss] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
 run() { "$@" >> "$log" 2>&1 || { echo "demo: failed: $*  (see $log)" >&2; tail -20 "$log" >&2; exit 1; }; }
 
-stage "1/5 outer loop: product feedback -> SFT data, eval candidates, A/B verdicts"
+stage "1/6 outer loop: product feedback -> SFT data, eval candidates, A/B verdicts"
 run "$here/pipelines/outer-loop.sh" -o "$out/outer-loop" \
   --private-eval "$here/samples/evals/private-eval.jsonl" --paired-by .meta.item \
   "$here/samples/feedback"
@@ -43,7 +46,7 @@ printf 'trajectories %s, SFT (thumbs-up) %s, eval candidates (thumbs-down) %s\n'
   "$(rec count "$out/outer-loop/eval-candidates.msgpack")"
 grep -E 'preferred|no verdict' "$out/outer-loop/report.txt" || true
 
-stage "2/5 tasks: remove a feature from each sample repository so that tests fail"
+stage "2/6 tasks: remove a feature from each sample repository so that tests fail"
 for r in textkit tally; do
   cp -r "$here/samples/repos/$r" "$work/$r"
   git -C "$work/$r" init -q -b main
@@ -65,7 +68,7 @@ printf 'validated tasks: %s (by split: %s)\n' "$(rec count "$out/tasks.msgpack")
 echo "one problem statement, as a policy sees it:"
 rec head -n 1 "$out/tasks.msgpack" | rec get .prompt | sed 's/^/    /'
 
-stage "3/5 grading in the clean room: the solution earns 1, an empty patch 0"
+stage "3/6 grading in the clean room: the solution earns 1, an empty patch 0"
 if command -v grade > /dev/null 2>&1; then
   # Rollouts made by hand until `rollout` exists: the task's own solution
   # and an empty patch, for every task.
@@ -82,7 +85,7 @@ else
   echo "grade is not built yet: skipped"
 fi
 
-stage "4/5 clean room: no network, no host files, writes only in the workspace"
+stage "4/6 clean room: no network, no host files, writes only in the workspace"
 mkdir -p "$work/ws"
 fw-run --workspace "$work/ws" --timeout 10 -- sh -c '
   python3 -c "import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=2)" 2>/dev/null \
@@ -91,12 +94,28 @@ fw-run --workspace "$work/ws" --timeout 10 -- sh -c '
   touch /usr/x 2>/dev/null && echo "/usr: writable" || echo "/usr: read-only"
   touch ./ok && echo "workspace: writable"' 2>> "$log" | jq -r '.stdout' | sed '/^$/d; s/^/    /'
 
-stage "5/5 model: a tiny Llama-style checkpoint"
-rm -rf "$out/model"
+stage "5/6 model: a tiny Llama-style checkpoint, bootstrapped by SFT on thumbs-up data"
+rm -rf "$out/model" "$out/run"
 run ckpt init "$here/samples/models/tiny-llama.json" "$out/model" --seed 1
-ckpt info "$out/model" | sed 's/^/    /'
-echo "sampling from the untrained model (random weights, so noise is expected):"
-ckpt sample "$out/model" --prompt 'def add(a, b):' -n 24 --seed 1 2>> "$log" | sed 's/^/    /'
+ckpt info "$out/model" | grep -E 'architecture|parameters|layers|vocab' | sed 's/^/    /'
+run train-step --ckpt "$out/model" --out "$out/run" --objective sft --steps 10 \
+  --batch-size 16 --lr 3e-3 --warmup 2 --truncate --seed 1 -o "$work/sft-metrics.msgpack" \
+  "$out/outer-loop/sft.msgpack"
+rec json "$work/sft-metrics.msgpack" | jq -r '"    step \(.step): loss \(.loss*1000|round/1000), \(.tok_per_s|round) tokens/s"' \
+  | sed -n '1p;$p'
+
+stage "6/6 inner loop, one iteration: rollout -> grade -> train-step (GRPO)"
+rec cat "$out/tasks.msgpack" | traj-filter -e '.split == "train"' > "$work/train.tasks"
+run rollout --policy "builtin:$out/run/latest" --mode fill --samples 4 --seed 1 --temp 1.0 \
+  --max-tokens 48 --store "$store" -o "$work/rollouts.msgpack" "$work/train.tasks"
+run grade --store "$store" -j 2 -o "$out/rollouts-graded.msgpack" "$work/rollouts.msgpack"
+printf 'rollouts %s, mean reward %s (an untrained policy: reward 0 is expected)\n' \
+  "$(rec count "$out/rollouts-graded.msgpack")" \
+  "$(rec json "$out/rollouts-graded.msgpack" | jq -s '[.[].grade.reward] | add / length')"
+run train-step --ckpt "$out/run/latest" --out "$out/run" --objective pg --steps 1 --seed 1 \
+  -o "$work/pg-metrics.msgpack" "$out/rollouts-graded.msgpack"
+rec json "$work/pg-metrics.msgpack" | jq -r '"    step \(.step): groups \(.groups), skipped (equal rewards) \(.skipped_groups), new checkpoint \(.ckpt)"'
 
 stage "done in $(( $(date +%s) - t0 ))s; outputs in $out"
-echo "Not yet built: rollout, teach, train-step, and the learning curve of the full loop."
+echo "Not yet built: teach (hints -> per-token credit), the iterated loop with its eval"
+echo "curve (make demo will show the pass rate rising), cron and Slurm pipelines."
