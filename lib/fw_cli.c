@@ -42,6 +42,16 @@ void fw_warn_rec(const char *file, uint64_t index, uint64_t offset, const char *
 	fputc('\n', stderr);
 }
 
+int fw_usage_error(const char *usage, const char *fmt, const char *arg)
+{
+	fflush(stdout);
+	fprintf(stderr, "%s: ", fw_prog);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fputs(usage, stderr);
+	return FW_EXIT_USAGE;
+}
+
 void fw_warn_reader(const struct fw_reader *r)
 {
 	fw_warn_rec(fw_reader_name(r), fw_reader_index(r), fw_reader_offset(r), "%s",

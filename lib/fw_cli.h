@@ -30,6 +30,10 @@ void fw_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fw_warn_rec(const char *file, uint64_t index, uint64_t offset, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* Prints "PROG: " and fmt formatted with arg (one %s) on stderr, then the
+ * usage text, and returns FW_EXIT_USAGE for main to return. */
+int fw_usage_error(const char *usage, const char *fmt, const char *arg);
+
 /* Prints the reader's last error with its position via fw_warn_rec(). */
 void fw_warn_reader(const struct fw_reader *r);
 

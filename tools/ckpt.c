@@ -44,11 +44,7 @@ static void usage(FILE *f)
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	usage(stderr);
-	return FW_EXIT_USAGE;
+	return fw_usage_error(usage_text, fmt, arg);
 }
 
 struct opts {
