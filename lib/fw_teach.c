@@ -1,0 +1,396 @@
+/*
+ * fw_teach.c — environment hints and hinted re-scoring of a rollout.
+ * See fw_teach.h.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fw_teach.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+void fw_teach_hints_free(struct fw_teach_hints *hs)
+{
+	if (!hs)
+		return;
+	for (size_t i = 0; i < hs->n; i++)
+		free(hs->h[i].text);
+	free(hs->h);
+	hs->h = NULL;
+	hs->n = hs->cap = 0;
+}
+
+/* Adds a hint of text s[0..n) cut to max bytes (on a UTF-8 boundary). */
+static int add_hint(struct fw_teach_hints *hs, int turn, const char *source, const char *s,
+		    size_t n, size_t max)
+{
+	if (n > max) {
+		n = max;
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;
+	}
+	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		n--;
+	if (hs->n == hs->cap) {
+		size_t nc = hs->cap ? 2 * hs->cap : 8;
+		struct fw_teach_hint *p = realloc(hs->h, nc * sizeof *p);
+
+		if (!p)
+			return -1;
+		hs->h = p;
+		hs->cap = nc;
+	}
+	char *t = malloc(n + 1);
+
+	if (!t)
+		return -1;
+	memcpy(t, s, n);
+	t[n] = 0;
+	hs->h[hs->n++] = (struct fw_teach_hint){ turn, t, source };
+	return 0;
+}
+
+static int add_fmt(struct fw_teach_hints *hs, int turn, size_t max, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int add_fmt(struct fw_teach_hints *hs, int turn, size_t max, const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	int n, rc;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !(s = malloc((size_t)n + 1)))
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	rc = add_hint(hs, turn, "env", s, (size_t)n, max);
+	free(s);
+	return rc;
+}
+
+/* String value or "" (n 0). */
+static void str_or_empty(struct fw_mpv v, const char **s, size_t *n)
+{
+	if (fw_mp_str(v, s, n)) {
+		*s = "";
+		*n = 0;
+	}
+}
+
+static int is_role(struct fw_mpv turn, const char *role)
+{
+	struct fw_mpv v;
+
+	return fw_mp_get(turn, "role", &v) == 1 && fw_mp_str_eq(v, role, strlen(role));
+}
+
+int fw_teach_env_hints(struct fw_mpv rec, size_t max_chars, struct fw_teach_hints *hs,
+		       char *err, size_t errlen)
+{
+	struct fw_mpv turns, v, g, x;
+	struct fw_mp_iter it;
+	size_t n0 = hs->n;
+	int last_asst = -1, idx = 0, prev_asst = -1;
+
+	if (fw_mp_type(rec) != FW_MP_MAP) {
+		seterr(err, errlen, "record is not a map");
+		return -1;
+	}
+	if (!max_chars)
+		max_chars = 400;
+	if (fw_mp_get(rec, "turns", &turns) != 1 || fw_mp_iter_init(&it, turns) < 0)
+		return 0;
+	/* failed commands: on the assistant turn that issued them */
+	while (fw_mp_iter_next(&it, &v) == 1) {
+		int64_t ex;
+
+		if (is_role(v, "assistant")) {
+			last_asst = prev_asst = idx;
+		} else if (is_role(v, "tool") && fw_mp_get(v, "exit", &x) == 1 &&
+			   !fw_mp_int(x, &ex) && ex != 0 && prev_asst >= 0) {
+			const char *s;
+			size_t n;
+
+			if (fw_mp_get(v, "text", &x) != 1)
+				x = (struct fw_mpv){ 0 };
+			str_or_empty(x, &s, &n);
+			if (add_fmt(hs, prev_asst, max_chars, "the command failed (exit %lld): %.*s",
+				    (long long)ex, (int)(n > max_chars ? max_chars : n), s))
+				goto oom;
+		}
+		idx++;
+	}
+	if (last_asst < 0)
+		return (int)(hs->n - n0);
+	if (fw_mp_get(rec, "grade", &g) == 1 && fw_mp_type(g) == FW_MP_MAP) {
+		struct fw_mpv k, st;
+		const char *reason = NULL;
+		size_t rn = 0;
+		int failed = 0;
+
+		if (fw_mp_get(g, "reason", &x) == 1)
+			str_or_empty(x, &reason, &rn);
+		if (fw_mp_get(g, "tests", &x) == 1 && fw_mp_iter_init(&it, x) >= 0) {
+			while (fw_mp_iter_next(&it, &k) == 1 && fw_mp_iter_next(&it, &st) == 1) {
+				const char *ks, *ss;
+				size_t kn, sn;
+
+				str_or_empty(k, &ks, &kn);
+				str_or_empty(st, &ss, &sn);
+				if ((sn == 4 && !memcmp(ss, "pass", 4)) ||
+				    (sn == 5 && !memcmp(ss, "xfail", 5)) || (sn == 4 && !memcmp(ss, "skip", 4)))
+					continue;
+				failed++;
+				if (add_fmt(hs, last_asst, max_chars, "test %.*s: %.*s (%.*s)", (int)kn, ks,
+					    (int)sn, ss, (int)rn, reason))
+					goto oom;
+			}
+		}
+		if (fw_mp_get(g, "hacks", &x) == 1 && fw_mp_iter_init(&it, x) >= 0) {
+			while (fw_mp_iter_next(&it, &v) == 1) {
+				const char *ns = "", *ds = "";
+				size_t nn = 0, dn = 0;
+
+				if (fw_mp_get(v, "name", &k) == 1)
+					str_or_empty(k, &ns, &nn);
+				if (fw_mp_get(v, "detail", &k) == 1)
+					str_or_empty(k, &ds, &dn);
+				if (add_fmt(hs, last_asst, max_chars, "hack %.*s: %.*s", (int)nn, ns, (int)dn, ds))
+					goto oom;
+			}
+		}
+		/* tests that never ran: the reason says why */
+		if (!failed && rn && fw_mp_get(g, "resolved", &x) == 1) {
+			int res = 1;
+
+			if (!fw_mp_bool(x, &res) && !res &&
+			    add_fmt(hs, last_asst, max_chars, "not resolved: %.*s", (int)rn, reason))
+				goto oom;
+		}
+	}
+	if (fw_mp_get(rec, "events", &x) == 1 && fw_mp_iter_init(&it, x) >= 0) {
+		while (fw_mp_iter_next(&it, &v) == 1) {
+			struct fw_mpv k;
+			const char *ds = "";
+			size_t dn = 0;
+
+			if (fw_mp_get(v, "kind", &k) != 1 || !fw_mp_str_eq(k, "net-denied", 10))
+				continue;
+			if (fw_mp_get(v, "detail", &k) == 1)
+				str_or_empty(k, &ds, &dn);
+			if (add_fmt(hs, last_asst, max_chars, "network access denied: %.*s", (int)dn, ds))
+				goto oom;
+		}
+	}
+	return (int)(hs->n - n0);
+oom:
+	seterr(err, errlen, "out of memory");
+	return -1;
+}
+
+/* Reads a numeric array into a malloc'd double array.  Returns its length
+ * or -1 (not an array of numbers, out of memory). */
+static long num_array(struct fw_mpv v, double **out)
+{
+	struct fw_mp_iter it;
+	struct fw_mpv x;
+	int64_t n = fw_mp_iter_init(&it, v);
+	long k = 0;
+
+	*out = NULL;
+	if (n < 0 || fw_mp_type(v) != FW_MP_ARRAY)
+		return -1;
+	*out = malloc(sizeof(double) * (size_t)(n ? n : 1));
+	if (!*out)
+		return -1;
+	while (fw_mp_iter_next(&it, &x) == 1)
+		if (fw_mp_double(x, &(*out)[k++])) {
+			free(*out);
+			*out = NULL;
+			return -1;
+		}
+	return k;
+}
+
+int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
+			 const struct fw_teach_hints *hs, double clip, float **adv,
+			 long *nadv, char *err, size_t errlen)
+{
+	struct fw_mpv v, turns, turn;
+	struct fw_mp_iter it;
+	double *tk = NULL, *mk = NULL, *lp = NULL;
+	long ntk, nmk, nlp = -1, npol = 0, first = -1;
+	int asst = -1, idx = 0, rc = 1;
+	struct fw_buf hint = { 0 };
+	struct fw_tok_ids hid = { 0 };
+	int32_t *seq = NULL, *tgt = NULL;
+	float *logp = NULL;
+
+	*adv = NULL;
+	*nadv = 0;
+	if (fw_mp_get(rec, "tokens", &v) != 1 || (ntk = num_array(v, &tk)) < 0) {
+		seterr(err, errlen, "no tokens");
+		goto out;
+	}
+	if (fw_mp_get(rec, "mask", &v) != 1 || (nmk = num_array(v, &mk)) != ntk) {
+		seterr(err, errlen, "no mask matching tokens");
+		goto out;
+	}
+	if (fw_mp_get(rec, "turns", &turns) == 1 && fw_mp_iter_init(&it, turns) >= 0)
+		while (fw_mp_iter_next(&it, &turn) == 1) {
+			if (is_role(turn, "assistant")) {
+				asst = idx;
+				if (fw_mp_get(turn, "logprobs", &v) == 1)
+					nlp = num_array(v, &lp);
+				break;
+			}
+			idx++;
+		}
+	for (long i = 0; i < ntk; i++)
+		if (mk[i] != 0) {
+			npol++;
+			if (first < 0)
+				first = i;
+		}
+	if (asst < 0 || nlp < 0) {
+		seterr(err, errlen, "no log-probs");
+		goto out;
+	}
+	if (nlp < npol) {
+		seterr(err, errlen, "%ld log-probs for %ld policy tokens", nlp, npol);
+		goto out;
+	}
+	rc = -1;
+	if (!(*adv = calloc((size_t)(npol ? npol : 1), sizeof(float)))) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	*nadv = npol;
+	for (size_t i = 0; i < hs->n; i++)
+		if (hs->h[i].turn == asst &&
+		    fw_buf_printf(&hint, "%s%s", hint.n ? "\n" : "", hs->h[i].text)) {
+			seterr(err, errlen, "out of memory");
+			goto out;
+		}
+	if (!hint.n || first <= 0) {
+		rc = 0;
+		goto out;
+	}
+	if (fw_buf_puts(&hint, "\n") ||
+	    fw_tok_encode(t, "\nHint: ", 7, 0, 0, &hid) ||
+	    fw_tok_encode(t, hint.p, hint.n, 0, 0, &hid)) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	long N = ntk + (long)hid.n;
+	if (N > m->cfg.max_pos) {
+		rc = 1;
+		seterr(err, errlen, "%ld tokens with the hint, more than the model's %d", N,
+		       m->cfg.max_pos);
+		goto out;
+	}
+	seq = malloc(sizeof(int32_t) * (size_t)N);
+	tgt = malloc(sizeof(int32_t) * (size_t)N);
+	logp = malloc(sizeof(float) * (size_t)N);
+	if (!seq || !tgt || !logp) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	long j = 0;
+	for (long i = 0; i < first; i++)
+		seq[j++] = (int32_t)tk[i];
+	for (size_t i = 0; i < hid.n; i++)
+		seq[j++] = hid.ids[i];
+	for (long i = first; i < ntk; i++)
+		seq[j++] = (int32_t)tk[i];
+	for (long i = 0; i + 1 < N; i++)
+		tgt[i] = seq[i + 1];
+	tgt[N - 1] = -1;
+	m->no_grad = 1;
+	if (fw_model_forward(m, seq, tgt, NULL, 1, (int)N, 0, logp, NULL, err, errlen))
+		goto out;
+	/* token i of the rollout sits at i + shift in seq; its log-prob is at
+	 * the position before it */
+	long k = 0, shift = (long)hid.n;
+	for (long i = first; i < ntk; i++) {
+		if (mk[i] == 0)
+			continue;
+		double a = logp[i + shift - 1] - lp[k];
+
+		if (a > clip)
+			a = clip;
+		if (a < -clip)
+			a = -clip;
+		(*adv)[k++] = (float)a;
+	}
+	rc = 0;
+out:
+	if (rc) {
+		free(*adv);
+		*adv = NULL;
+		*nadv = 0;
+	}
+	free(tk);
+	free(mk);
+	free(lp);
+	free(seq);
+	free(tgt);
+	free(logp);
+	fw_buf_free(&hint);
+	fw_tok_ids_release(&hid);
+	return rc;
+}
+
+static int pack_s(msgpack_packer *pk, const char *s)
+{
+	size_t n = strlen(s);
+
+	return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
+}
+
+int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
+		  long nadv, const char *adv_reason)
+{
+	msgpack_packer pk;
+	int bad = 0;
+
+	fw_buf_packer(&pk, out);
+	bad |= msgpack_pack_map(&pk, 1 + (adv || adv_reason));
+	bad |= pack_s(&pk, "hints");
+	bad |= msgpack_pack_array(&pk, hs ? hs->n : 0);
+	for (size_t i = 0; hs && i < hs->n; i++) {
+		bad |= msgpack_pack_map(&pk, 3);
+		bad |= pack_s(&pk, "turn");
+		bad |= msgpack_pack_int(&pk, hs->h[i].turn);
+		bad |= pack_s(&pk, "text");
+		bad |= pack_s(&pk, hs->h[i].text);
+		bad |= pack_s(&pk, "source");
+		bad |= pack_s(&pk, hs->h[i].source);
+	}
+	if (adv) {
+		bad |= pack_s(&pk, "adv");
+		bad |= msgpack_pack_array(&pk, (size_t)nadv);
+		for (long i = 0; i < nadv; i++)
+			bad |= msgpack_pack_float(&pk, adv[i]);
+	} else if (adv_reason) {
+		bad |= pack_s(&pk, "adv_omitted");
+		bad |= pack_s(&pk, adv_reason);
+	}
+	return bad ? -1 : 0;
+}

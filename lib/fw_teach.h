@@ -1,0 +1,76 @@
+/*
+ * fw_teach.h — hints for a rollout and the per-token credit they imply.
+ *
+ * A hint is a short text attached to one turn of a rollout record: the
+ * turn whose tokens it speaks about.  Hints come from the environment
+ * (grade's failing tests and hack findings, failed commands, denied network
+ * requests).  Credit re-scores the policy's own tokens with the hint placed
+ * before the hinted turn: adv[t] = clip(log p_teacher - log p_student).
+ */
+#ifndef FW_TEACH_H
+#define FW_TEACH_H
+#include <stddef.h>
+#include <stdint.h>
+#include "fw_mp.h"
+#include "fw_model.h"
+#include "fw_tok.h"
+
+struct fw_teach_hint {
+	int turn;          /* index into the record's turns[] */
+	char *text;        /* NUL-terminated, owned */
+	const char *source; /* static: "env" */
+};
+
+/* A list of hints.  Zero-initialise; fw_teach_hints_free() releases. */
+struct fw_teach_hints {
+	struct fw_teach_hint *h;
+	size_t n, cap;
+};
+
+/* Frees the texts and the array; hs is empty and reusable.  NULL-safe. */
+void fw_teach_hints_free(struct fw_teach_hints *hs);
+
+/*
+ * Collects the environment's hints for the rollout record rec into hs
+ * (appended):
+ *   - each failed test of grade.tests ("test ID: STATUS"), with grade.reason,
+ *     on the last assistant turn;
+ *   - each of grade.hacks ("hack NAME: DETAIL") on the last assistant turn;
+ *   - each net-denied event of events[] on the last assistant turn;
+ *   - each tool turn with a non-zero exit: its output (at most max_chars
+ *     bytes of it, head kept) on the assistant turn that issued the command
+ *     (the turn before it).
+ * A record without an assistant turn, or without any failure, gets none.
+ * max_chars bounds every hint's text (0: 400).
+ * Returns the number of hints added (>= 0), or -1 with err filled (rec is
+ * not a map, out of memory).
+ */
+int fw_teach_env_hints(struct fw_mpv rec, size_t max_chars, struct fw_teach_hints *hs,
+		       char *err, size_t errlen);
+
+/*
+ * Credit for a fill rollout: rec has top-level tokens (N ids) and mask (N
+ * 0/1 values, 1 on the policy's tokens) and turns[] whose first assistant
+ * turn holds logprobs, one per policy token.  The teacher m scores the
+ * sequence with the hints' texts (those of hs on that assistant turn,
+ * joined, encoded with t) inserted before the first policy token.
+ * On success *adv receives malloc'd values, one per policy token, and
+ * *nadv their number: clip(log p_teacher - log p_student, +-clip), 0 when
+ * there is no hint on the turn.
+ * Returns 0; 1 when credit cannot be given for this record, with the
+ * reason in err (no tokens, no log-probs, counts that disagree, too long for
+ * the model); -1 on failure of the model or memory, err filled.
+ */
+int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
+			 const struct fw_teach_hints *hs, double clip, float **adv,
+			 long *nadv, char *err, size_t errlen);
+
+/*
+ * Appends to out the value of the record's `teach` sub-map:
+ * {hints: [{turn, text, source}...], adv: [...]} with adv only when
+ * adv != NULL, else adv_reason (when not NULL) as `adv_omitted`.
+ * Returns 0, or -1 when out of memory.
+ */
+int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
+		  long nadv, const char *adv_reason);
+#endif

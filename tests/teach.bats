@@ -1,0 +1,95 @@
+#!/usr/bin/env bats
+# teach: environment hints on the right turn, and the hinted re-scoring of
+# a fill rollout's policy tokens checked against `ckpt score`.
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  export LC_ALL=C FW_THREADS=2
+  FX="$BATS_TEST_DIRNAME/fixtures/teach"
+  M="$BATS_TEST_DIRNAME/../samples/models"
+  T="$BATS_TEST_TMPDIR"
+}
+
+# fill record for a fresh tiny checkpoint in $T/ck
+fill() {
+  ckpt init "$M/tiny-qwen2.json" "$T/ck" --seed 1 > /dev/null
+  sed "s|CKPT|$T/ck|" "$FX/fill.json" | rec from-json > "$T/f.mp"
+}
+
+@test "--help, --version and bad options" {
+  run -0 teach --help
+  assert_line --index 0 --partial 'usage: teach'
+  run -0 teach --version
+  run -2 teach --hints bogus
+  assert_output --partial "unknown or unsupported source 'bogus'"
+  run -2 teach --clip -1
+  run -2 teach --teacher http:x
+}
+
+@test "env hints: failed command on the turn that ran it, tests, hacks, denied network on the last reply" {
+  rec from-json "$FX/agent.json" | teach --teacher none | rec json > "$T/o.json"
+  run -0 jq -c '.teach.hints[] | [.turn, .source, .text]' "$T/o.json"
+  assert_line --index 0 --partial '[2,"env","the command failed (exit 1): exit: 1\nstderr:\nModuleNotFoundError'
+  assert_line --index 1 --partial '[6,"env","test tests/test_core.py::test_double: fail (1 of 2 f2p fail'
+  assert_line --index 2 '[6,"env","hack skip-marker: tests/test_core.py: pytest.mark.skip added"]'
+  assert_line --index 3 '[6,"env","network access denied: GET example.org:80"]'
+  [ "${#lines[@]}" -eq 4 ]
+  # passing tests, allowed requests, a successful command: no hint
+  run -0 jq -c '.teach | has("adv")' "$T/o.json"
+  assert_output false
+  # everything else passes through
+  run -0 bash -c "rec from-json '$FX/agent.json' | rec json | jq -S 'del(.teach)' > '$T/a' &&
+                  jq -S 'del(.teach)' '$T/o.json' > '$T/b' && cmp '$T/a' '$T/b'"
+}
+
+@test "a passing rollout gets an empty teach and zero advantages" {
+  rec from-json "$FX/pass.json" | teach --teacher none | rec json > "$T/o.json"
+  run -0 jq -c .teach "$T/o.json"
+  assert_output '{"hints":[]}'
+  fill
+  rec json "$T/f.mp" | jq -c 'del(.grade)' | rec from-json | teach | rec json > "$T/o.json"
+  run -0 jq -c .teach "$T/o.json"
+  assert_output '{"hints":[],"adv":[0,0]}'
+}
+
+@test "credit: adv = log p_teacher with the hint before the completion - recorded log-prob" {
+  fill
+  teach "$T/f.mp" > "$T/t.mp"
+  run -0 rec json "$T/t.mp"
+  hint=$(jq -r '.teach.hints[0].text' <<< "$output")
+  [ "$hint" = 'test test_sum: fail (1 of 1 f2p fail, 0 of 0 p2p fail)' ]
+  # the same sequence scored by ckpt score: prompt, "\nHint: TEXT\n", completion
+  ids=$(printf '\nHint: %s\n' "$hint" | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//;s/,$//')
+  echo "{\"tokens\":[50,43,50,61,$ids,53,257]}" | rec from-json | ckpt score "$T/ck" |
+    rec json | jq -c '.logprobs[-2:]' > "$T/lp"
+  want=$(jq -c '[(.[0] + 1.0), (.[1] + 2.0)] | map(if . > 5 then 5 elif . < -5 then -5 else . end)' "$T/lp")
+  got=$(rec json "$T/t.mp" | jq -c '.teach.adv')
+  run -0 jq -n --argjson a "$got" --argjson b "$want" \
+    '[$a, $b] | transpose | all(.[0] - .[1] | fabs < 1e-4)'
+  assert_output true
+  # --clip bounds every value
+  teach --clip 0.5 "$T/f.mp" | rec json | jq -c .teach.adv > "$T/c"
+  run -0 cat "$T/c"
+  assert_output '[-0.5,-0.5]'
+}
+
+@test "train-step --objective distill accepts teach's output" {
+  fill
+  teach "$T/f.mp" > "$T/t.mp"
+  run -0 train-step --ckpt "$T/ck" --out "$T/run" --objective distill -o "$T/m.mp" "$T/t.mp"
+  run -0 bash -c "rec json '$T/m.mp' | jq -c 'select(.kind == \"metrics\") | [.tokens, .skipped_records, .loss_distill != 0]'"
+  assert_output '[2,0,true]'
+}
+
+@test "records without tokens keep their hints; adv omitted with the reason" {
+  rec from-json "$FX/agent.json" | teach --teacher "builtin:$T/nope" | rec json > "$T/o.json"
+  run -0 jq -r '.teach.adv_omitted' "$T/o.json"
+  assert_output --partial "$T/nope"
+  fill
+  rec from-json "$FX/agent.json" | teach --teacher "builtin:$T/ck" | rec json > "$T/o.json"
+  run -0 jq -c '[.teach.adv_omitted, (.teach.hints | length)]' "$T/o.json"
+  assert_output '["no tokens",4]'
+}
