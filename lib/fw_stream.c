@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -355,8 +356,10 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 			if (eof)
 				return fail(r, 0, "truncated record (%zu bytes, at least %llu needed)",
 					    avail, (unsigned long long)need);
-			/* Ask for what the record needs, or a chunk more. */
-			want = need > avail + CHUNK / 4 ? (size_t)need : avail + CHUNK / 4;
+			/* Ask for what the record needs, no more: on a pipe, waiting
+			 * for bytes beyond this record could stall a live pipeline.
+			 * (Buffers double, so a read still takes all that is there.) */
+			want = (size_t)need;
 			if (want > r->o.max_record)
 				want = r->o.max_record;
 			if (want <= avail)
@@ -391,6 +394,8 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 
 struct fw_writer {
 	int fd;
+	double last;     /* when buffered bytes were last pushed out */
+	double last_put; /* when the last record came */
 	int own_fd; /* opened in place (not a temporary): close, never unlink */
 	char *path, *tmp;
 	int level;
@@ -399,6 +404,13 @@ struct fw_writer {
 	size_t n, cap, zcap;
 	char err[256];
 };
+
+static double coarse_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
@@ -439,6 +451,7 @@ struct fw_writer *fw_writer_open(const char *path, int level, char *err, size_t 
 	if (level > 19)
 		level = 19;
 	w->level = level;
+	w->last = w->last_put = coarse_now();
 	w->cap = CHUNK;
 	if (!(w->buf = malloc(w->cap)))
 		goto oom;
@@ -544,6 +557,18 @@ int fw_writer_put(struct fw_writer *w, const void *p, size_t n)
 	}
 	memcpy(w->buf + w->n, p, n);
 	w->n += n;
+	/* A slow producer (a rollout a minute) must not hold records back
+	 * from the next stage of a pipeline.  A record that comes after a
+	 * pause is pushed out at once (more work, and so another pause, is
+	 * likely to follow), and a steady stream at least every 200 ms;
+	 * records that come back to back are buffered. */
+	double t = coarse_now();
+	int pause = t - w->last_put > 0.05;
+	w->last_put = t;
+	if (pause || t - w->last > 0.2) {
+		w->last = t;
+		return drain(w, ZSTD_e_flush);
+	}
 	return 0;
 }
 

@@ -255,3 +255,14 @@ setup() {
   [ -L "$T/link" ]
   [ "$(rec count "$T/target")" = 4 ]
 }
+
+@test "a record from a slow producer reaches the next stage at once" {
+  # the producer writes one record, then works (sleeps) for 4 s; the
+  # record must arrive downstream long before the producer ends
+  run bash -c 'start=$(date +%s%N)
+    { sleep 0.3; echo "{\"id\":\"x\"}"; sleep 4; } | rec from-json | rec cat | rec get .id |
+      while read -r id; do echo "$id $(( ($(date +%s%N) - start) / 1000000 ))"; done'
+  assert_success
+  [[ "$output" =~ ^x\ ([0-9]+)$ ]]
+  [ "${BASH_REMATCH[1]}" -lt 2500 ]
+}

@@ -209,10 +209,20 @@ struct json_arg {
 	struct fw_path *path;
 };
 
+/* Writes out buffered text when there is 64 KiB of it, when forced, or on
+ * the same clock as the record writer (fw_stream.c): at once after a pause
+ * in the input, at least every 200 ms otherwise. */
 static int flush_text(struct fw_buf *b, int force)
 {
+	static double last, last_rec;
+	double t = fw_now();
+	int pause = t - last_rec > 0.05;
+	last_rec = t;
+	if (pause || t - last > 0.2)
+		force = 1;
 	if (b->n >= (1u << 16) || (force && b->n)) {
-		if (fwrite(b->p, 1, b->n, stdout) != b->n)
+		last = t;
+		if (fwrite(b->p, 1, b->n, stdout) != b->n || fflush(stdout) != 0)
 			return -1;
 		b->n = 0;
 	}
