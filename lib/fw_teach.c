@@ -2,7 +2,11 @@
  * fw_teach.c — environment hints and hinted re-scoring of a rollout.
  * See fw_teach.h.
  */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <errno.h>
 #include <math.h>
+#include <pcre2.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,4 +397,325 @@ int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const flo
 		bad |= pack_s(&pk, adv_reason);
 	}
 	return bad ? -1 : 0;
+}
+
+/* ---- rules ------------------------------------------------------------------ */
+
+enum rule_kind { R_MATCH, R_NEVER, R_EDITED, R_REPEATED, R_STOP, R_LONGER };
+
+struct rule {
+	enum rule_kind kind;
+	pcre2_code *re;  /* match, never, edited */
+	long n;          /* repeated, longer */
+	char *word;      /* stop */
+	char *text;
+};
+
+struct fw_teach_rules {
+	struct rule *r;
+	size_t n;
+};
+
+void fw_teach_rules_free(struct fw_teach_rules *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		pcre2_code_free(r->r[i].re);
+		free(r->r[i].word);
+		free(r->r[i].text);
+	}
+	free(r->r);
+	free(r);
+}
+
+static char *dupn(const char *s, size_t n)
+{
+	char *p = malloc(n + 1);
+
+	if (p) {
+		memcpy(p, s, n);
+		p[n] = 0;
+	}
+	return p;
+}
+
+struct fw_teach_rules *fw_teach_rules_parse(const char *text, size_t len, const char *name,
+					    char *err, size_t errlen)
+{
+	static const char *kinds[] = { "match", "never", "edited", "repeated", "stop", "longer" };
+	struct fw_teach_rules *R = calloc(1, sizeof *R);
+	const char *p = text, *end = text + len;
+	int line = 0;
+
+	if (!R)
+		goto oom;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *e = nl ? nl : end;
+		const char *s = p, *sep;
+		size_t kl;
+		int k;
+		struct rule ru = { 0 };
+
+		line++;
+		p = nl ? nl + 1 : end;
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		if (s == e || *s == '#' || (e - s == 1 && *s == '\r'))
+			continue;
+		for (kl = 0; s + kl < e && s[kl] != ' ' && s[kl] != ':'; kl++)
+			;
+		for (k = 0; k < 6; k++)
+			if (strlen(kinds[k]) == kl && !memcmp(s, kinds[k], kl))
+				break;
+		if (k == 6) {
+			seterr(err, errlen, "%s:%d: unknown rule kind '%.*s'", name, line, (int)kl, s);
+			goto fail;
+		}
+		s += kl;
+		while (s < e && *s == ' ')
+			s++;
+		sep = NULL;
+		for (const char *q = s; q + 1 < e; q++)
+			if (q[0] == ':' && q[1] == ' ') {
+				sep = q;
+				break;
+			}
+		if (!sep) {
+			seterr(err, errlen, "%s:%d: want 'KIND ARG: HINT'", name, line);
+			goto fail;
+		}
+		const char *arg = s, *ht = sep + 2;
+		size_t al = (size_t)(sep - s), hl = (size_t)(e - ht);
+
+		while (hl && (ht[hl - 1] == '\r' || ht[hl - 1] == ' '))
+			hl--;
+		if (!al || !hl) {
+			seterr(err, errlen, "%s:%d: %s", name, line, !al ? "missing argument" : "empty hint");
+			goto fail;
+		}
+		ru.kind = (enum rule_kind)k;
+		if (k == R_MATCH || k == R_NEVER || k == R_EDITED) {
+			int ec;
+			PCRE2_SIZE eo;
+
+			ru.re = pcre2_compile((PCRE2_SPTR)arg, al, PCRE2_UTF, &ec, &eo, NULL);
+			if (!ru.re) {
+				PCRE2_UCHAR msg[120];
+
+				pcre2_get_error_message(ec, msg, sizeof msg);
+				seterr(err, errlen, "%s:%d: regex at %zu: %s", name, line, (size_t)eo,
+				       (char *)msg);
+				goto fail;
+			}
+		} else if (k == R_STOP) {
+			if (!(ru.word = dupn(arg, al)))
+				goto oom;
+		} else {
+			char *ep, *a = dupn(arg, al);
+
+			if (!a)
+				goto oom;
+			ru.n = strtol(a, &ep, 10);
+			if (*ep || ru.n < 1) {
+				seterr(err, errlen, "%s:%d: want a positive count, not '%s'", name, line, a);
+				free(a);
+				goto fail;
+			}
+			free(a);
+		}
+		if (!(ru.text = dupn(ht, hl))) {
+			pcre2_code_free(ru.re);
+			free(ru.word);
+			goto oom;
+		}
+		struct rule *nr = realloc(R->r, (R->n + 1) * sizeof *nr);
+
+		if (!nr) {
+			pcre2_code_free(ru.re);
+			free(ru.word);
+			free(ru.text);
+			goto oom;
+		}
+		R->r = nr;
+		R->r[R->n++] = ru;
+		continue;
+fail:
+		pcre2_code_free(ru.re);
+		fw_teach_rules_free(R);
+		return NULL;
+	}
+	return R;
+oom:
+	seterr(err, errlen, "out of memory");
+	fw_teach_rules_free(R);
+	return NULL;
+}
+
+struct fw_teach_rules *fw_teach_rules_load(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	struct fw_buf b = { 0 };
+	char chunk[4096];
+	size_t n;
+	struct fw_teach_rules *r;
+
+	if (!f) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+		if (fw_buf_append(&b, chunk, n)) {
+			fclose(f);
+			fw_buf_free(&b);
+			seterr(err, errlen, "out of memory");
+			return NULL;
+		}
+	if (ferror(f)) {
+		seterr(err, errlen, "%s: read error", path);
+		fclose(f);
+		fw_buf_free(&b);
+		return NULL;
+	}
+	fclose(f);
+	r = fw_teach_rules_parse(b.p ? (const char *)b.p : "", b.n, path, err, errlen);
+	fw_buf_free(&b);
+	return r;
+}
+
+static int re_match(pcre2_code *re, const char *s, size_t n)
+{
+	pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+	int rc;
+
+	if (!md)
+		return -1;
+	rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+	pcre2_match_data_free(md);
+	return rc >= 0;
+}
+
+int fw_teach_rule_hints(const struct fw_teach_rules *R, struct fw_mpv rec,
+			struct fw_teach_hints *hs, char *err, size_t errlen)
+{
+	struct fw_mpv turns, v, x;
+	struct fw_mp_iter it;
+	size_t n0 = hs->n;
+	int last = -1;
+
+	if (fw_mp_get(rec, "turns", &turns) != 1 || fw_mp_iter_init(&it, turns) < 0)
+		return 0;
+	for (int i = 0; fw_mp_iter_next(&it, &v) == 1; i++)
+		if (is_role(v, "assistant"))
+			last = i;
+	if (last < 0)
+		return 0;
+	for (size_t ri = 0; ri < R->n; ri++) {
+		const struct rule *ru = &R->r[ri];
+		const char *s;
+		size_t n;
+
+		switch (ru->kind) {
+		case R_MATCH:
+		case R_LONGER:
+		case R_NEVER:
+		case R_REPEATED: {
+			int seen = 0, idx = 0, hit = -1;
+			struct fw_mpv prev = { 0 };
+
+			fw_mp_iter_init(&it, turns);
+			while (fw_mp_iter_next(&it, &v) == 1) {
+				int i = idx++;
+
+				if (!is_role(v, "assistant"))
+					continue;
+				if (fw_mp_get(v, "text", &x) != 1 || fw_mp_str(x, &s, &n))
+					s = "", n = 0;
+				if (ru->kind == R_MATCH || ru->kind == R_NEVER) {
+					int m = re_match(ru->re, s, n);
+
+					if (m < 0)
+						goto oom;
+					if (m && ru->kind == R_NEVER) {
+						seen = 1;
+						break;
+					}
+					if (m && add_hint(hs, i, "rules", ru->text, strlen(ru->text), SIZE_MAX))
+						goto oom;
+				} else if (ru->kind == R_LONGER) {
+					long len = (long)n;
+					struct fw_mpv tk;
+					struct fw_mp_iter ti;
+
+					if (fw_mp_get(v, "tokens", &tk) == 1)
+						len = (long)fw_mp_iter_init(&ti, tk);
+					if (len > ru->n &&
+					    add_hint(hs, i, "rules", ru->text, strlen(ru->text), SIZE_MAX))
+						goto oom;
+				} else {
+					/* repeated: count replies equal to an earlier
+					 * one whose command failed (the next turn a
+					 * tool with a non-zero exit) */
+					struct fw_mp_iter j = it;
+					struct fw_mpv t2, e;
+					int64_t ex = 0;
+
+					if (fw_mp_iter_next(&j, &t2) == 1 && is_role(t2, "tool") &&
+					    fw_mp_get(t2, "exit", &e) == 1)
+						fw_mp_int(e, &ex);
+					if (!ex)
+						continue;
+					if (prev.p && prev.n == n && !memcmp(prev.p, s, n)) {
+						seen++;
+					} else {
+						prev = (struct fw_mpv){ (const uint8_t *)s, n };
+						seen = 1;
+					}
+					if (seen == ru->n && hit < 0)
+						hit = i;
+				}
+			}
+			if (ru->kind == R_NEVER && !seen &&
+			    add_hint(hs, last, "rules", ru->text, strlen(ru->text), SIZE_MAX))
+				goto oom;
+			if (ru->kind == R_REPEATED && hit >= 0 &&
+			    add_hint(hs, hit, "rules", ru->text, strlen(ru->text), SIZE_MAX))
+				goto oom;
+			break;
+		}
+		case R_STOP:
+			if (fw_mp_get(rec, "stop", &x) == 1 && fw_mp_str_eq(x, ru->word, strlen(ru->word)) &&
+			    add_hint(hs, last, "rules", ru->text, strlen(ru->text), SIZE_MAX))
+				goto oom;
+			break;
+		case R_EDITED: {
+			const char *p, *e, *q;
+
+			if (fw_mp_get(rec, "patch", &x) != 1 || fw_mp_str(x, &p, &n))
+				break;
+			e = p + n;
+			for (; p < e; p = q ? q + 1 : e) {
+				q = memchr(p, '\n', (size_t)(e - p));
+				size_t ln = (size_t)((q ? q : e) - p);
+				int m;
+
+				if (ln < 13 || memcmp(p, "diff --git a/", 13))
+					continue;
+				m = re_match(ru->re, p + 13, ln - 13);
+				if (m < 0)
+					goto oom;
+				if (m) {
+					if (add_hint(hs, last, "rules", ru->text, strlen(ru->text), SIZE_MAX))
+						goto oom;
+					break;
+				}
+			}
+			break;
+		}
+		}
+	}
+	return (int)(hs->n - n0);
+oom:
+	seterr(err, errlen, "out of memory");
+	return -1;
 }

@@ -18,7 +18,7 @@
 struct fw_teach_hint {
 	int turn;          /* index into the record's turns[] */
 	char *text;        /* NUL-terminated, owned */
-	const char *source; /* static: "env" */
+	const char *source; /* static: "env", "rules" */
 };
 
 /* A list of hints.  Zero-initialise; fw_teach_hints_free() releases. */
@@ -73,4 +73,43 @@ int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_m
  */
 int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
 		  long nadv, const char *adv_reason);
+/* ---- rules ------------------------------------------------------------------ */
+/*
+ * A rules file maps trajectory patterns to hints, one rule a line:
+ *
+ *     KIND [ARG]: HINT TEXT
+ *
+ * Blank lines and lines starting with '#' are ignored.  KIND is one of
+ *   match REGEX     an assistant turn whose text matches REGEX (PCRE2):
+ *                   hint on that turn
+ *   never REGEX     no assistant turn matches REGEX (a tool available but
+ *                   never used): hint on the last assistant turn
+ *   edited REGEX    the patch changes a file whose path matches REGEX (a
+ *                   test file edited): hint on the last assistant turn
+ *   repeated N      the same failing command text N or more times: hint on
+ *                   the Nth occurrence
+ *   stop WORD       the record's stop is WORD (no-action, submit: giving up
+ *                   early): hint on the last assistant turn
+ *   longer N        an assistant turn of more than N tokens (N bytes of text
+ *                   when it has no tokens): hint on that turn
+ * REGEX runs to the first ": " (so it cannot contain one).
+ */
+struct fw_teach_rules;
+
+/* Reads the rules file at path.  Returns the rules (fw_teach_rules_free),
+ * or NULL with err "PATH:LINE: reason". */
+struct fw_teach_rules *fw_teach_rules_load(const char *path, char *err, size_t errlen);
+
+/* Same from a text of len bytes; name is used in messages. */
+struct fw_teach_rules *fw_teach_rules_parse(const char *text, size_t len, const char *name,
+					    char *err, size_t errlen);
+
+/* Frees r.  NULL does nothing. */
+void fw_teach_rules_free(struct fw_teach_rules *r);
+
+/* Appends to hs the hints (source "rules") the rules give record rec, at
+ * most one per rule and turn.  Returns the number added, or -1 with err
+ * filled (out of memory). */
+int fw_teach_rule_hints(const struct fw_teach_rules *r, struct fw_mpv rec,
+			struct fw_teach_hints *hs, char *err, size_t errlen);
 #endif

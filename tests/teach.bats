@@ -93,3 +93,40 @@ fill() {
   run -0 jq -c '[.teach.adv_omitted, (.teach.hints | length)]' "$T/o.json"
   assert_output '["no tokens",4]'
 }
+
+@test "rules hints: samples/teach-rules.txt on a trajectory that breaks each rule" {
+  rec from-json "$FX/rules.json" |
+    teach --hints rules --rules "$BATS_TEST_DIRNAME/../samples/teach-rules.txt" --teacher none |
+    rec json | jq -c '.teach.hints[] | [.turn, .source, .text]' > "$T/h"
+  run -0 cat "$T/h"
+  assert_output '[1,"rules","There is no network here; work with what is installed."]
+[3,"rules","There is no network here; work with what is installed."]
+[5,"rules","Run the tests (python3 run_tests.py) to see what fails before you stop."]
+[5,"rules","Do not edit the tests; change the code they test."]
+[3,"rules","This command failed the same way before; read its error and change something."]
+[5,"rules","Every reply needs one bash block; keep working until the tests pass."]'
+  # counts: longer 3 fires on the 5-token reply, repeated 3 does not fire on 2
+  printf '# counts\n\nlonger 3: short please\nrepeated 3: x\n' > "$T/r"
+  rec from-json "$FX/rules.json" | teach --hints env,rules --rules "$T/r" --teacher none |
+    rec json | jq -c '.teach.hints[] | [.turn, .source]' > "$T/h"
+  run -0 cat "$T/h"
+  assert_output '[1,"env"]
+[3,"env"]
+[5,"rules"]'
+}
+
+@test "bad rules files are usage errors naming the line" {
+  printf '# ok\nbogus x: y\n' > "$T/r"
+  run -2 teach --hints rules --rules "$T/r" < /dev/null
+  assert_output "teach: $T/r:2: unknown rule kind 'bogus'"
+  printf 'match (: y\n' > "$T/r"
+  run -2 teach --hints rules --rules "$T/r" < /dev/null
+  assert_output --partial "$T/r:1: regex at 1:"
+  printf 'longer x: y\n' > "$T/r"
+  run -2 teach --hints rules --rules "$T/r" < /dev/null
+  printf 'never foo\n' > "$T/r"
+  run -2 teach --hints rules --rules "$T/r" < /dev/null
+  assert_output --partial "want 'KIND ARG: HINT'"
+  run -2 teach --hints rules < /dev/null
+  assert_output 'teach: --hints rules needs --rules FILE'
+}

@@ -16,8 +16,8 @@
 #include "fw_tok.h"
 
 static const char usage_text[] =
-	"usage: teach [--hints env] [--teacher builtin:DIR | none] [--clip X]\n"
-	"             [--max-chars N] [-o OUT] [FILE...]\n"
+	"usage: teach [--hints env,rules] [--rules FILE] [--teacher builtin:DIR | none]\n"
+	"             [--clip X] [--max-chars N] [-o OUT] [FILE...]\n"
 	"             [-h | --help] [--version]\n";
 
 struct teacher {
@@ -51,9 +51,10 @@ static int teacher_load(struct teacher *T, const char *dir, char *err, size_t er
 
 int main(int argc, char **argv)
 {
-	enum { OPT_HINTS = 256, OPT_TEACHER, OPT_CLIP, OPT_MAX_CHARS, OPT_VERSION };
+	enum { OPT_HINTS = 256, OPT_RULES, OPT_TEACHER, OPT_CLIP, OPT_MAX_CHARS, OPT_VERSION };
 	static const struct option longopts[] = {
 		{ "hints", required_argument, NULL, OPT_HINTS },
+		{ "rules", required_argument, NULL, OPT_RULES },
 		{ "teacher", required_argument, NULL, OPT_TEACHER },
 		{ "clip", required_argument, NULL, OPT_CLIP },
 		{ "max-chars", required_argument, NULL, OPT_MAX_CHARS },
@@ -61,7 +62,9 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *out = NULL, *teacher = NULL;
+	const char *out = NULL, *teacher = NULL, *rules_path = NULL;
+	int use_env = 1, use_rules = 0;
+	struct fw_teach_rules *rules = NULL;
 	double clip = 5;
 	uint64_t max_chars = 400;
 	int c, status = FW_EXIT_OK, no_teacher = 0;
@@ -72,11 +75,15 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_HINTS: {
-			/* env only, for now; each comma-separated name checked */
 			char *s = strdup(optarg), *save = NULL;
 
+			use_env = use_rules = 0;
 			for (char *w = strtok_r(s, ",", &save); w; w = strtok_r(NULL, ",", &save))
-				if (strcmp(w, "env")) {
+				if (!strcmp(w, "env")) {
+					use_env = 1;
+				} else if (!strcmp(w, "rules")) {
+					use_rules = 1;
+				} else {
 					fw_warn("--hints: unknown or unsupported source '%s'", w);
 					free(s);
 					fputs(usage_text, stderr);
@@ -85,6 +92,9 @@ int main(int argc, char **argv)
 			free(s);
 			break;
 		}
+		case OPT_RULES:
+			rules_path = optarg;
+			break;
 		case OPT_TEACHER:
 			if (!strcmp(optarg, "none")) {
 				no_teacher = 1;
@@ -121,6 +131,14 @@ int main(int argc, char **argv)
 			return FW_EXIT_USAGE;
 		}
 	}
+	if (use_rules && !rules_path) {
+		fw_warn("--hints rules needs --rules FILE");
+		return FW_EXIT_USAGE;
+	}
+	if (use_rules && !(rules = fw_teach_rules_load(rules_path, err, sizeof err))) {
+		fw_warn("%s", err);
+		return FW_EXIT_USAGE;
+	}
 	struct fw_writer *w = fw_writer_open(out, -1, err, sizeof err);
 
 	if (!w) {
@@ -148,7 +166,8 @@ int main(int argc, char **argv)
 			const char *reason = NULL;
 			char why[512] = "";
 
-			if (fw_teach_env_hints(rec.v, max_chars, &hs, err, sizeof err) < 0) {
+			if ((use_env && fw_teach_env_hints(rec.v, max_chars, &hs, err, sizeof err) < 0) ||
+			    (rules && fw_teach_rule_hints(rules, rec.v, &hs, err, sizeof err) < 0)) {
 				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", err);
 				status = FW_EXIT_DATA;
 				fw_teach_hints_free(&hs);
@@ -208,6 +227,7 @@ int main(int argc, char **argv)
 	fw_buf_free(&ob);
 	fw_model_free(T.m);
 	fw_tok_free(T.t);
+	fw_teach_rules_free(rules);
 	if (fw_writer_close(w, err, sizeof err)) {
 		fw_warn("%s", err);
 		status = FW_EXIT_DATA;

@@ -98,4 +98,24 @@ TEST(pack_teach_map)
 	fw_buf_free(&o);
 }
 
+TEST(rules_parse_and_match)
+{
+	static const char txt[] = "# c\n\nmatch b+: saw b\nnever zz: use zz\nlonger 0: x\n";
+	struct fw_buf b = { 0 };
+	struct fw_teach_hints hs = { 0 };
+	struct fw_teach_rules *r;
+	char err[128];
+
+	CHECK((r = fw_teach_rules_parse(txt, strlen(txt), "t", err, sizeof err)) == NULL);
+	CHECK(strstr(err, "t:5: want a positive count") != NULL);
+	r = fw_teach_rules_parse(txt, strlen(txt) - 12, "t", err, sizeof err);
+	CHECK(r != NULL);
+	CHECK(fw_teach_rule_hints(r, make(&b, 0, "o", "pass"), &hs, err, sizeof err) == 2);
+	CHECK(hs.h[0].turn == 3 && !strcmp(hs.h[0].text, "saw b") && !strcmp(hs.h[0].source, "rules"));
+	CHECK(hs.h[1].turn == 3 && !strcmp(hs.h[1].text, "use zz"));
+	fw_teach_rules_free(r);
+	fw_teach_hints_free(&hs);
+	fw_buf_free(&b);
+}
+
 TEST_MAIN()
