@@ -719,3 +719,87 @@ oom:
 	seterr(err, errlen, "out of memory");
 	return -1;
 }
+
+/* ---- demo ------------------------------------------------------------------- */
+
+int fw_teach_group_key(struct fw_mpv rec, uint64_t *key)
+{
+	struct fw_mpv v, t;
+	const char *s;
+	size_t n;
+
+	if (fw_mp_get(rec, "group", &v) == 1) {
+		*key = fw_hash64(v.p, v.n);
+		return 1;
+	}
+	if (fw_mp_get(rec, "task", &t) == 1) {
+		if ((fw_mp_get(t, "id", &v) == 1 && fw_mp_str(v, &s, &n) == 0) ||
+		    fw_mp_str(t, &s, &n) == 0) {
+			*key = fw_hash64(s, n);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int fw_teach_resolved(struct fw_mpv rec)
+{
+	struct fw_mpv g, v;
+	int b = 0;
+
+	return fw_mp_get(rec, "grade", &g) == 1 && fw_mp_get(g, "resolved", &v) == 1 &&
+	       !fw_mp_bool(v, &b) && b;
+}
+
+/* Index of the last assistant turn of rec and its view, or -1. */
+static int last_assistant(struct fw_mpv rec, struct fw_mpv *turn)
+{
+	struct fw_mpv turns, v;
+	struct fw_mp_iter it;
+	int last = -1;
+
+	if (fw_mp_get(rec, "turns", &turns) != 1 || fw_mp_iter_init(&it, turns) < 0)
+		return -1;
+	for (int i = 0; fw_mp_iter_next(&it, &v) == 1; i++)
+		if (is_role(v, "assistant")) {
+			last = i;
+			if (turn)
+				*turn = v;
+		}
+	return last;
+}
+
+int fw_teach_demo_hint(struct fw_mpv rec, struct fw_mpv demo, size_t max_chars,
+		       struct fw_teach_hints *hs, char *err, size_t errlen)
+{
+	static const char head[] = "a correct solution looked like this:\n";
+	struct fw_mpv x, dt;
+	const char *s = NULL;
+	size_t n = 0;
+	int at;
+
+	if (fw_teach_resolved(rec) || (at = last_assistant(rec, NULL)) < 0)
+		return 0;
+	if (fw_mp_get(demo, "patch", &x) == 1)
+		str_or_empty(x, &s, &n);
+	if (!n && last_assistant(demo, &dt) >= 0 && fw_mp_get(dt, "text", &x) == 1)
+		str_or_empty(x, &s, &n);
+	if (!n)
+		return 0;
+	char *t = malloc(sizeof head + n);
+
+	if (!t) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	memcpy(t, head, sizeof head - 1);
+	memcpy(t + sizeof head - 1, s, n);
+	int rc = add_hint(hs, at, "demo", t, sizeof head - 1 + n, max_chars ? max_chars : 2000);
+
+	free(t);
+	if (rc) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	return 1;
+}

@@ -18,7 +18,7 @@
 struct fw_teach_hint {
 	int turn;          /* index into the record's turns[] */
 	char *text;        /* NUL-terminated, owned */
-	const char *source; /* static: "env", "rules" */
+	const char *source; /* static: "env", "rules", "demo" */
 };
 
 /* A list of hints.  Zero-initialise; fw_teach_hints_free() releases. */
@@ -112,4 +112,23 @@ void fw_teach_rules_free(struct fw_teach_rules *r);
  * filled (out of memory). */
 int fw_teach_rule_hints(const struct fw_teach_rules *r, struct fw_mpv rec,
 			struct fw_teach_hints *hs, char *err, size_t errlen);
+/* ---- demo ------------------------------------------------------------------- */
+/* The group of a rollout record, as train-step groups them: its `group`
+ * value, else task.id, else task (a string).  Returns 1 and fills *key (a
+ * hash) when the record names one, 0 otherwise.  Cannot fail. */
+int fw_teach_group_key(struct fw_mpv rec, uint64_t *key);
+
+/* 1 when rec is a successful rollout (grade.resolved true), 0 otherwise. */
+int fw_teach_resolved(struct fw_mpv rec);
+
+/*
+ * A demo hint for rec from demo, a successful rollout of the same group:
+ * "a correct solution looked like this:" and demo's patch (its last
+ * assistant turn's text when the patch is empty), at most max_chars bytes,
+ * on rec's last assistant turn with source "demo".  Nothing when rec is
+ * itself resolved, has no assistant turn, or demo offers no text.
+ * Returns the number of hints added (0 or 1), or -1 with err filled.
+ */
+int fw_teach_demo_hint(struct fw_mpv rec, struct fw_mpv demo, size_t max_chars,
+		       struct fw_teach_hints *hs, char *err, size_t errlen);
 #endif

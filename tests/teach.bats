@@ -130,3 +130,22 @@ fill() {
   run -2 teach --hints rules < /dev/null
   assert_output 'teach: --hints rules needs --rules FILE'
 }
+
+@test "demo hints: a resolved rollout of the same group, never another group's" {
+  rec from-json "$FX/group.json" | teach --hints demo --teacher none |
+    rec json | jq -c '[.id, (.teach.hints[] | [.turn, .source, .text])]' > "$T/h"
+  run -0 cat "$T/h"
+  assert_output '["g1-0",[1,"demo","a correct solution looked like this:\ndiff --git a/m.py b/m.py\n+    return x * 2"]]
+["g1-1"]
+["g2-0"]
+["g3-0",[1,"demo","a correct solution looked like this:\nthe fill text"]]
+["g3-1"]'
+  # the order of records is kept, and without demo no group is formed
+  run -0 bash -c "rec from-json '$FX/group.json' | teach --hints env --teacher none | rec json | jq -r .id | tr '\n' ' '"
+  assert_output 'g1-0 g1-1 g2-0 g3-0 g3-1 '
+  # a demo is cut to 5 times --max-chars
+  rec from-json "$FX/group.json" | teach --hints demo --max-chars 10 --teacher none |
+    rec json | jq -r 'select(.id == "g1-0") | .teach.hints[0].text | length' > "$T/n"
+  run -0 cat "$T/n"
+  assert_output 50
+}

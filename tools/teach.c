@@ -16,7 +16,7 @@
 #include "fw_tok.h"
 
 static const char usage_text[] =
-	"usage: teach [--hints env,rules] [--rules FILE] [--teacher builtin:DIR | none]\n"
+	"usage: teach [--hints env,rules,demo] [--rules FILE] [--teacher builtin:DIR | none]\n"
 	"             [--clip X] [--max-chars N] [-o OUT] [FILE...]\n"
 	"             [-h | --help] [--version]\n";
 
@@ -49,6 +49,141 @@ static int teacher_load(struct teacher *T, const char *dir, char *err, size_t er
 	return 0;
 }
 
+/* What every record needs. */
+struct ctx {
+	int use_env, no_teacher;
+	struct fw_teach_rules *rules;
+	const char *teacher;
+	double clip;
+	size_t max_chars, demo_chars;
+	struct teacher T;
+	struct fw_buf tb, ob;
+	struct fw_writer *w;
+};
+
+/* Hints and credit for one record, written out with its teach sub-map.
+ * demo, when not NULL, is a successful rollout of its group.  Returns 0, or
+ * -1 after a diagnostic. */
+static int process(struct ctx *C, const char *file, uint64_t index, uint64_t offset,
+		   struct fw_mpv v, const struct fw_mpv *demo)
+{
+	struct fw_teach_hints hs = { 0 };
+	float *adv = NULL;
+	long nadv = 0;
+	const char *reason = NULL;
+	char why[512] = "", err[512];
+	int rc = 0;
+
+	if ((C->use_env && fw_teach_env_hints(v, C->max_chars, &hs, err, sizeof err) < 0) ||
+	    (C->rules && fw_teach_rule_hints(C->rules, v, &hs, err, sizeof err) < 0) ||
+	    (demo && fw_teach_demo_hint(v, *demo, C->demo_chars, &hs, err, sizeof err) < 0)) {
+		fw_warn_rec(file, index, offset, "%s", err);
+		fw_teach_hints_free(&hs);
+		return -1;
+	}
+	if (!C->no_teacher) {
+		struct fw_mpv pol, ck;
+		const char *dir = C->teacher;
+		char dbuf[4096];
+		int cr;
+
+		if (!dir && fw_mp_get(v, "policy", &pol) == 1 && fw_mp_get(pol, "ckpt", &ck) == 1) {
+			const char *s;
+			size_t n;
+
+			if (!fw_mp_str(ck, &s, &n) && n < sizeof dbuf) {
+				memcpy(dbuf, s, n);
+				dbuf[n] = 0;
+				dir = dbuf;
+			}
+		}
+		if (!dir) {
+			reason = "no teacher: no --teacher and no policy.ckpt";
+		} else if (teacher_load(&C->T, dir, why, sizeof why)) {
+			reason = why;
+		} else if ((cr = fw_teach_credit_fill(C->T.m, C->T.t, v, &hs, C->clip, &adv, &nadv,
+						      why, sizeof why)) != 0) {
+			reason = why;
+			if (cr < 0)
+				fw_warn_rec(file, index, offset, "teacher: %s", why);
+		}
+	}
+	fw_buf_reset(&C->tb);
+	fw_buf_reset(&C->ob);
+	if (fw_teach_pack(&C->tb, &hs, adv, nadv, reason)) {
+		fw_warn_rec(file, index, offset, "out of memory");
+		rc = -1;
+	} else {
+		struct fw_field f = { "teach", 5, { C->tb.p, C->tb.n } };
+
+		if (fw_rec_set(&C->ob, v, &f, 1) || fw_writer_put(C->w, C->ob.p, C->ob.n)) {
+			fw_warn("write error: %s", fw_writer_error(C->w));
+			rc = -1;
+		}
+	}
+	free(adv);
+	fw_teach_hints_free(&hs);
+	return rc;
+}
+
+/* Consecutive records of one group, copied. */
+struct group {
+	struct fw_buf data;
+	struct { size_t off, n; uint64_t index, offset; } *r;
+	size_t n, cap;
+	int has;
+	uint64_t key;
+};
+
+static int group_add(struct group *G, const struct fw_rec *rec, int has, uint64_t key)
+{
+	if (G->n == G->cap) {
+		size_t nc = G->cap ? 2 * G->cap : 16;
+		void *p = realloc(G->r, nc * sizeof *G->r);
+
+		if (!p)
+			return -1;
+		G->r = p;
+		G->cap = nc;
+	}
+	G->r[G->n].off = G->data.n;
+	G->r[G->n].n = rec->v.n;
+	G->r[G->n].index = rec->index;
+	G->r[G->n].offset = rec->offset;
+	if (fw_buf_append(&G->data, rec->v.p, rec->v.n))
+		return -1;
+	G->n++;
+	G->has = has;
+	G->key = key;
+	return 0;
+}
+
+/* Processes the group's records with its first resolved one as the demo
+ * (a group of one, or without a key, has none); empties G.  0 or -1. */
+static int flush(struct ctx *C, struct group *G, const char *file)
+{
+	struct fw_mpv demo = { 0 };
+	int rc = 0, have = 0;
+
+	for (size_t i = 0; G->has && i < G->n && !have; i++) {
+		struct fw_mpv v = { G->data.p + G->r[i].off, G->r[i].n };
+
+		if (fw_teach_resolved(v)) {
+			demo = v;
+			have = 1;
+		}
+	}
+	for (size_t i = 0; i < G->n; i++) {
+		struct fw_mpv v = { G->data.p + G->r[i].off, G->r[i].n };
+
+		if (process(C, file, G->r[i].index, G->r[i].offset, v, have ? &demo : NULL))
+			rc = -1;
+	}
+	G->n = 0;
+	fw_buf_reset(&G->data);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	enum { OPT_HINTS = 256, OPT_RULES, OPT_TEACHER, OPT_CLIP, OPT_MAX_CHARS, OPT_VERSION };
@@ -63,13 +198,12 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *out = NULL, *teacher = NULL, *rules_path = NULL;
-	int use_env = 1, use_rules = 0;
+	int use_env = 1, use_rules = 0, use_demo = 0;
 	struct fw_teach_rules *rules = NULL;
 	double clip = 5;
 	uint64_t max_chars = 400;
 	int c, status = FW_EXIT_OK, no_teacher = 0;
 	char err[512];
-	struct teacher T = { 0 };
 
 	fw_cli_init("teach");
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
@@ -77,12 +211,14 @@ int main(int argc, char **argv)
 		case OPT_HINTS: {
 			char *s = strdup(optarg), *save = NULL;
 
-			use_env = use_rules = 0;
+			use_env = use_rules = use_demo = 0;
 			for (char *w = strtok_r(s, ",", &save); w; w = strtok_r(NULL, ",", &save))
 				if (!strcmp(w, "env")) {
 					use_env = 1;
 				} else if (!strcmp(w, "rules")) {
 					use_rules = 1;
+				} else if (!strcmp(w, "demo")) {
+					use_demo = 1;
 				} else {
 					fw_warn("--hints: unknown or unsupported source '%s'", w);
 					free(s);
@@ -146,7 +282,10 @@ int main(int argc, char **argv)
 		return FW_EXIT_DATA;
 	}
 	int nfiles = argc - optind;
-	struct fw_buf tb = { 0 }, ob = { 0 };
+	struct ctx C = { .use_env = use_env, .no_teacher = no_teacher, .rules = rules,
+			 .teacher = teacher, .clip = clip, .max_chars = max_chars,
+			 .demo_chars = 5 * max_chars, .w = w };
+	struct group G = { 0 };
 
 	for (int fi = 0; fi < (nfiles ? nfiles : 1); fi++) {
 		const char *path = nfiles ? argv[optind + fi] : "-";
@@ -160,73 +299,36 @@ int main(int argc, char **argv)
 			continue;
 		}
 		while ((got = fw_reader_next(r, &rec)) == 1) {
-			struct fw_teach_hints hs = { 0 };
-			float *adv = NULL;
-			long nadv = 0;
-			const char *reason = NULL;
-			char why[512] = "";
+			uint64_t key;
+			int has = use_demo && fw_teach_group_key(rec.v, &key);
 
-			if ((use_env && fw_teach_env_hints(rec.v, max_chars, &hs, err, sizeof err) < 0) ||
-			    (rules && fw_teach_rule_hints(rules, rec.v, &hs, err, sizeof err) < 0)) {
-				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", err);
-				status = FW_EXIT_DATA;
-				fw_teach_hints_free(&hs);
+			if (!use_demo) {
+				if (process(&C, fw_reader_name(r), rec.index, rec.offset, rec.v, NULL))
+					status = FW_EXIT_DATA;
 				continue;
 			}
-			if (!no_teacher) {
-				struct fw_mpv pol, ck;
-				const char *dir = teacher;
-				char dbuf[4096];
-
-				if (!dir && fw_mp_get(rec.v, "policy", &pol) == 1 &&
-				    fw_mp_get(pol, "ckpt", &ck) == 1) {
-					const char *s;
-					size_t n;
-
-					if (!fw_mp_str(ck, &s, &n) && n < sizeof dbuf) {
-						memcpy(dbuf, s, n);
-						dbuf[n] = 0;
-						dir = dbuf;
-					}
-				}
-				int rc;
-
-				if (!dir) {
-					reason = "no teacher: no --teacher and no policy.ckpt";
-				} else if (teacher_load(&T, dir, why, sizeof why)) {
-					reason = why;
-				} else if ((rc = fw_teach_credit_fill(T.m, T.t, rec.v, &hs, clip, &adv,
-								      &nadv, why, sizeof why)) != 0) {
-					reason = why;
-					if (rc < 0)
-						fw_warn_rec(fw_reader_name(r), rec.index, rec.offset,
-							    "teacher: %s", why);
-				}
-			}
-			fw_buf_reset(&tb);
-			fw_buf_reset(&ob);
-			struct fw_field f = { "teach", 5, { 0 } };
-
-			if (fw_teach_pack(&tb, &hs, adv, nadv, reason) ||
-			    (f.val = (struct fw_mpv){ tb.p, tb.n },
-			     fw_rec_set(&ob, rec.v, &f, 1)) ||
-			    fw_writer_put(w, ob.p, ob.n)) {
-				fw_warn("%s", "write error or out of memory");
+			if (G.n && (!has || !G.has || key != G.key) && flush(&C, &G, fw_reader_name(r)))
 				status = FW_EXIT_DATA;
+			if (group_add(&G, &rec, has, key)) {
+				fw_warn("out of memory");
+				status = FW_EXIT_DATA;
+				break;
 			}
-			free(adv);
-			fw_teach_hints_free(&hs);
 		}
+		if (G.n && flush(&C, &G, fw_reader_name(r)))
+			status = FW_EXIT_DATA;
 		if (got < 0) {
 			fw_warn_reader(r);
 			status = FW_EXIT_DATA;
 		}
 		fw_reader_close(r);
 	}
-	fw_buf_free(&tb);
-	fw_buf_free(&ob);
-	fw_model_free(T.m);
-	fw_tok_free(T.t);
+	fw_buf_free(&C.tb);
+	fw_buf_free(&C.ob);
+	fw_buf_free(&G.data);
+	free(G.r);
+	fw_model_free(C.T.m);
+	fw_tok_free(C.T.t);
 	fw_teach_rules_free(rules);
 	if (fw_writer_close(w, err, sizeof err)) {
 		fw_warn("%s", err);
