@@ -149,3 +149,24 @@ fill() {
   run -0 cat "$T/n"
   assert_output 50
 }
+
+@test "a hint naming the right answer: the wrong answer gets negative credit, the right one positive" {
+  ckpt init "$M/tiny-qwen2.json" "$T/ck" --seed 1 > /dev/null
+  # teach a tiny model to answer what the hint says: "Q=\nHint: the answer is D\nD"
+  for d in 0 1 2 3 4 5 6 7 8 9; do
+    s="$(printf 'Q=\nHint: the answer is %s\n%s' $d $d | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//;s/,$//')"
+    echo "{\"kind\":\"seq\",\"tokens\":[$s],\"mask\":[$(printf '0,%.0s' $(seq 25))1]}"
+  done | rec from-json > "$T/c.mp"
+  for i in 1 2 3 4 5 6 7 8 9 10; do cat "$T/c.mp"; done > "$T/c10.mp"
+  train-step --ckpt "$T/ck" --out "$T/run" --lr 3e-3 --steps 150 --batch-size 10 \
+    --objective sft -o "$T/m.mp" "$T/c10.mp"
+  ck=$(ls -d "$T"/run/step-* | tail -1)
+  echo 'never 7: the answer is 7' > "$T/rules"
+  # rollouts answering 5 (wrong) and 7 (right) with a uniform student log-prob
+  for a in 53 55; do
+    echo "{\"id\":\"a$a\",\"policy\":{\"ckpt\":\"$ck\"},\"turns\":[{\"role\":\"user\",\"text\":\"Q=\"},{\"role\":\"assistant\",\"text\":\"?\",\"logprobs\":[-2.3026]}],\"tokens\":[81,61,$a],\"mask\":[0,0,1]}"
+  done | rec from-json | teach --hints rules --rules "$T/rules" | rec json > "$T/o.json"
+  run -0 jq -c '[.id, .teach.hints[0].text, .teach.hints[0].source, (.teach.adv[0] | if . < -1 then "neg" elif . > 1 then "pos" else "small" end)]' "$T/o.json"
+  assert_output '["a53","the answer is 7","rules","neg"]
+["a55","the answer is 7","rules","pos"]'
+}
