@@ -361,6 +361,199 @@ out:
 	return rc;
 }
 
+int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
+			  const struct fw_teach_hints *hs, double clip, float **adv,
+			  long *nadv, char *err, size_t errlen)
+{
+	struct fw_mpv turns, v, x;
+	struct fw_mp_iter it;
+	int64_t nturns;
+	long *cnt = NULL, nasst = 0, npol = 0, first_h = -1;
+	double *lp = NULL;
+	struct fw_buf nt = { 0 }, hint = { 0 };
+	struct fw_tok_ids ids = { 0 };
+	int32_t *tgt = NULL;
+	float *logp = NULL;
+	int rc = 1, tmpl;
+	msgpack_packer pk;
+
+	*adv = NULL;
+	*nadv = 0;
+	if (fw_mp_get(rec, "turns", &turns) != 1 || (nturns = fw_mp_iter_init(&it, turns)) < 0) {
+		seterr(err, errlen, "no turns");
+		return 1;
+	}
+	if (!(cnt = calloc((size_t)nturns + 1, sizeof *cnt)))
+		goto oom;
+	/* the assistant turns' tokens and log-probs */
+	while (fw_mp_iter_next(&it, &v) == 1) {
+		double *l = NULL;
+		long nl, ntk;
+		struct fw_mp_iter ti;
+
+		if (!is_role(v, "assistant"))
+			continue;
+		if (fw_mp_get(v, "tokens", &x) != 1 || (ntk = (long)fw_mp_iter_init(&ti, x)) < 0 ||
+		    fw_mp_get(v, "logprobs", &x) != 1 || (nl = num_array(x, &l)) != ntk) {
+			free(l);
+			seterr(err, errlen, "no log-probs");
+			goto out;
+		}
+		double *nlp = realloc(lp, sizeof(double) * (size_t)(npol + nl + 1));
+
+		if (!nlp) {
+			free(l);
+			goto oom;
+		}
+		lp = nlp;
+		memcpy(lp + npol, l, sizeof(double) * (size_t)nl);
+		free(l);
+		npol += nl;
+		cnt[nasst++] = ntk;
+	}
+	if (!nasst) {
+		seterr(err, errlen, "no assistant turns");
+		goto out;
+	}
+	rc = -1;
+	if (!(*adv = calloc((size_t)(npol ? npol : 1), sizeof(float))))
+		goto oom;
+	*nadv = npol;
+	/* the turns again, a hint turn before each hinted assistant turn */
+	fw_buf_packer(&pk, &nt);
+	long nh = 0, k = 0;
+
+	for (size_t i = 0; i < hs->n; i++)
+		if (hs->h[i].turn >= 0 && hs->h[i].turn < nturns)
+			nh++;
+	if (!nh) {
+		rc = 0;
+		goto out;
+	}
+	/* one hint turn per distinct hinted turn: count them */
+	nh = 0;
+	for (int64_t i = 0; i < nturns; i++)
+		for (size_t j = 0; j < hs->n; j++)
+			if (hs->h[j].turn == i) {
+				nh++;
+				break;
+			}
+	if (msgpack_pack_array(&pk, (size_t)(nturns + nh)))
+		goto oom;
+	fw_mp_iter_init(&it, turns);
+	for (int64_t i = 0; fw_mp_iter_next(&it, &v) == 1; i++) {
+		int asst = is_role(v, "assistant");
+
+		fw_buf_reset(&hint);
+		for (size_t j = 0; j < hs->n; j++)
+			if (hs->h[j].turn == i &&
+			    fw_buf_printf(&hint, "%s%s", hint.n ? "\n" : "Hint: ", hs->h[j].text))
+				goto oom;
+		if (hint.n) {
+			if (asst && first_h < 0)
+				first_h = k;
+			if (msgpack_pack_map(&pk, 2) || msgpack_pack_str(&pk, 4) ||
+			    msgpack_pack_str_body(&pk, "role", 4) || msgpack_pack_str(&pk, 4) ||
+			    msgpack_pack_str_body(&pk, "user", 4) || msgpack_pack_str(&pk, 4) ||
+			    msgpack_pack_str_body(&pk, "text", 4) || msgpack_pack_str(&pk, hint.n) ||
+			    msgpack_pack_str_body(&pk, hint.p, hint.n))
+				goto oom;
+		}
+		if (fw_buf_append(&nt, v.p, v.n))
+			goto oom;
+		k += asst;
+	}
+	if (first_h < 0) {
+		rc = 0;
+		goto out;
+	}
+	if ((tmpl = fw_chat_detect(t)) < 0) {
+		rc = 1;
+		seterr(err, errlen, "the tokenizer has no chat template tokens");
+		goto out;
+	}
+	struct fw_mpv ntv = { nt.p, nt.n };
+
+	if (fw_chat_render_mp(t, (enum fw_chat_template)tmpl, &ntv, 0, &ids, err, errlen))
+		goto out;
+	long N = (long)ids.n;
+
+	if (N > m->cfg.max_pos) {
+		rc = 1;
+		seterr(err, errlen, "%ld tokens with the hints, more than the model's %d", N,
+		       m->cfg.max_pos);
+		goto out;
+	}
+	if (N < 2 || !(tgt = malloc(sizeof(int32_t) * (size_t)N)) ||
+	    !(logp = malloc(sizeof(float) * (size_t)N))) {
+		if (N < 2) {
+			rc = 1;
+			seterr(err, errlen, "nothing to score");
+			goto out;
+		}
+		goto oom;
+	}
+	for (long i = 0; i + 1 < N; i++)
+		tgt[i] = ids.ids[i + 1];
+	tgt[N - 1] = -1;
+	m->no_grad = 1;
+	if (fw_model_forward(m, ids.ids, tgt, NULL, 1, (int)N, 0, logp, NULL, err, errlen))
+		goto out;
+	/* runs of mask 1 are the assistant turns in order; the first cnt[r]
+	 * tokens of run r are the turn's own */
+	long run = -1, j = 0, used = 0;
+	int inrun = 0;
+
+	ids.mask[0] = 0;
+	for (long i = 0; i < N; i++) {
+		if (!ids.mask[i]) {
+			inrun = 0;
+			continue;
+		}
+		if (!inrun) {
+			inrun = 1;
+			if (run >= 0)
+				used += cnt[run];
+			run++;
+			j = 0;
+		}
+		if (run >= nasst || j >= cnt[run]) {
+			j++;
+			continue;
+		}
+		if (run >= first_h) {
+			double a = logp[i - 1] - lp[used + j];
+
+			(*adv)[used + j] = (float)(a > clip ? clip : a < -clip ? -clip : a);
+		}
+		j++;
+	}
+	if (run + 1 != nasst) {
+		rc = 1;
+		seterr(err, errlen, "the rendered turns do not match the assistant turns");
+		goto out;
+	}
+	rc = 0;
+	goto out;
+oom:
+	rc = -1;
+	seterr(err, errlen, "out of memory");
+out:
+	if (rc) {
+		free(*adv);
+		*adv = NULL;
+		*nadv = 0;
+	}
+	free(cnt);
+	free(lp);
+	free(tgt);
+	free(logp);
+	fw_buf_free(&nt);
+	fw_buf_free(&hint);
+	fw_tok_ids_release(&ids);
+	return rc;
+}
+
 static int pack_s(msgpack_packer *pk, const char *s)
 {
 	size_t n = strlen(s);

@@ -66,6 +66,22 @@ int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_m
 			 long *nadv, char *err, size_t errlen);
 
 /*
+ * Credit for an agent rollout: rec has turns[] whose assistant turns hold
+ * tokens and logprobs (one per token).  The turns are rendered with t's
+ * chat template as train-step renders them, once with a user turn
+ * "Hint: TEXT" before each hinted assistant turn, and scored by m.
+ * *adv receives one value per assistant token, turns in order (what
+ * train-step matches to the assistant turns' own tokens): 0 for the turns
+ * before the first hinted one, clip(log p_teacher - log p_student) from it
+ * on.  Returns 0; 1 with the reason in err when credit cannot be given (no
+ * assistant tokens or log-probs, no chat template, too long); -1 on failure
+ * of the model or memory.
+ */
+int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
+			  const struct fw_teach_hints *hs, double clip, float **adv,
+			  long *nadv, char *err, size_t errlen);
+
+/*
  * Appends to out the value of the record's `teach` sub-map:
  * {hints: [{turn, text, source}...], adv: [...]} with adv only when
  * adv != NULL, else adv_reason (when not NULL) as `adv_omitted`.

@@ -84,14 +84,19 @@ fill() {
   assert_output '[2,0,true]'
 }
 
-@test "records without tokens keep their hints; adv omitted with the reason" {
+@test "records that cannot get credit keep their hints; adv omitted with the reason" {
   rec from-json "$FX/agent.json" | teach --teacher "builtin:$T/nope" | rec json > "$T/o.json"
   run -0 jq -r '.teach.adv_omitted' "$T/o.json"
   assert_output --partial "$T/nope"
   fill
   rec from-json "$FX/agent.json" | teach --teacher "builtin:$T/ck" | rec json > "$T/o.json"
   run -0 jq -c '[.teach.adv_omitted, (.teach.hints | length)]' "$T/o.json"
-  assert_output '["no tokens",4]'
+  assert_output '["578 tokens with the hints, more than the model'"'"'s 512",4]'
+  # an http reply without ids or log-probs
+  jq -c 'del(.turns[2].logprobs)' "$FX/agent.json" | rec from-json |
+    teach --teacher "builtin:$T/ck" | rec json > "$T/o.json"
+  run -0 jq -c '[.teach.adv_omitted, (.teach.hints | length)]' "$T/o.json"
+  assert_output '["no log-probs",4]'
 }
 
 @test "rules hints: samples/teach-rules.txt on a trajectory that breaks each rule" {
@@ -169,4 +174,21 @@ fill() {
   run -0 jq -c '[.id, .teach.hints[0].text, .teach.hints[0].source, (.teach.adv[0] | if . < -1 then "neg" elif . > 1 then "pos" else "small" end)]' "$T/o.json"
   assert_output '["a53","the answer is 7","rules","neg"]
 ["a55","the answer is 7","rules","pos"]'
+}
+
+@test "agent credit: zero before the first hinted turn, one value per assistant token, train-step takes it" {
+  jq '.max_position_embeddings = 4096' "$M/tiny-qwen2.json" > "$T/long.json"
+  ckpt init "$T/long.json" "$T/lck" --seed 1 > /dev/null
+  # the failed command hints turn 2: every assistant token gets credit
+  rec from-json "$FX/agent.json" | teach --teacher "builtin:$T/lck" > "$T/a.mp"
+  run -0 bash -c "rec json '$T/a.mp' | jq -c '.teach.adv'"
+  assert_output '[-5,-5,-5,-5]'
+  # without it only the last reply (turn 6) is hinted: the three tokens before get 0
+  jq -c '.turns[3].exit = 0' "$FX/agent.json" | rec from-json |
+    teach --teacher "builtin:$T/lck" --clip 100 | rec json > "$T/b.json"
+  run -0 jq -c '[.teach.hints[].turn | tostring] + [(.teach.adv[0:3] | tostring), (.teach.adv[3] < 0 and .teach.adv[3] > -100)]' "$T/b.json"
+  assert_output '["6","6","6","[0,0,0]",true]'
+  run -0 train-step --ckpt "$T/lck" --out "$T/run" --objective distill -o "$T/m.mp" "$T/a.mp"
+  run -0 bash -c "rec json '$T/m.mp' | jq -c '[.tokens, .skipped_records, .loss_distill > 0]'"
+  assert_output '[7,0,true]'
 }

@@ -101,8 +101,9 @@ static int process(struct ctx *C, const char *file, uint64_t index, uint64_t off
 			reason = "no teacher: no --teacher and no policy.ckpt";
 		} else if (teacher_load(&C->T, dir, why, sizeof why)) {
 			reason = why;
-		} else if ((cr = fw_teach_credit_fill(C->T.m, C->T.t, v, &hs, C->clip, &adv, &nadv,
-						      why, sizeof why)) != 0) {
+		} else if ((cr = (fw_mp_get(v, "tokens", &ck) == 1 ? fw_teach_credit_fill :
+				  fw_teach_credit_agent)(C->T.m, C->T.t, v, &hs, C->clip, &adv,
+							 &nadv, why, sizeof why)) != 0) {
 			reason = why;
 			if (cr < 0)
 				fw_warn_rec(file, index, offset, "teacher: %s", why);
