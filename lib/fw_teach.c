@@ -562,13 +562,13 @@ static int pack_s(msgpack_packer *pk, const char *s)
 }
 
 int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
-		  long nadv, const char *adv_reason)
+		  long nadv, const char *adv_reason, const char *teacher)
 {
 	msgpack_packer pk;
 	int bad = 0;
 
 	fw_buf_packer(&pk, out);
-	bad |= msgpack_pack_map(&pk, 1 + (adv || adv_reason));
+	bad |= msgpack_pack_map(&pk, 1 + (adv || adv_reason) + !!teacher);
 	bad |= pack_s(&pk, "hints");
 	bad |= msgpack_pack_array(&pk, hs ? hs->n : 0);
 	for (size_t i = 0; hs && i < hs->n; i++) {
@@ -588,6 +588,10 @@ int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const flo
 	} else if (adv_reason) {
 		bad |= pack_s(&pk, "adv_omitted");
 		bad |= pack_s(&pk, adv_reason);
+	}
+	if (teacher) {
+		bad |= pack_s(&pk, "teacher");
+		bad |= pack_s(&pk, teacher);
 	}
 	return bad ? -1 : 0;
 }

@@ -84,11 +84,13 @@ int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_
 /*
  * Appends to out the value of the record's `teach` sub-map:
  * {hints: [{turn, text, source}...], adv: [...]} with adv only when
- * adv != NULL, else adv_reason (when not NULL) as `adv_omitted`.
+ * adv != NULL, else adv_reason (when not NULL) as `adv_omitted`; and
+ * `teacher: TEACHER` when teacher is not NULL (a teacher other than the
+ * checkpoint that sampled the rollout).
  * Returns 0, or -1 when out of memory.
  */
 int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
-		  long nadv, const char *adv_reason);
+		  long nadv, const char *adv_reason, const char *teacher);
 /* ---- rules ------------------------------------------------------------------ */
 /*
  * A rules file maps trajectory patterns to hints, one rule a line:

@@ -74,6 +74,9 @@ fill() {
   teach --clip 0.5 "$T/f.mp" | rec json | jq -c .teach.adv > "$T/c"
   run -0 cat "$T/c"
   assert_output '[-0.5,-0.5]'
+  # the rollout's own checkpoint as teacher: no teacher field
+  run -0 bash -c "rec json '$T/t.mp' | jq -c '.teach | has(\"teacher\")'"
+  assert_output false
 }
 
 @test "train-step --objective distill accepts teach's output" {
@@ -183,6 +186,9 @@ fill() {
   rec from-json "$FX/agent.json" | teach --teacher "builtin:$T/lck" > "$T/a.mp"
   run -0 bash -c "rec json '$T/a.mp' | jq -c '.teach.adv'"
   assert_output '[-5,-5,-5,-5]'
+  # a teacher other than the sampling checkpoint is named
+  run -0 bash -c "rec json '$T/a.mp' | jq -r '.teach.teacher'"
+  assert_output "$T/lck"
   # without it only the last reply (turn 6) is hinted: the three tokens before get 0
   jq -c '.turns[3].exit = 0' "$FX/agent.json" | rec from-json |
     teach --teacher "builtin:$T/lck" --clip 100 | rec json > "$T/b.json"

@@ -70,7 +70,7 @@ static int process(struct ctx *C, const char *file, uint64_t index, uint64_t off
 	struct fw_teach_hints hs = { 0 };
 	float *adv = NULL;
 	long nadv = 0;
-	const char *reason = NULL;
+	const char *reason = NULL, *other = NULL;
 	char why[512] = "", err[512];
 	int rc = 0;
 
@@ -85,18 +85,22 @@ static int process(struct ctx *C, const char *file, uint64_t index, uint64_t off
 		struct fw_mpv pol, ck;
 		const char *dir = C->teacher;
 		char dbuf[4096];
-		int cr;
+		int cr, own = 0;
 
-		if (!dir && fw_mp_get(v, "policy", &pol) == 1 && fw_mp_get(pol, "ckpt", &ck) == 1) {
+		if (fw_mp_get(v, "policy", &pol) == 1 && fw_mp_get(pol, "ckpt", &ck) == 1) {
 			const char *s;
 			size_t n;
 
 			if (!fw_mp_str(ck, &s, &n) && n < sizeof dbuf) {
 				memcpy(dbuf, s, n);
 				dbuf[n] = 0;
-				dir = dbuf;
+				if (!dir)
+					dir = dbuf;
+				own = !strcmp(dir, dbuf);
 			}
 		}
+		if (dir && !own)
+			other = dir;
 		if (!dir) {
 			reason = "no teacher: no --teacher and no policy.ckpt";
 		} else if (teacher_load(&C->T, dir, why, sizeof why)) {
@@ -111,7 +115,7 @@ static int process(struct ctx *C, const char *file, uint64_t index, uint64_t off
 	}
 	fw_buf_reset(&C->tb);
 	fw_buf_reset(&C->ob);
-	if (fw_teach_pack(&C->tb, &hs, adv, nadv, reason)) {
+	if (fw_teach_pack(&C->tb, &hs, adv, nadv, reason, other)) {
 		fw_warn_rec(file, index, offset, "out of memory");
 		rc = -1;
 	} else {
