@@ -232,6 +232,43 @@ static long num_array(struct fw_mpv v, double **out)
 	return k;
 }
 
+/* Scores seq[0..N): logp[i] = log p(seq[i+1] | seq[..i]) for i < N-1.  The
+ * batch is padded to a multiple of 64 positions (ignored targets) so that
+ * the kernels see aligned shapes and records of similar length share one
+ * activation plan.  logp holds N floats.  Returns 0, or -1 with err. */
+static int score_seq(struct fw_model *m, const int32_t *seq, long N, float *logp, char *err,
+		     size_t errlen)
+{
+	long T = (N + 63) / 64 * 64;
+	int32_t *tok, *tgt;
+	float *lp;
+	int rc = -1;
+
+	if (T > m->cfg.max_pos)
+		T = N;
+	tok = malloc(sizeof(int32_t) * (size_t)T);
+	tgt = malloc(sizeof(int32_t) * (size_t)T);
+	lp = malloc(sizeof(float) * (size_t)T);
+	if (!tok || !tgt || !lp) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	for (long i = 0; i < T; i++) {
+		tok[i] = i < N ? seq[i] : 0;
+		tgt[i] = i + 1 < N ? seq[i + 1] : -1;
+	}
+	m->no_grad = 1;
+	if (fw_model_forward(m, tok, tgt, NULL, 1, (int)T, 0, lp, NULL, err, errlen))
+		goto out;
+	memcpy(logp, lp, sizeof(float) * (size_t)N);
+	rc = 0;
+out:
+	free(tok);
+	free(tgt);
+	free(lp);
+	return rc;
+}
+
 int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
 			 const struct fw_teach_hints *hs, double clip, float **adv,
 			 long *nadv, char *err, size_t errlen)
@@ -323,11 +360,7 @@ int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_m
 		seq[j++] = hid.ids[i];
 	for (long i = first; i < ntk; i++)
 		seq[j++] = (int32_t)tk[i];
-	for (long i = 0; i + 1 < N; i++)
-		tgt[i] = seq[i + 1];
-	tgt[N - 1] = -1;
-	m->no_grad = 1;
-	if (fw_model_forward(m, seq, tgt, NULL, 1, (int)N, 0, logp, NULL, err, errlen))
+	if (score_seq(m, seq, N, logp, err, errlen))
 		goto out;
 	/* token i of the rollout sits at i + shift in seq; its log-prob is at
 	 * the position before it */
@@ -493,11 +526,7 @@ int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_
 		}
 		goto oom;
 	}
-	for (long i = 0; i + 1 < N; i++)
-		tgt[i] = ids.ids[i + 1];
-	tgt[N - 1] = -1;
-	m->no_grad = 1;
-	if (fw_model_forward(m, ids.ids, tgt, NULL, 1, (int)N, 0, logp, NULL, err, errlen))
+	if (score_seq(m, ids.ids, N, logp, err, errlen))
 		goto out;
 	/* runs of mask 1 are the assistant turns in order; the first cnt[r]
 	 * tokens of run r are the turn's own */
