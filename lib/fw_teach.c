@@ -280,7 +280,7 @@ int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_m
 	int asst = -1, idx = 0, rc = 1;
 	struct fw_buf hint = { 0 };
 	struct fw_tok_ids hid = { 0 };
-	int32_t *seq = NULL, *tgt = NULL;
+	int32_t *seq = NULL;
 	float *logp = NULL;
 
 	*adv = NULL;
@@ -347,9 +347,8 @@ int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_m
 		goto out;
 	}
 	seq = malloc(sizeof(int32_t) * (size_t)N);
-	tgt = malloc(sizeof(int32_t) * (size_t)N);
 	logp = malloc(sizeof(float) * (size_t)N);
-	if (!seq || !tgt || !logp) {
+	if (!seq || !logp) {
 		seterr(err, errlen, "out of memory");
 		goto out;
 	}
@@ -387,7 +386,6 @@ out:
 	free(mk);
 	free(lp);
 	free(seq);
-	free(tgt);
 	free(logp);
 	fw_buf_free(&hint);
 	fw_tok_ids_release(&hid);
@@ -405,7 +403,6 @@ int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_
 	double *lp = NULL;
 	struct fw_buf nt = { 0 }, hint = { 0 };
 	struct fw_tok_ids ids = { 0 };
-	int32_t *tgt = NULL;
 	float *logp = NULL;
 	int rc = 1, tmpl;
 	msgpack_packer pk;
@@ -517,8 +514,7 @@ int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_
 		       m->cfg.max_pos);
 		goto out;
 	}
-	if (N < 2 || !(tgt = malloc(sizeof(int32_t) * (size_t)N)) ||
-	    !(logp = malloc(sizeof(float) * (size_t)N))) {
+	if (N < 2 || !(logp = malloc(sizeof(float) * (size_t)N))) {
 		if (N < 2) {
 			rc = 1;
 			seterr(err, errlen, "nothing to score");
@@ -575,7 +571,6 @@ out:
 	}
 	free(cnt);
 	free(lp);
-	free(tgt);
 	free(logp);
 	fw_buf_free(&nt);
 	fw_buf_free(&hint);
