@@ -198,3 +198,13 @@ fill() {
   run -0 bash -c "rec json '$T/m.mp' | jq -c '[.tokens, .skipped_records, .loss_distill > 0]'"
   assert_output '[7,0,true]'
 }
+
+@test "bad input: a missing file or a malformed record is exit 1, the good records still written" {
+  rec from-json "$FX/pass.json" > "$T/p.mp"
+  run -1 --separate-stderr bash -c "set -o pipefail; teach --teacher none '$T/nope' '$T/p.mp' | rec count"
+  assert_output 1
+  [[ $stderr == *"teach: $T/nope: No such file or directory"* ]]
+  run -1 --separate-stderr bash -c "set -o pipefail; (cat '$T/p.mp'; printf '\xc1') | teach --teacher none | rec count"
+  assert_output 1
+  [[ $stderr == *"teach: <stdin>: record 2 (byte 211): not msgpack"* ]]
+}
