@@ -32,6 +32,8 @@ setup() {
   last=$(echo "$output" | grep -m1 -oE 'step 10: loss [0-9.]+' | awk '{print $4}')
   [ "$(echo "$last < $first" | bc -l)" = 1 ]
   [ "$(rec count "$O/rollouts-graded.msgpack")" -gt 0 ]
+  # every failed rollout got hints from its environment
+  [ "$(rec json "$O/rollouts-taught.msgpack" | jq -s '[.[] | select(.grade.reward == 0 and (.teach.hints | length) == 0)] | length')" = 0 ]
   [ -f "$O/run/latest/model.safetensors" ]
   [ -f "$O/run/latest/trainer_state.json" ]
 }
