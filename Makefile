@@ -28,7 +28,7 @@ DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
 	libjansson-dev libgit2-dev libopenblas-dev libpcre2-dev libcurl4-openssl-dev \
 	bubblewrap git universal-ctags bats bats-support bats-assert jq groff \
 	clang libclang-rt-14-dev python3-torch python3-pytest python3-numpy gnuplot-nox \
-	nodejs curl socat python3-scipy
+	nodejs curl socat python3-scipy bc time
 # train-step's data-parallel test (Open MPI's mpirun; the library is loaded at run time)
 DEB_PKGS += mpi-default-bin
 # serve's HTTP server (libmicrohttpd; the library is loaded at run time)
