@@ -188,6 +188,9 @@ ssize_t fw_mp_scan(const uint8_t *p, size_t avail, int max_depth, uint64_t *need
 	uint64_t stack[FW_MP_MAX_DEPTH + 2];
 	int d = 0;
 	size_t pos = 0;
+	/* Values still to read at every depth: one byte each is a lower bound
+	 * of what the rest needs. */
+	uint64_t pending = 1;
 	if (max_depth <= 0 || max_depth > FW_MP_MAX_DEPTH)
 		max_depth = FW_MP_MAX_DEPTH;
 	stack[0] = 1;
@@ -198,10 +201,7 @@ ssize_t fw_mp_scan(const uint8_t *p, size_t avail, int max_depth, uint64_t *need
 			continue;
 		}
 		stack[d]--;
-		/* Lower bound of what the rest needs: one byte per pending value. */
-		uint64_t pending = 0;
-		for (int i = 0; i <= d; i++)
-			pending += stack[i];
+		pending--;
 		if (pos >= avail) {
 			*need = pos + 1 + pending;
 			return 0;
@@ -234,6 +234,7 @@ ssize_t fw_mp_scan(const uint8_t *p, size_t avail, int max_depth, uint64_t *need
 				return 0;
 			}
 			stack[++d] = h.kids;
+			pending += h.kids;
 		}
 	}
 	return (ssize_t)pos;
