@@ -50,12 +50,7 @@ grep -E 'preferred|no verdict' "$out/outer-loop/report.txt" || true
 stage "2/6 tasks: remove a feature from each sample repository so that tests fail"
 for r in textkit tally; do
   cp -r "$here/samples/repos/$r" "$work/$r"
-  git -C "$work/$r" init -q -b main
-  git -C "$work/$r" add -A
-  GIT_AUTHOR_NAME=sample GIT_AUTHOR_EMAIL=sample@example.org \
-  GIT_COMMITTER_NAME=sample GIT_COMMITTER_EMAIL=sample@example.org \
-  GIT_AUTHOR_DATE=2024-01-01T00:00:00Z GIT_COMMITTER_DATE=2024-01-01T00:00:00Z \
-    git -C "$work/$r" commit -q -m "initial import"
+  "$here/samples/repos/commit.sh" "$work/$r"
 done
 store=$out/store.git
 run task-mutate --test-cmd 'python3 -m pytest -q -p no:cacheprovider --junitxml=$FW_REPORT' \

@@ -17,14 +17,7 @@ setup() {
 }
 
 # commit DIR: make DIR a git repository with one reproducible commit
-commit() {
-  git -C "$1" init -q -b main
-  git -C "$1" add -A
-  GIT_AUTHOR_NAME=sample GIT_AUTHOR_EMAIL=sample@example.org \
-  GIT_COMMITTER_NAME=sample GIT_COMMITTER_EMAIL=sample@example.org \
-  GIT_AUTHOR_DATE=2024-01-01T00:00:00Z GIT_COMMITTER_DATE=2024-01-01T00:00:00Z \
-    git -C "$1" commit -q -m "initial import"
-}
+commit() { "$BATS_TEST_DIRNAME/../samples/repos/commit.sh" "$1"; }
 
 sample() { # sample NAME: a committed copy of samples/repos/NAME in $T/NAME
   cp -r "$SAMPLES/$1" "$T/$1"
