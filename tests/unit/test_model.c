@@ -2,7 +2,7 @@
  * test_model.c — the model without PyTorch: config errors, safetensors
  * round trips and bad files, whole-model gradients against finite
  * differences, the key-value cache against the full forward, sampling.
- * (tests/model.bats compares the same model with a PyTorch build of it.)
+ * (tests/ckpt.bats compares the same model with a PyTorch build of it.)
  */
 #include <stdint.h>
 #include <unistd.h>
