@@ -266,3 +266,22 @@ setup() {
   [[ "$output" =~ ^x\ ([0-9]+)$ ]]
   [ "${BASH_REMATCH[1]}" -lt 2500 ]
 }
+
+@test "-l sets the zstd level; every level reads back the same records" {
+  rec cat -l 1 "$T/in.msgpack" > "$T/l1"
+  rec cat -l 19 "$T/in.msgpack" > "$T/l19"
+  [ "$(head -c 4 "$T/l19" | od -An -tx1 | tr -d ' ')" = "28b52ffd" ]
+  rec cat "$T/l1" | cmp - "$T/in.msgpack"
+  rec cat "$T/l19" | cmp - "$T/in.msgpack"
+  zstd -dc "$T/l19" | cmp - "$T/in.msgpack"
+  run -2 rec cat -l 0 "$T/in.msgpack"
+  run -2 rec cat -l 20 "$T/in.msgpack"
+}
+
+@test "--progress draws a meter on stderr, and nothing without it" {
+  run --separate-stderr bash -c "{ cat '$T/in.msgpack'; sleep 0.3; cat '$T/in.msgpack'; } | rec count --progress"
+  assert_output "8"
+  [[ "$stderr" == *"rec: "*" records, "* ]]
+  run --separate-stderr bash -c "{ cat '$T/in.msgpack'; sleep 0.3; cat '$T/in.msgpack'; } | rec count"
+  [ -z "$stderr" ]
+}
