@@ -33,6 +33,8 @@ DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
 DEB_PKGS += mpi-default-bin
 # serve's HTTP server (libmicrohttpd; the library is loaded at run time)
 DEB_PKGS += libmicrohttpd-dev
+# the loops beyond one machine: a single-node Slurm cluster in the tests
+DEB_PKGS += slurm-wlm munge
 
 PC_PKGS := msgpack libzstd jansson libgit2 libpcre2-8 openblas libcurl
 PC_CFLAGS := $(shell pkg-config --cflags $(PC_PKGS) 2>/dev/null)
@@ -205,6 +207,10 @@ demo: deps
 outer-loop: all
 	$(Q)FW_BIN=$(abspath $(B)) pipelines/outer-loop.sh -o $(O)/outer-loop \
 	  --private-eval samples/evals/private-eval.jsonl --paired-by .meta.item samples/feedback
+
+# Recent pipeline runs (the cron wrapper's runs log): figures and failures.
+status:
+	$(Q)pipelines/status.sh
 
 # ---- install -----------------------------------------------------------------
 install: all
