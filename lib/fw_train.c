@@ -353,8 +353,41 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 			mk[0] = 0;
 		if (!(tpos = malloc(sizeof(int) * (nlp + 1))))
 			goto oom;
+	} else if (fw_mp_get(rec, "completion", &v) == 1) {
+		/* A completion record: the prompt, then the trained completion
+		 * and the end-of-text token, as a fill policy's rollout holds
+		 * them: BOS first when the tokenizer has one, else the
+		 * end-of-text token only before an empty prompt. */
+		struct fw_mpv pv;
+		const char *ps = "", *cs;
+		size_t pn = 0, cn;
+		int32_t bos, eos;
+
+		if (!tok) {
+			seterr(err, errlen, "'completion' needs the checkpoint's tokenizer.json");
+			goto out;
+		}
+		if (fw_mp_str(v, &cs, &cn) ||
+		    (fw_mp_get(rec, "prompt", &pv) == 1 && fw_mp_str(pv, &ps, &pn))) {
+			seterr(err, errlen, "'prompt' and 'completion' must be strings");
+			goto out;
+		}
+		bos = fw_tok_bos(tok);
+		eos = fw_tok_eos(tok);
+		if (bos < 0 && pn == 0)
+			bos = eos;
+		if ((bos >= 0 && fw_tok_ids_push(&ids, bos, 0)) ||
+		    fw_tok_encode(tok, ps, pn, 0, 0, &ids) ||
+		    fw_tok_encode(tok, cs, cn, 0, 1, &ids) ||
+		    (eos >= 0 && fw_tok_ids_push(&ids, eos, 1)))
+			goto oom;
+		n = (int)ids.n;
+		tk = ids.ids;
+		mk = ids.mask;
+		if (n > 0)
+			mk[0] = 0;
 	} else {
-		seterr(err, errlen, "record has neither 'tokens' nor 'turns'");
+		seterr(err, errlen, "record has neither 'tokens', 'turns' nor 'completion'");
 		rc = 1;
 		goto out;
 	}

@@ -209,7 +209,7 @@ ref_setup() {
   run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" "$T/bad.mp"
   [ -z "$output" ]
   [[ $stderr == *"bad.mp: record 5 (byte "*"): 'tokens' holds an id outside the vocabulary"* ]]
-  [[ $stderr == *"record 6 (byte "*"): record has neither 'tokens' nor 'turns'"* ]]
+  [[ $stderr == *"record 6 (byte "*"): record has neither 'tokens', 'turns' nor 'completion'"* ]]
   [ ! -e "$T/run" ]
   run -0 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --skip-bad -o "$T/m.mp" "$T/bad.mp"
   rec json "$T/m.mp" | jq -e '.skipped_records == 2 and .seqs == 4'
