@@ -404,13 +404,30 @@ static enum MHD_Result completions(struct MHD_Connection *con, json_t *rq, int c
 				    tmpl < 0 ? "the model's tokenizer has no chat template" : err);
 		}
 	} else {
-		json_t *p = json_object_get(rq, "prompt");
+		json_t *p = json_object_get(rq, "prompt"), *x;
 		int32_t bos = fw_tok_bos(a->b->t);
-		if (!json_is_string(p))
+		size_t i;
+		/* token ids, the API's other form of a prompt: used as they are */
+		if (json_is_array(p) && json_array_size(p) > 0) {
+			json_array_foreach(p, i, x) {
+				json_int_t id = json_integer_value(x);
+				if (!json_is_integer(x) || id < 0 || id >= a->b->m->cfg.vocab) {
+					fw_tok_ids_release(&ids);
+					return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+						    "'prompt' ids must be integers below the vocabulary size");
+				}
+				if (fw_tok_ids_push(&ids, (int32_t)id, 0)) {
+					fw_tok_ids_release(&ids);
+					return fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error",
+						    "out of memory");
+				}
+			}
+		} else if (!json_is_string(p))
 			return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-				    "'prompt' must be a string");
-		if ((bos >= 0 && fw_tok_ids_push(&ids, bos, 0)) ||
-		    fw_tok_encode(a->b->t, json_string_value(p), json_string_length(p), 0, 0, &ids)) {
+				    "'prompt' must be a string or an array of token ids");
+		if (json_is_string(p) &&
+		    ((bos >= 0 && fw_tok_ids_push(&ids, bos, 0)) ||
+		     fw_tok_encode(a->b->t, json_string_value(p), json_string_length(p), 0, 0, &ids))) {
 			fw_tok_ids_release(&ids);
 			return fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "out of memory");
 		}
