@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_rollout.h"
 #include "fw_teach.h"
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -232,44 +233,7 @@ static long num_array(struct fw_mpv v, double **out)
 	return k;
 }
 
-/* Scores seq[0..N): logp[i] = log p(seq[i+1] | seq[..i]) for i < N-1.  The
- * batch is padded to a multiple of 64 positions (ignored targets) so that
- * the kernels see aligned shapes and records of similar length share one
- * activation plan.  logp holds N floats.  Returns 0, or -1 with err. */
-static int score_seq(struct fw_model *m, const int32_t *seq, long N, float *logp, char *err,
-		     size_t errlen)
-{
-	long T = (N + 63) / 64 * 64;
-	int32_t *tok, *tgt;
-	float *lp;
-	int rc = -1;
-
-	if (T > m->cfg.max_pos)
-		T = N;
-	tok = malloc(sizeof(int32_t) * (size_t)T);
-	tgt = malloc(sizeof(int32_t) * (size_t)T);
-	lp = malloc(sizeof(float) * (size_t)T);
-	if (!tok || !tgt || !lp) {
-		seterr(err, errlen, "out of memory");
-		goto out;
-	}
-	for (long i = 0; i < T; i++) {
-		tok[i] = i < N ? seq[i] : 0;
-		tgt[i] = i + 1 < N ? seq[i + 1] : -1;
-	}
-	m->no_grad = 1;
-	if (fw_model_forward(m, tok, tgt, NULL, 1, (int)T, 0, lp, NULL, err, errlen))
-		goto out;
-	memcpy(logp, lp, sizeof(float) * (size_t)N);
-	rc = 0;
-out:
-	free(tok);
-	free(tgt);
-	free(lp);
-	return rc;
-}
-
-int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
+int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			 const struct fw_teach_hints *hs, double clip, float **adv,
 			 long *nadv, char *err, size_t errlen)
 {
@@ -340,10 +304,11 @@ int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_m
 		goto out;
 	}
 	long N = ntk + (long)hid.n;
-	if (N > m->cfg.max_pos) {
+	int max_pos = fw_teacher_max_pos(T);
+
+	if (max_pos && N > max_pos) {
 		rc = 1;
-		seterr(err, errlen, "%ld tokens with the hint, more than the model's %d", N,
-		       m->cfg.max_pos);
+		seterr(err, errlen, "%ld tokens with the hint, more than the model's %d", N, max_pos);
 		goto out;
 	}
 	seq = malloc(sizeof(int32_t) * (size_t)N);
@@ -359,7 +324,7 @@ int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_m
 		seq[j++] = hid.ids[i];
 	for (long i = first; i < ntk; i++)
 		seq[j++] = (int32_t)tk[i];
-	if (score_seq(m, seq, N, logp, err, errlen))
+	if (fw_teacher_score(T, seq, N, logp, err, errlen))
 		goto out;
 	/* token i of the rollout sits at i + shift in seq; its log-prob is at
 	 * the position before it */
@@ -392,7 +357,7 @@ out:
 	return rc;
 }
 
-int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
+int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			  const struct fw_teach_hints *hs, double clip, float **adv,
 			  long *nadv, char *err, size_t errlen)
 {
@@ -507,11 +472,11 @@ int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_
 	if (fw_chat_render_mp(t, (enum fw_chat_template)tmpl, &ntv, 0, &ids, err, errlen))
 		goto out;
 	long N = (long)ids.n;
+	int max_pos = fw_teacher_max_pos(T);
 
-	if (N > m->cfg.max_pos) {
+	if (max_pos && N > max_pos) {
 		rc = 1;
-		seterr(err, errlen, "%ld tokens with the hints, more than the model's %d", N,
-		       m->cfg.max_pos);
+		seterr(err, errlen, "%ld tokens with the hints, more than the model's %d", N, max_pos);
 		goto out;
 	}
 	if (N < 2 || !(logp = malloc(sizeof(float) * (size_t)N))) {
@@ -522,7 +487,7 @@ int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_
 		}
 		goto oom;
 	}
-	if (score_seq(m, ids.ids, N, logp, err, errlen))
+	if (fw_teacher_score(T, ids.ids, N, logp, err, errlen))
 		goto out;
 	/* runs of mask 1 are the assistant turns in order; the first cnt[r]
 	 * tokens of run r are the turn's own */
@@ -585,14 +550,30 @@ static int pack_s(msgpack_packer *pk, const char *s)
 	return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
 }
 
+/* pack_s() of a message that may quote a server's bytes: made valid UTF-8,
+ * as every record string must be. */
+static int pack_msg(msgpack_packer *pk, const char *s)
+{
+	size_t n;
+	char *f = fw_utf8_fix(s, strlen(s), &n);
+	int rc;
+
+	if (!f)
+		return -1;
+	rc = msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, f, n);
+	free(f);
+	return rc;
+}
+
 int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
-		  long nadv, const char *adv_reason, const char *teacher)
+		  long nadv, const char *adv_reason, const char *teacher,
+		  const char *hint_error)
 {
 	msgpack_packer pk;
 	int bad = 0;
 
 	fw_buf_packer(&pk, out);
-	bad |= msgpack_pack_map(&pk, 1 + (adv || adv_reason) + !!teacher);
+	bad |= msgpack_pack_map(&pk, 1 + (adv || adv_reason) + !!teacher + !!hint_error);
 	bad |= pack_s(&pk, "hints");
 	bad |= msgpack_pack_array(&pk, hs ? hs->n : 0);
 	for (size_t i = 0; hs && i < hs->n; i++) {
@@ -611,11 +592,15 @@ int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const flo
 			bad |= msgpack_pack_float(&pk, adv[i]);
 	} else if (adv_reason) {
 		bad |= pack_s(&pk, "adv_omitted");
-		bad |= pack_s(&pk, adv_reason);
+		bad |= pack_msg(&pk, adv_reason);
 	}
 	if (teacher) {
 		bad |= pack_s(&pk, "teacher");
-		bad |= pack_s(&pk, teacher);
+		bad |= pack_msg(&pk, teacher);
+	}
+	if (hint_error) {
+		bad |= pack_s(&pk, "hint_error");
+		bad |= pack_msg(&pk, hint_error);
 	}
 	return bad ? -1 : 0;
 }

@@ -4,8 +4,11 @@
  * A hint is a short text attached to one turn of a rollout record: the
  * turn whose tokens it speaks about.  Hints come from the environment
  * (grade's failing tests and hack findings, failed commands, denied network
- * requests).  Credit re-scores the policy's own tokens with the hint placed
- * before the hinted turn: adv[t] = clip(log p_teacher - log p_student).
+ * requests), from a rules file, from a successful rollout of the same group
+ * and from a teacher model asked to write one.  Credit re-scores the
+ * policy's own tokens with the hint placed before the hinted turn:
+ * adv[t] = clip(log p_teacher - log p_student).  A teacher (struct
+ * fw_teacher) is a builtin checkpoint or an OpenAI-compatible server.
  */
 #ifndef FW_TEACH_H
 #define FW_TEACH_H
@@ -18,7 +21,7 @@
 struct fw_teach_hint {
 	int turn;          /* index into the record's turns[] */
 	char *text;        /* NUL-terminated, owned */
-	const char *source; /* static: "env", "rules", "demo" */
+	const char *source; /* static: "env", "rules", "demo", "model" */
 };
 
 /* A list of hints.  Zero-initialise; fw_teach_hints_free() releases. */
@@ -48,20 +51,148 @@ void fw_teach_hints_free(struct fw_teach_hints *hs);
 int fw_teach_env_hints(struct fw_mpv rec, size_t max_chars, struct fw_teach_hints *hs,
 		       char *err, size_t errlen);
 
+/* ---- teachers ---------------------------------------------------------------- */
+/*
+ * A teacher: the model that re-scores a rollout's tokens and writes model
+ * hints.  Either a builtin checkpoint (fw_policy.h), scored in process, or
+ * an OpenAI-compatible server such as serve(1): sequences are scored by
+ * POST URL/completions {"prompt": [ids], "echo": true, "max_tokens": 0,
+ * "logprobs": 1} and read from choices[0].logprobs.token_logprobs (or from
+ * vLLM's choices[0].prompt_logprobs); hints are completions of a text
+ * prompt.  A teacher is used by one thread at a time.
+ */
+struct fw_teacher;
+
+/*
+ * Opens the teacher spec names: "builtin:DIR" (loads the checkpoint) or
+ * "http:URL[#MODEL]" (URL the API base, e.g. http://127.0.0.1:8000/v1;
+ * MODEL, when given, is sent as "model").  An http request may take
+ * timeout_s seconds and is retried retries times when the server cannot
+ * be reached or answers 429 or 5xx.  Returns the teacher (fw_teacher_free),
+ * or NULL with err filled (a bad spec, a checkpoint that does not load).
+ */
+struct fw_teacher *fw_teacher_open(const char *spec, double timeout_s, int retries, char *err,
+				   size_t errlen);
+
+/* Frees T.  NULL does nothing. */
+void fw_teacher_free(struct fw_teacher *T);
+
+/* A builtin teacher's tokenizer (owned by T), or NULL for an http one.
+ * Cannot fail. */
+const struct fw_tok *fw_teacher_tok(const struct fw_teacher *T);
+
+/* The positions a builtin teacher's model takes; 0 for an http one (the
+ * server says when a sequence is too long).  Cannot fail. */
+int fw_teacher_max_pos(const struct fw_teacher *T);
+
+/*
+ * Scores seq[0..N) (N >= 2): logp[i] = log p(seq[i+1] | seq[0..i]) for
+ * i < N-1, logp[N-1] = 0; logp holds N floats.  Returns 0, or -1 with err
+ * filled (the model failed, the server is down or its answer does not
+ * score these ids, out of memory).
+ */
+int fw_teacher_score(struct fw_teacher *T, const int32_t *seq, long N, float *logp, char *err,
+		     size_t errlen);
+
+/*
+ * Reads the prompt log-probs of a completions answer (body, len bytes) to
+ * the scoring request for seq[0..N): choices[0].logprobs.token_logprobs (N
+ * values, the first null; choices[0].token_ids, when present, must be seq)
+ * or choices[0].prompt_logprobs (N entries, the first null, entry i an
+ * object whose key "seq[i]" holds {"logprob": X}).  Fills logp as
+ * fw_teacher_score().  Returns 0, or -1 with err saying what is wrong with
+ * the answer.
+ */
+int fw_teacher_parse_scores(const char *body, size_t len, const int32_t *seq, long N,
+			    float *logp, char *err, size_t errlen);
+
+/*
+ * A completion of prompt (len bytes, BOS first where the tokenizer has one)
+ * of at most max_tokens tokens, drawn under temperature temp (0: greedy;
+ * no top-p or top-k) from seed (nonzero): the builtin decodes it, an http
+ * teacher sends seed and takes choice 0 (serve(1) then draws the same
+ * tokens).  The hint is the text from its first non-blank byte to the end
+ * of that line, trimmed, cut to max_bytes on a UTF-8 boundary and made
+ * valid UTF-8.  *hint receives it (malloc'd, caller frees).  Returns 0, or
+ * -1 with err filled (the model failed, the server is down or answered no
+ * completion, the hint is empty).
+ */
+int fw_teacher_hint(struct fw_teacher *T, const char *prompt, size_t len, uint64_t seed,
+		    float temp, int max_tokens, size_t max_bytes, char **hint, char *err,
+		    size_t errlen);
+
+/* ---- model hints ------------------------------------------------------------ */
+/*
+ * The weak turn of rec: the earliest turn that hs or the environment's
+ * hints (fw_teach_env_hints()) point at; without any, the last assistant
+ * turn of a rollout graded not resolved; else -1 (no model hint is due).
+ * Cannot fail.
+ */
+int fw_teach_weak_turn(struct fw_mpv rec, const struct fw_teach_hints *hs);
+
+/*
+ * Appends to out the prompt that asks a teacher for a hint on turn `turn`
+ * of rec, at most budget bytes (budget >= 256):
+ *
+ *     Task:\nTASK\n\nOutcome: OUTCOME\n\nEarlier turns:\nTURNS\n\n
+ *     Turn N (ROLE):\nTEXT\n\nIts result:\nRESULT\n\n
+ *     One short hint for turn N, what to do differently:\nHint:
+ *
+ * TASK is task.prompt, else the first user turn's text; OUTCOME says
+ * resolved or not with grade.reason, the tests that did not pass, the hack
+ * findings and the record's stop; TURNS are the turns between the task and
+ * turn N but system turns, one a line as "[ROLE] TEXT" ("[tool, exit E]
+ * TEXT"), the latest kept when they do not all fit, after a line "[K
+ * earlier turns left out]", or "(none)"; TEXT is turn N's text; RESULT, only
+ * when the turn after N is a tool turn, is that turn as a line.  What does
+ * not fit is cut in the middle ("\n[...]\n"): the task to a quarter of the
+ * room, the outcome to a sixth, turn N to a quarter, its result to a sixth,
+ * each earlier turn to 300 bytes; the earlier turns take what is left.
+ * Returns 0, or -1 with err filled (no such turn, budget too small, out of
+ * memory).
+ */
+int fw_teach_hint_prompt(struct fw_mpv rec, int turn, size_t budget, struct fw_buf *out,
+			 char *err, size_t errlen);
+
+/* How a model hint is asked for. */
+struct fw_teach_hint_opts {
+	size_t prompt_bytes; /* bound of the prompt (0: 1536); a builtin teacher's
+			      * prompt is cut further to fit its positions */
+	int max_tokens;      /* tokens of the hint at most (0: 48) */
+	size_t max_chars;    /* bytes of the hint at most (0: 400) */
+	float temp;          /* 0: greedy */
+	uint64_t seed;       /* base seed; the record's id is mixed in */
+};
+
+/*
+ * Asks teacher T for one hint on the weak turn of rec (fw_teach_weak_turn()
+ * with the hints already in hs) with the prompt of fw_teach_hint_prompt(),
+ * and appends it to hs with source "model".  The draw's seed is
+ * fw_rollout_seed(o->seed, id) of the record's id, so a record gets the same
+ * hint whatever else is in the stream.  Returns 1 when a hint was added, 0
+ * when none is due, -1 with err filled when the teacher failed (the record
+ * then says why).
+ */
+int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
+			const struct fw_teach_hint_opts *o, struct fw_teach_hints *hs, char *err,
+			size_t errlen);
+
+/* ---- credit ----------------------------------------------------------------- */
 /*
  * Credit for a fill rollout: rec has top-level tokens (N ids) and mask (N
  * 0/1 values, 1 on the policy's tokens) and turns[] whose first assistant
- * turn holds logprobs, one per policy token.  The teacher m scores the
+ * turn holds logprobs, one per policy token.  The teacher T scores the
  * sequence with the hints' texts (those of hs on that assistant turn,
- * joined, encoded with t) inserted before the first policy token.
+ * joined, encoded with t, the tokenizer of the rollout's tokens) inserted
+ * before the first policy token.
  * On success *adv receives malloc'd values, one per policy token, and
  * *nadv their number: clip(log p_teacher - log p_student, +-clip), 0 when
  * there is no hint on the turn.
  * Returns 0; 1 when credit cannot be given for this record, with the
  * reason in err (no tokens, no log-probs, counts that disagree, too long for
- * the model); -1 on failure of the model or memory, err filled.
+ * the model); -1 on failure of the teacher or memory, err filled.
  */
-int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
+int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			 const struct fw_teach_hints *hs, double clip, float **adv,
 			 long *nadv, char *err, size_t errlen);
 
@@ -69,28 +200,30 @@ int fw_teach_credit_fill(struct fw_model *m, const struct fw_tok *t, struct fw_m
  * Credit for an agent rollout: rec has turns[] whose assistant turns hold
  * tokens and logprobs (one per token).  The turns are rendered with t's
  * chat template as train-step renders them, once with a user turn
- * "Hint: TEXT" before each hinted assistant turn, and scored by m.
+ * "Hint: TEXT" before each hinted assistant turn, and scored by T.
  * *adv receives one value per assistant token, turns in order (what
  * train-step matches to the assistant turns' own tokens): 0 for the turns
  * before the first hinted one, clip(log p_teacher - log p_student) from it
  * on.  Returns 0; 1 with the reason in err when credit cannot be given (no
  * assistant tokens or log-probs, no chat template, too long); -1 on failure
- * of the model or memory.
+ * of the teacher or memory.
  */
-int fw_teach_credit_agent(struct fw_model *m, const struct fw_tok *t, struct fw_mpv rec,
+int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			  const struct fw_teach_hints *hs, double clip, float **adv,
 			  long *nadv, char *err, size_t errlen);
 
 /*
  * Appends to out the value of the record's `teach` sub-map:
  * {hints: [{turn, text, source}...], adv: [...]} with adv only when
- * adv != NULL, else adv_reason (when not NULL) as `adv_omitted`; and
+ * adv != NULL, else adv_reason (when not NULL) as `adv_omitted`;
  * `teacher: TEACHER` when teacher is not NULL (a teacher other than the
- * checkpoint that sampled the rollout).
+ * checkpoint that sampled the rollout); `hint_error: HINT_ERROR` when
+ * hint_error is not NULL (why the model hint source gave none).
  * Returns 0, or -1 when out of memory.
  */
 int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
-		  long nadv, const char *adv_reason, const char *teacher);
+		  long nadv, const char *adv_reason, const char *teacher,
+		  const char *hint_error);
 /* ---- rules ------------------------------------------------------------------ */
 /*
  * A rules file maps trajectory patterns to hints, one rule a line:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# teach: environment hints on the right turn, and the hinted re-scoring of
-# a fill rollout's policy tokens checked against `ckpt score`.
+# teach: environment, rules, demo and model hints on the right turn, and the
+# hinted re-scoring of the policy's tokens checked against `ckpt score`, a
+# builtin teacher against an http one (serve), -j against -j 1.
 
 bats_require_minimum_version 1.5.0
 
@@ -11,6 +12,27 @@ setup() {
   FX="$BATS_TEST_DIRNAME/fixtures/teach"
   M="$BATS_TEST_DIRNAME/../samples/models"
   T="$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+  for p in "$T"/*.pid; do [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
+  true
+}
+
+# serve_start NAME ARGS...: serve on a free loopback port; $URL is its API base
+serve_start() {
+  local n=$1; shift
+  serve --port 0 "$@" > "$T/$n.url" 2> "$T/$n.err" &
+  echo $! > "$T/$n.pid"
+  for _ in $(seq 100); do [ -s "$T/$n.url" ] && break; sleep 0.05; done
+  URL="$(cat "$T/$n.url")/v1"
+  [ "$URL" != /v1 ]
+}
+
+# close_to A B: two JSON arrays of numbers agree to 1e-4
+close_to() {
+  jq -e -n --argjson a "$1" --argjson b "$2" \
+    '($a | length) == ($b | length) and ([$a, $b] | transpose | all(.[0] - .[1] | fabs < 1e-4))'
 }
 
 # fill record for a fresh tiny checkpoint in $T/ck
@@ -25,8 +47,24 @@ fill() {
   run -0 teach --version
   run -2 teach --hints bogus
   assert_output --partial "unknown or unsupported source 'bogus'"
+  run -2 teach --hints env,model:ftp:x
+  assert_output --partial "unknown or unsupported source 'model:ftp:x'"
   run -2 teach --clip -1
-  run -2 teach --teacher http:x
+  run -2 teach --teacher ftp:x
+  assert_output --partial "want builtin:DIR, http:URL or none"
+  run -2 teach -j 0
+  run -2 teach --hint-prompt 100
+  run -2 teach --hint-tokens 0
+  run -2 teach --hint-temp -1
+}
+
+@test "the usage and the man page's SYNOPSIS agree word for word" {
+  run --separate-stderr teach --help
+  assert_success
+  [ -z "$stderr" ]
+  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
+    <(man -l "$BATS_TEST_DIRNAME/../man/teach.1" 2>/dev/null |
+      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
 }
 
 @test "env hints: failed command on the turn that ran it, tests, hacks, denied network on the last reply" {
@@ -158,25 +196,183 @@ fill() {
   assert_output 50
 }
 
-@test "a hint naming the right answer: the wrong answer gets negative credit, the right one positive" {
+@test "a hint naming the right answer, from rules or from a trained teacher through serve: the wrong answer gets negative credit, the right one positive" {
   ckpt init "$M/tiny-qwen2.json" "$T/ck" --seed 1 > /dev/null
-  # teach a tiny model to answer what the hint says: "Q=\nHint: the answer is D\nD"
-  for d in 0 1 2 3 4 5 6 7 8 9; do
-    s="$(printf 'Q=\nHint: the answer is %s\n%s' $d $d | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//;s/,$//')"
-    echo "{\"kind\":\"seq\",\"tokens\":[$s],\"mask\":[$(printf '0,%.0s' $(seq 25))1]}"
-  done | rec from-json > "$T/c.mp"
+  # teach a tiny model to answer what the hint says: "Q=\nHint: the answer is D\nD",
+  # and, asked for a hint on the fill below (teach(1)'s documented prompt), to
+  # write "the answer is 7"
+  {
+    for d in 0 1 2 3 4 5 6 7 8 9; do
+      jq -cn --arg p "$(printf 'Q=\nHint: the answer is %s\n_' $d)" --arg c $d \
+        '($p | rtrimstr("_")) as $p | {kind: "seq", tokens: (($p + $c) | explode),
+         mask: (($p | explode | map(0)) + [1])}'
+    done
+    p='Task:\nQ=\n\nOutcome: not resolved\n\nEarlier turns:\n(none)\n\nTurn 1 (assistant):\n?\n\nOne short hint for turn 1, what to do differently:\nHint:'
+    for _ in 1 2; do
+      jq -cn --arg p "$(printf "$p")" --arg c "$(printf ' the answer is 7\n_')" \
+        '($c | rtrimstr("_")) as $c | {kind: "seq", tokens: (($p + $c) | explode),
+         mask: (($p | explode | map(0)) + ($c | explode | map(1)))}'
+    done
+  } | rec from-json > "$T/c.mp"
   for i in 1 2 3 4 5 6 7 8 9 10; do cat "$T/c.mp"; done > "$T/c10.mp"
-  train-step --ckpt "$T/ck" --out "$T/run" --lr 3e-3 --steps 150 --batch-size 10 \
+  train-step --ckpt "$T/ck" --out "$T/run" --lr 3e-3 --steps 150 --batch-size 12 \
     --objective sft -o "$T/m.mp" "$T/c10.mp"
   ck=$(ls -d "$T"/run/step-* | tail -1)
-  echo 'never 7: the answer is 7' > "$T/rules"
   # rollouts answering 5 (wrong) and 7 (right) with a uniform student log-prob
   for a in 53 55; do
-    echo "{\"id\":\"a$a\",\"policy\":{\"ckpt\":\"$ck\"},\"turns\":[{\"role\":\"user\",\"text\":\"Q=\"},{\"role\":\"assistant\",\"text\":\"?\",\"logprobs\":[-2.3026]}],\"tokens\":[81,61,$a],\"mask\":[0,0,1]}"
-  done | rec from-json | teach --hints rules --rules "$T/rules" | rec json > "$T/o.json"
-  run -0 jq -c '[.id, .teach.hints[0].text, .teach.hints[0].source, (.teach.adv[0] | if . < -1 then "neg" elif . > 1 then "pos" else "small" end)]' "$T/o.json"
+    echo "{\"id\":\"a$a\",\"policy\":{\"ckpt\":\"$ck\"},\"turns\":[{\"role\":\"user\",\"text\":\"Q=\"},{\"role\":\"assistant\",\"text\":\"?\",\"logprobs\":[-2.3026]}],\"tokens\":[81,61,$a],\"mask\":[0,0,1],\"grade\":{\"resolved\":false}}"
+  done | rec from-json > "$T/q.mp"
+  verdict='[.id, .teach.hints[0].text, .teach.hints[0].source, (.teach.adv[0] | if . < -1 then "neg" elif . > 1 then "pos" else "small" end)]'
+  # a rule states the answer; the builtin teacher re-scores
+  echo 'never 7: the answer is 7' > "$T/rules"
+  teach --hints rules --rules "$T/rules" "$T/q.mp" | rec json > "$T/o.json"
+  run -0 jq -c "$verdict" "$T/o.json"
   assert_output '["a53","the answer is 7","rules","neg"]
 ["a55","the answer is 7","rules","pos"]'
+  # the trained model, served, writes the hint and re-scores through serve
+  serve_start t --ckpt "t=$ck"
+  teach --hints "model:http:$URL" --teacher "http:$URL" "$T/q.mp" | rec json > "$T/h.json"
+  run -0 jq -c "$verdict" "$T/h.json"
+  assert_output '["a53","the answer is 7","model","neg"]
+["a55","the answer is 7","model","pos"]'
+  # the same checkpoint in process gives the same hint and credit
+  teach --hints "model:builtin:$ck" "$T/q.mp" | rec json > "$T/b.json"
+  run -0 jq -c "$verdict" "$T/b.json"
+  assert_output '["a53","the answer is 7","model","neg"]
+["a55","the answer is 7","model","pos"]'
+  close_to "$(jq -sc 'map(.teach.adv[])' "$T/h.json")" "$(jq -sc 'map(.teach.adv[])' "$T/b.json")"
+}
+
+@test "http teacher: serve's prompt log-probs give the builtin teacher's advantages, fill and agent" {
+  fill
+  serve_start a --ckpt "a=$T/ck"
+  teach "$T/f.mp" | rec json > "$T/b.json"
+  teach --teacher "http:$URL" "$T/f.mp" | rec json > "$T/h.json"
+  close_to "$(jq -c .teach.adv "$T/h.json")" "$(jq -c .teach.adv "$T/b.json")"
+  run -0 jq -r .teach.teacher "$T/h.json"
+  assert_output "http:$URL"
+  # the model named after '#', tokens of the checkpoint's own tokenizer
+  teach --teacher "http:$URL#a" --clip 100 "$T/f.mp" | rec json | jq -c .teach.adv > "$T/h100"
+  teach --clip 100 "$T/f.mp" | rec json | jq -c .teach.adv > "$T/b100"
+  close_to "$(cat "$T/h100")" "$(cat "$T/b100")"
+  # agent rollouts: the chat rendered here, scored there
+  jq '.max_position_embeddings = 4096' "$M/tiny-qwen2.json" > "$T/long.json"
+  ckpt init "$T/long.json" "$T/lck" --seed 1 > /dev/null
+  serve_start l --ckpt "l=$T/lck"
+  jq -c '.turns[3].exit = 0' "$FX/agent.json" | rec from-json > "$T/a.mp"
+  teach --teacher "builtin:$T/lck" --clip 100 "$T/a.mp" | rec json | jq -c .teach.adv > "$T/ab"
+  teach --teacher "http:$URL" --tokenizer "$T/lck/tokenizer.json" --clip 100 "$T/a.mp" |
+    rec json | jq -c .teach.adv > "$T/ah"
+  run -0 jq -c '.[0:3]' "$T/ah"
+  assert_output '[0,0,0]'
+  close_to "$(cat "$T/ah")" "$(cat "$T/ab")"
+  # without a tokenizer for the rollout's tokens, no credit, said why
+  teach --teacher "http:$URL" "$T/a.mp" | rec json > "$T/o.json"
+  run -0 jq -c '[.teach.adv_omitted, (.teach.hints | length)]' "$T/o.json"
+  assert_output '["no tokenizer for the http teacher: no --tokenizer and no policy.ckpt",3]'
+}
+
+@test "model hints: one per failing record on its weak turn, the same from serve as in process, bounded and seeded" {
+  fill
+  serve_start a --ckpt "a=$T/ck"
+  teach --hints "env,model:http:$URL" "$T/f.mp" | rec json > "$T/h.json"
+  teach --hints "env,model:builtin:$T/ck" "$T/f.mp" | rec json > "$T/b.json"
+  teach --hints "env,model:policy" "$T/f.mp" | rec json > "$T/p.json"
+  run -0 jq -c '[.teach.hints[] | [.turn, .source]]' "$T/h.json"
+  assert_output '[[1,"env"],[1,"model"]]'
+  run -0 jq -r '.teach.hints[1].text | length > 0' "$T/h.json"
+  assert_output true
+  # greedy: the same text whoever decodes it
+  [ "$(jq -c .teach "$T/h.json")" = "$(jq -c .teach "$T/b.json")" ]
+  [ "$(jq -c .teach "$T/p.json")" = "$(jq -c .teach "$T/b.json")" ]
+  # the hint is re-scored with the others: credit differs from env alone
+  teach --hints env "$T/f.mp" | rec json | jq -c .teach.adv > "$T/env"
+  [ "$(jq -c .teach.adv "$T/b.json")" != "$(cat "$T/env")" ]
+  # at most --hint-tokens tokens (bytes, for this byte-level tokenizer)
+  teach --hints "model:http:$URL" --hint-tokens 5 --teacher none "$T/f.mp" | rec json > "$T/s.json"
+  run -0 jq -r '.teach.hints[0].text | utf8bytelength <= 5' "$T/s.json"
+  assert_output true
+  # sampled: the same seed, the same hint; another seed, another one
+  for s in 5 5 6; do
+    teach --hints "model:builtin:$T/ck" --hint-temp 1 --seed $s --teacher none "$T/f.mp" |
+      rec json | jq -r '.teach.hints[0].text'
+  done > "$T/seeds"
+  run -0 bash -c "uniq '$T/seeds' | wc -l"
+  assert_output 2
+  # a passing rollout has no weak turn: no hint asked for
+  rec from-json "$FX/pass.json" | teach --hints "model:http:$URL" --teacher none | rec json > "$T/o.json"
+  run -0 jq -c .teach "$T/o.json"
+  assert_output '{"hints":[]}'
+}
+
+@test "a teacher that fails (server down, a bad answer): each record says why and is still written" {
+  fill
+  # a port nothing listens on any more
+  serve_start d --ckpt "d=$T/ck"
+  kill "$(cat "$T/d.pid")"; wait "$(cat "$T/d.pid")" 2>/dev/null || true
+  (cat "$T/f.mp"; rec from-json "$FX/agent.json") > "$T/two.mp"
+  run -0 --separate-stderr bash -c "teach --hints 'env,model:http:$URL' --teacher 'http:$URL' \
+    --tokenizer '$T/ck/tokenizer.json' --timeout 5 '$T/two.mp' | rec json | jq -c '[.id, (.teach.hints | length), .teach.hint_error, .teach.adv_omitted]'"
+  [ "${#lines[@]}" -eq 2 ]
+  [[ ${lines[0]} == '["f1",1,"'"$URL"'/completions: '* ]]
+  [[ ${lines[1]} == '["a1",4,"'"$URL"'/completions: '* ]]
+  [[ $stderr == *"teach: $T/two.mp: record 1 (byte 0): model hint: $URL/completions: "* ]]
+  [[ $stderr == *"record 2 "*"teacher: $URL/completions: "* ]]
+  # a server that answers, but neither a completion nor prompt log-probs
+  /usr/bin/python3 -c '
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        b = b"{\"choices\": [{\"index\": 0}]}"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print("http://127.0.0.1:%d/v1" % s.server_port, flush=True)
+s.serve_forever()' > "$T/bad.url" &
+  echo $! > "$T/bad.pid"
+  for _ in $(seq 100); do [ -s "$T/bad.url" ] && break; sleep 0.05; done
+  B=$(cat "$T/bad.url")
+  teach --hints "env,model:http:$B" --teacher "http:$B" "$T/f.mp" 2> /dev/null | rec json > "$T/o.json"
+  run -0 jq -r '.teach.hint_error, .teach.adv_omitted, (.teach.hints | length)' "$T/o.json"
+  assert_line --index 0 --partial "the answer is not a completion"
+  assert_line --index 1 --partial "the answer has no prompt log-probs"
+  assert_line --index 2 1
+  # a model the server does not serve
+  serve_start a --ckpt "a=$T/ck"
+  teach --teacher "http:$URL#nope" "$T/f.mp" 2> /dev/null | rec json | jq -r .teach.adv_omitted > "$T/r"
+  run -0 cat "$T/r"
+  assert_output --partial "HTTP 404: no such model"
+}
+
+@test "-j N: the same bytes as -j 1, in input order, and bad input still costs only itself" {
+  jq '.max_position_embeddings = 4096' "$M/tiny-qwen2.json" > "$T/long.json"
+  ckpt init "$T/long.json" "$T/ck" --seed 1 > /dev/null
+  sed "s|CKPT|$T/ck|" "$FX/fill.json" | rec from-json > "$T/f.mp"
+  for i in 1 2 3 4; do
+    cat "$T/f.mp"; rec from-json "$FX/agent.json"; rec from-json "$FX/group.json"
+    rec from-json "$FX/pass.json"
+  done > "$T/mix.mp"
+  args=(--hints "env,demo,model:builtin:$T/ck" --teacher "builtin:$T/ck" --hint-temp 1 --seed 3)
+  teach "${args[@]}" -j 1 "$T/mix.mp" > "$T/j1"
+  run -0 rec count "$T/j1"
+  assert_output 32
+  for j in 2 3; do
+    teach "${args[@]}" -j $j "$T/mix.mp" > "$T/j$j"
+    cmp "$T/j1" "$T/j$j"
+  done
+  # every record got credit and its model hint
+  run -0 bash -c "rec json '$T/j1' | jq -c 'select(.teach.hints | any(.source == \"model\")) | has(\"teach\")' | wc -l"
+  assert_output 20
+  # a malformed record at the end: exit 1, every good record before it written
+  run -1 --separate-stderr bash -c "set -o pipefail; (cat '$T/mix.mp'; printf '\xc1') | teach ${args[*]} -j 3 | rec count"
+  assert_output 32
+  [[ $stderr == *"record 33"*"not msgpack"* ]]
 }
 
 @test "agent credit: zero before the first hinted turn, one value per assistant token, train-step takes it" {

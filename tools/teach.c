@@ -1,135 +1,378 @@
 /*
- * teach — hints for rollouts from their environment, and the per-token
- * credit a teacher gives the policy's tokens with the hint in context.
- * See teach(1).
+ * teach — hints for rollouts (environment, rules, demos, a teacher model),
+ * and the per-token credit a teacher gives the policy's tokens with the
+ * hint in context.  See teach(1).
+ *
+ * With -j N the records are handed to N worker threads through a ring of
+ * 4N slots and written back in input order by the main thread, which also
+ * reads; each worker keeps its own teachers (a model is used by one thread
+ * at a time).
  */
 #include <getopt.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fw_cli.h"
-#include "fw_model.h"
 #include "fw_mp.h"
 #include "fw_stream.h"
 #include "fw_teach.h"
 #include "fw_tok.h"
 
 static const char usage_text[] =
-	"usage: teach [--hints env,rules,demo] [--rules FILE] [--teacher builtin:DIR | none]\n"
-	"             [--clip X] [--max-chars N] [-o OUT] [FILE...]\n"
-	"             [-h | --help] [--version]\n";
+	"usage: teach [--hints SOURCE[,SOURCE ...]] [--rules FILE]\n"
+	"             [--teacher builtin:DIR | http:URL | none] [--tokenizer FILE]\n"
+	"             [--clip X] [--max-chars N] [--hint-tokens N] [--hint-prompt N]\n"
+	"             [--hint-temp X] [--seed N] [--timeout SEC] [-j N] [-o OUT] [FILE ...]\n"
+	"       teach -h | --help | --version\n";
 
-struct teacher {
-	char dir[4096];
-	struct fw_model *m;
-	struct fw_tok *t;
+enum { NCACHE = 4 };
+
+/* What one worker thread owns: teachers by spec (most recent first) and
+ * the tokenizer of an http teacher's records. */
+struct worker {
+	struct { char *spec; struct fw_teacher *T; } tc[NCACHE];
+	char *tok_path;
+	struct fw_tok *tok;
+	struct fw_buf tb;
 };
 
-/* Loads DIR's model and tokenizer unless already loaded.  0 or -1 (err). */
-static int teacher_load(struct teacher *T, const char *dir, char *err, size_t errlen)
+static void worker_free(struct worker *W)
 {
-	char p[4200];
-
-	if (T->m && !strcmp(T->dir, dir))
-		return 0;
-	fw_model_free(T->m);
-	fw_tok_free(T->t);
-	T->m = NULL;
-	T->t = NULL;
-	snprintf(T->dir, sizeof T->dir, "%s", dir);
-	if (!(T->m = fw_model_load(dir, err, errlen)))
-		return -1;
-	snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-	if (!(T->t = fw_tok_load(p, err, errlen))) {
-		fw_model_free(T->m);
-		T->m = NULL;
-		return -1;
+	for (int i = 0; i < NCACHE; i++) {
+		free(W->tc[i].spec);
+		fw_teacher_free(W->tc[i].T);
 	}
-	return 0;
+	free(W->tok_path);
+	fw_tok_free(W->tok);
+	fw_buf_free(&W->tb);
+}
+
+/* The teacher spec names, opened once per worker.  NULL with err. */
+static struct fw_teacher *get_teacher(struct worker *W, const char *spec, double timeout_s,
+				      char *err, size_t errlen)
+{
+	struct fw_teacher *T;
+	int i;
+
+	for (i = 0; i < NCACHE && W->tc[i].spec; i++)
+		if (!strcmp(W->tc[i].spec, spec))
+			break;
+	if (i == NCACHE || !W->tc[i].spec) {
+		if (!(T = fw_teacher_open(spec, timeout_s, 2, err, errlen)))
+			return NULL;
+		char *s = strdup(spec);
+
+		if (!s) {
+			fw_teacher_free(T);
+			snprintf(err, errlen, "out of memory");
+			return NULL;
+		}
+		/* evict the least recent when full */
+		i = NCACHE - 1;
+		free(W->tc[i].spec);
+		fw_teacher_free(W->tc[i].T);
+		W->tc[i].spec = s;
+		W->tc[i].T = T;
+	}
+	/* move to the front */
+	for (; i > 0; i--) {
+		__typeof__(W->tc[0]) x = W->tc[i];
+
+		W->tc[i] = W->tc[i - 1];
+		W->tc[i - 1] = x;
+	}
+	return W->tc[0].T;
+}
+
+/* The tokenizer at path, kept while the next record asks for the same. */
+static const struct fw_tok *get_tok(struct worker *W, const char *path, char *err,
+				    size_t errlen)
+{
+	if (W->tok && !strcmp(W->tok_path, path))
+		return W->tok;
+	fw_tok_free(W->tok);
+	free(W->tok_path);
+	W->tok_path = NULL;
+	if (!(W->tok = fw_tok_load(path, err, errlen)))
+		return NULL;
+	if (!(W->tok_path = strdup(path))) {
+		fw_tok_free(W->tok);
+		W->tok = NULL;
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	return W->tok;
 }
 
 /* What every record needs. */
 struct ctx {
 	int use_env, no_teacher;
 	struct fw_teach_rules *rules;
-	const char *teacher;
-	double clip;
+	const char *teacher;   /* builtin:DIR or http:URL; NULL: policy.ckpt */
+	const char *hint_spec; /* model hints: builtin:DIR, http:URL, policy; or NULL */
+	const char *tokenizer; /* http teacher's tokenizer.json, or NULL */
+	double clip, timeout_s;
 	size_t max_chars, demo_chars;
-	struct teacher T;
-	struct fw_buf tb, ob;
-	struct fw_writer *w;
+	struct fw_teach_hint_opts ho;
 };
 
-/* Hints and credit for one record, written out with its teach sub-map.
- * demo, when not NULL, is a successful rollout of its group.  Returns 0, or
- * -1 after a diagnostic. */
-static int process(struct ctx *C, const char *file, uint64_t index, uint64_t offset,
-		   struct fw_mpv v, const struct fw_mpv *demo)
+/* One record to teach, and what teaching it gave. */
+struct job {
+	struct fw_buf rec, demo; /* the record; its group's demo (n 0: none) */
+	const char *file;
+	uint64_t index, offset;
+	struct fw_buf out;       /* the record to write (n 0: none) */
+	struct fw_buf diag;      /* diagnostics, one a line */
+	int bad, done;
+};
+
+static void diag(struct job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void diag(struct job *J, const char *fmt, ...)
 {
+	char m[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof m, fmt, ap);
+	va_end(ap);
+	for (char *p = m; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	fw_buf_printf(&J->diag, "%s\n", m);
+}
+
+/* The record's policy.ckpt into buf (size n); 1 when it has one. */
+static int policy_ckpt(struct fw_mpv v, char *buf, size_t n)
+{
+	struct fw_mpv pol, ck;
+	const char *s;
+	size_t sn;
+
+	if (fw_mp_get(v, "policy", &pol) != 1 || fw_mp_get(pol, "ckpt", &ck) != 1 ||
+	    fw_mp_str(ck, &s, &sn) || !sn || sn + 9 >= n)
+		return 0;
+	memcpy(buf, s, sn);
+	buf[sn] = 0;
+	return 1;
+}
+
+/* Hints and credit for job J's record into J->out. */
+static void process(const struct ctx *C, struct worker *W, struct job *J)
+{
+	struct fw_mpv v = { J->rec.p, J->rec.n }, demo = { J->demo.p, J->demo.n };
 	struct fw_teach_hints hs = { 0 };
 	float *adv = NULL;
 	long nadv = 0;
-	const char *reason = NULL, *other = NULL;
-	char why[512] = "", err[512];
-	int rc = 0;
+	const char *reason = NULL, *other = NULL, *hint_error = NULL;
+	char why[1024] = "", hwhy[1024] = "", err[1024], ckpt[4096], spec[4200];
+	int has_ckpt = policy_ckpt(v, ckpt, sizeof ckpt);
 
+	fw_buf_reset(&J->out);
 	if ((C->use_env && fw_teach_env_hints(v, C->max_chars, &hs, err, sizeof err) < 0) ||
 	    (C->rules && fw_teach_rule_hints(C->rules, v, &hs, err, sizeof err) < 0) ||
-	    (demo && fw_teach_demo_hint(v, *demo, C->demo_chars, &hs, err, sizeof err) < 0)) {
-		fw_warn_rec(file, index, offset, "%s", err);
+	    (demo.n && fw_teach_demo_hint(v, demo, C->demo_chars, &hs, err, sizeof err) < 0)) {
+		diag(J, "%s", err);
+		J->bad = 1;
 		fw_teach_hints_free(&hs);
-		return -1;
+		return;
 	}
-	if (!C->no_teacher) {
-		struct fw_mpv pol, ck;
-		const char *dir = C->teacher;
-		char dbuf[4096];
-		int cr, own = 0;
+	if (C->hint_spec) {
+		struct fw_teacher *H = NULL;
+		const char *hsp = C->hint_spec;
 
-		if (fw_mp_get(v, "policy", &pol) == 1 && fw_mp_get(pol, "ckpt", &ck) == 1) {
-			const char *s;
-			size_t n;
-
-			if (!fw_mp_str(ck, &s, &n) && n < sizeof dbuf) {
-				memcpy(dbuf, s, n);
-				dbuf[n] = 0;
-				if (!dir)
-					dir = dbuf;
-				own = !strcmp(dir, dbuf);
+		if (!strcmp(hsp, "policy")) {
+			hsp = NULL;
+			if (has_ckpt) {
+				snprintf(spec, sizeof spec, "builtin:%s", ckpt);
+				hsp = spec;
 			}
 		}
-		if (dir && !own)
-			other = dir;
-		if (!dir) {
-			reason = "no teacher: no --teacher and no policy.ckpt";
-		} else if (teacher_load(&C->T, dir, why, sizeof why)) {
-			reason = why;
-		} else if ((cr = (fw_mp_get(v, "tokens", &ck) == 1 ? fw_teach_credit_fill :
-				  fw_teach_credit_agent)(C->T.m, C->T.t, v, &hs, C->clip, &adv,
-							 &nadv, why, sizeof why)) != 0) {
-			reason = why;
-			if (cr < 0)
-				fw_warn_rec(file, index, offset, "teacher: %s", why);
+		if (!hsp)
+			snprintf(hwhy, sizeof hwhy, "no policy.ckpt for model:policy");
+		else if ((H = get_teacher(W, hsp, C->timeout_s, hwhy, sizeof hwhy)) &&
+			 fw_teach_model_hint(H, v, &C->ho, &hs, hwhy, sizeof hwhy) >= 0)
+			hwhy[0] = 0;
+		if (hwhy[0]) {
+			hint_error = hwhy;
+			diag(J, "model hint: %s", hwhy);
 		}
 	}
-	fw_buf_reset(&C->tb);
-	fw_buf_reset(&C->ob);
-	if (fw_teach_pack(&C->tb, &hs, adv, nadv, reason, other)) {
-		fw_warn_rec(file, index, offset, "out of memory");
-		rc = -1;
-	} else {
-		struct fw_field f = { "teach", 5, { C->tb.p, C->tb.n } };
+	if (!C->no_teacher) {
+		struct fw_teacher *T = NULL;
+		const struct fw_tok *t = NULL;
+		struct fw_mpv x;
+		int cr;
 
-		if (fw_rec_set(&C->ob, v, &f, 1) || fw_writer_put(C->w, C->ob.p, C->ob.n)) {
-			fw_warn("write error: %s", fw_writer_error(C->w));
-			rc = -1;
+		if (C->teacher) {
+			snprintf(spec, sizeof spec, "%s", C->teacher);
+			/* the rollout's own checkpoint is not named */
+			if (!(has_ckpt && !strncmp(spec, "builtin:", 8) && !strcmp(spec + 8, ckpt)))
+				other = !strncmp(spec, "builtin:", 8) ? C->teacher + 8 : C->teacher;
+		} else if (has_ckpt) {
+			snprintf(spec, sizeof spec, "builtin:%s", ckpt);
+		} else {
+			reason = "no teacher: no --teacher and no policy.ckpt";
+		}
+		if (!reason && !(T = get_teacher(W, spec, C->timeout_s, why, sizeof why)))
+			reason = why;
+		if (T && !(t = fw_teacher_tok(T))) {
+			/* an http teacher scores ids of the rollout's own tokenizer */
+			char p[4200];
+
+			if (C->tokenizer)
+				snprintf(p, sizeof p, "%s", C->tokenizer);
+			else if (has_ckpt)
+				snprintf(p, sizeof p, "%s/tokenizer.json", ckpt);
+			if (!C->tokenizer && !has_ckpt)
+				reason = "no tokenizer for the http teacher: no --tokenizer and no policy.ckpt";
+			else if (!(t = get_tok(W, p, why, sizeof why)))
+				reason = why;
+		}
+		if (T && t &&
+		    (cr = (fw_mp_get(v, "tokens", &x) == 1 ? fw_teach_credit_fill
+							   : fw_teach_credit_agent)(
+			     T, t, v, &hs, C->clip, &adv, &nadv, why, sizeof why)) != 0) {
+			reason = why;
+			if (cr < 0)
+				diag(J, "teacher: %s", why);
+		}
+	}
+	fw_buf_reset(&W->tb);
+	if (fw_teach_pack(&W->tb, &hs, adv, nadv, reason, other, hint_error)) {
+		diag(J, "out of memory");
+		J->bad = 1;
+	} else {
+		struct fw_field f = { "teach", 5, { W->tb.p, W->tb.n } };
+
+		if (fw_rec_set(&J->out, v, &f, 1)) {
+			fw_buf_reset(&J->out);
+			diag(J, "out of memory");
+			J->bad = 1;
 		}
 	}
 	free(adv);
 	fw_teach_hints_free(&hs);
-	return rc;
 }
+
+/* ---- the workers ------------------------------------------------------------ */
+
+struct pool {
+	const struct ctx *C;
+	struct worker *W;
+	int nw;
+	pthread_t *th;
+	struct job *ring;
+	uint64_t cap, head, next, tail; /* to write, to process, to fill */
+	int quit;
+	pthread_mutex_t mu;
+	pthread_cond_t work, ready;
+	struct fw_writer *w;
+	int status, write_failed;
+};
+
+struct wa { struct pool *P; int i; };
+
+static void *work(void *arg)
+{
+	struct wa *a = arg;
+	struct pool *P = a->P;
+
+	pthread_mutex_lock(&P->mu);
+	for (;;) {
+		while (P->next == P->tail && !P->quit)
+			pthread_cond_wait(&P->work, &P->mu);
+		if (P->next == P->tail)
+			break;
+		struct job *J = &P->ring[P->next++ % P->cap];
+
+		pthread_mutex_unlock(&P->mu);
+		process(P->C, &P->W[a->i], J);
+		pthread_mutex_lock(&P->mu);
+		J->done = 1;
+		pthread_cond_broadcast(&P->ready);
+	}
+	pthread_mutex_unlock(&P->mu);
+	return NULL;
+}
+
+/* Prints J's diagnostics and writes its record. */
+static void emit(struct pool *P, struct job *J)
+{
+	const char *s = (const char *)J->diag.p, *e = s + J->diag.n;
+
+	while (s < e) {
+		const char *nl = memchr(s, '\n', (size_t)(e - s));
+
+		fw_warn_rec(J->file, J->index, J->offset, "%.*s", (int)(nl - s), s);
+		s = nl + 1;
+	}
+	if (J->bad)
+		P->status = FW_EXIT_DATA;
+	if (J->out.n && !P->write_failed && fw_writer_put(P->w, J->out.p, J->out.n)) {
+		fw_warn("write error: %s", fw_writer_error(P->w));
+		P->status = FW_EXIT_DATA;
+		P->write_failed = 1;
+	}
+}
+
+/* Writes the finished jobs at the head; with all, waits for every one. */
+static void drain(struct pool *P, int all)
+{
+	pthread_mutex_lock(&P->mu);
+	while (P->head < P->tail) {
+		struct job *J = &P->ring[P->head % P->cap];
+
+		if (!J->done) {
+			if (!all && P->tail - P->head < P->cap)
+				break;
+			pthread_cond_wait(&P->ready, &P->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&P->mu);
+		emit(P, J);
+		pthread_mutex_lock(&P->mu);
+		P->head++;
+	}
+	pthread_mutex_unlock(&P->mu);
+}
+
+/* Queues a record (and its demo, or NULL) from file; with one worker it is
+ * taught and written at once.  0, or -1 when out of memory. */
+static int submit(struct pool *P, const char *file, uint64_t index, uint64_t offset,
+		  struct fw_mpv v, const struct fw_mpv *demo)
+{
+	struct job *J;
+
+	if (P->nw > 1)
+		drain(P, 0); /* makes room: tail - head < cap */
+	J = &P->ring[P->tail % P->cap];
+	fw_buf_reset(&J->rec);
+	fw_buf_reset(&J->demo);
+	fw_buf_reset(&J->diag);
+	J->file = file;
+	J->index = index;
+	J->offset = offset;
+	J->bad = J->done = 0;
+	if (fw_buf_append(&J->rec, v.p, v.n) || (demo && fw_buf_append(&J->demo, demo->p, demo->n)))
+		return -1;
+	if (P->nw == 1) {
+		process(P->C, &P->W[0], J);
+		emit(P, J);
+		return 0;
+	}
+	pthread_mutex_lock(&P->mu);
+	P->tail++;
+	pthread_cond_signal(&P->work);
+	pthread_mutex_unlock(&P->mu);
+	drain(P, 0);
+	return 0;
+}
+
+/* ---- groups (for demo hints) ------------------------------------------------ */
 
 /* Consecutive records of one group, copied. */
 struct group {
@@ -163,12 +406,12 @@ static int group_add(struct group *G, const struct fw_rec *rec, int has, uint64_
 	return 0;
 }
 
-/* Processes the group's records with its first resolved one as the demo
- * (a group of one, or without a key, has none); empties G.  0 or -1. */
-static int flush(struct ctx *C, struct group *G, const char *file)
+/* Submits the group's records with its first resolved one as the demo (a
+ * group of one, or without a key, has none); empties G.  0 or -1. */
+static int flush(struct pool *P, struct group *G, const char *file)
 {
 	struct fw_mpv demo = { 0 };
-	int rc = 0, have = 0;
+	int have = 0;
 
 	for (size_t i = 0; G->has && i < G->n && !have; i++) {
 		struct fw_mpv v = { G->data.p + G->r[i].off, G->r[i].n };
@@ -181,56 +424,77 @@ static int flush(struct ctx *C, struct group *G, const char *file)
 	for (size_t i = 0; i < G->n; i++) {
 		struct fw_mpv v = { G->data.p + G->r[i].off, G->r[i].n };
 
-		if (process(C, file, G->r[i].index, G->r[i].offset, v, have ? &demo : NULL))
-			rc = -1;
+		if (submit(P, file, G->r[i].index, G->r[i].offset, v, have ? &demo : NULL))
+			return -1;
 	}
 	G->n = 0;
 	fw_buf_reset(&G->data);
-	return rc;
+	return 0;
+}
+
+/* "builtin:DIR" or "http:URL": 0, else -1. */
+static int teacher_spec_ok(const char *s)
+{
+	return (!strncmp(s, "builtin:", 8) && s[8]) || (!strncmp(s, "http:", 5) && s[5]) ? 0 : -1;
 }
 
 int main(int argc, char **argv)
 {
-	enum { OPT_HINTS = 256, OPT_RULES, OPT_TEACHER, OPT_CLIP, OPT_MAX_CHARS, OPT_VERSION };
+	enum { OPT_HINTS = 256, OPT_RULES, OPT_TEACHER, OPT_TOKENIZER, OPT_CLIP, OPT_MAX_CHARS,
+	       OPT_HINT_TOKENS, OPT_HINT_PROMPT, OPT_HINT_TEMP, OPT_SEED, OPT_TIMEOUT,
+	       OPT_VERSION };
 	static const struct option longopts[] = {
 		{ "hints", required_argument, NULL, OPT_HINTS },
 		{ "rules", required_argument, NULL, OPT_RULES },
 		{ "teacher", required_argument, NULL, OPT_TEACHER },
+		{ "tokenizer", required_argument, NULL, OPT_TOKENIZER },
 		{ "clip", required_argument, NULL, OPT_CLIP },
 		{ "max-chars", required_argument, NULL, OPT_MAX_CHARS },
+		{ "hint-tokens", required_argument, NULL, OPT_HINT_TOKENS },
+		{ "hint-prompt", required_argument, NULL, OPT_HINT_PROMPT },
+		{ "hint-temp", required_argument, NULL, OPT_HINT_TEMP },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "jobs", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *out = NULL, *teacher = NULL, *rules_path = NULL;
-	int use_env = 1, use_rules = 0, use_demo = 0;
-	struct fw_teach_rules *rules = NULL;
-	double clip = 5;
-	uint64_t max_chars = 400;
-	int c, status = FW_EXIT_OK, no_teacher = 0;
-	char err[512];
+	const char *out = NULL, *rules_path = NULL;
+	int use_rules = 0, use_demo = 0;
+	struct ctx C = { .use_env = 1, .clip = 5, .timeout_s = 120 };
+	uint64_t max_chars = 400, u, jobs = 1;
+	double d;
+	int c, status = FW_EXIT_OK;
+	char err[512], *hints_arg = NULL;
 
 	fw_cli_init("teach");
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "j:o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_HINTS: {
-			char *s = strdup(optarg), *save = NULL;
+			char *save = NULL;
 
-			use_env = use_rules = use_demo = 0;
-			for (char *w = strtok_r(s, ",", &save); w; w = strtok_r(NULL, ",", &save))
+			free(hints_arg);
+			if (!(hints_arg = strdup(optarg)))
+				return FW_EXIT_DATA;
+			C.use_env = use_rules = use_demo = 0;
+			C.hint_spec = NULL;
+			for (char *w = strtok_r(hints_arg, ",", &save); w; w = strtok_r(NULL, ",", &save))
 				if (!strcmp(w, "env")) {
-					use_env = 1;
+					C.use_env = 1;
 				} else if (!strcmp(w, "rules")) {
 					use_rules = 1;
 				} else if (!strcmp(w, "demo")) {
 					use_demo = 1;
+				} else if (!strncmp(w, "model:", 6) &&
+					   (!strcmp(w + 6, "policy") || !teacher_spec_ok(w + 6))) {
+					C.hint_spec = w + 6;
 				} else {
 					fw_warn("--hints: unknown or unsupported source '%s'", w);
-					free(s);
 					fputs(usage_text, stderr);
+					free(hints_arg);
 					return FW_EXIT_USAGE;
 				}
-			free(s);
 			break;
 		}
 		case OPT_RULES:
@@ -238,16 +502,20 @@ int main(int argc, char **argv)
 			break;
 		case OPT_TEACHER:
 			if (!strcmp(optarg, "none")) {
-				no_teacher = 1;
-			} else if (!strncmp(optarg, "builtin:", 8) && optarg[8]) {
-				teacher = optarg + 8;
+				C.no_teacher = 1;
+			} else if (!teacher_spec_ok(optarg)) {
+				C.no_teacher = 0;
+				C.teacher = optarg;
 			} else {
-				fw_warn("--teacher: want builtin:DIR or none, not '%s'", optarg);
+				fw_warn("--teacher: want builtin:DIR, http:URL or none, not '%s'", optarg);
 				return FW_EXIT_USAGE;
 			}
 			break;
+		case OPT_TOKENIZER:
+			C.tokenizer = optarg;
+			break;
 		case OPT_CLIP:
-			if (fw_parse_double(optarg, &clip) || !(clip > 0)) {
+			if (fw_parse_double(optarg, &C.clip) || !(C.clip > 0)) {
 				fw_warn("--clip: want a positive number, not '%s'", optarg);
 				return FW_EXIT_USAGE;
 			}
@@ -255,6 +523,45 @@ int main(int argc, char **argv)
 		case OPT_MAX_CHARS:
 			if (fw_parse_u64(optarg, &max_chars, 0) || !max_chars || max_chars > 1u << 20) {
 				fw_warn("--max-chars: want 1 to 1048576, not '%s'", optarg);
+				return FW_EXIT_USAGE;
+			}
+			break;
+		case OPT_HINT_TOKENS:
+			if (fw_parse_u64(optarg, &u, 0) || !u || u > 4096) {
+				fw_warn("--hint-tokens: want 1 to 4096, not '%s'", optarg);
+				return FW_EXIT_USAGE;
+			}
+			C.ho.max_tokens = (int)u;
+			break;
+		case OPT_HINT_PROMPT:
+			if (fw_parse_u64(optarg, &u, 1) || u < 256 || u > 1u << 24) {
+				fw_warn("--hint-prompt: want 256 to 16M bytes, not '%s'", optarg);
+				return FW_EXIT_USAGE;
+			}
+			C.ho.prompt_bytes = (size_t)u;
+			break;
+		case OPT_HINT_TEMP:
+			if (fw_parse_double(optarg, &d) || d < 0 || d > 10) {
+				fw_warn("--hint-temp: want 0 to 10, not '%s'", optarg);
+				return FW_EXIT_USAGE;
+			}
+			C.ho.temp = (float)d;
+			break;
+		case OPT_SEED:
+			if (fw_parse_u64(optarg, &C.ho.seed, 0)) {
+				fw_warn("--seed: want an unsigned integer, not '%s'", optarg);
+				return FW_EXIT_USAGE;
+			}
+			break;
+		case OPT_TIMEOUT:
+			if (fw_parse_double(optarg, &C.timeout_s) || !(C.timeout_s > 0)) {
+				fw_warn("--timeout: want a positive number of seconds, not '%s'", optarg);
+				return FW_EXIT_USAGE;
+			}
+			break;
+		case 'j':
+			if (fw_parse_u64(optarg, &jobs, 0) || jobs < 1 || jobs > 64) {
+				fw_warn("-j: want 1 to 64, not '%s'", optarg);
 				return FW_EXIT_USAGE;
 			}
 			break;
@@ -276,65 +583,116 @@ int main(int argc, char **argv)
 		fw_warn("--hints rules needs --rules FILE");
 		return FW_EXIT_USAGE;
 	}
-	if (use_rules && !(rules = fw_teach_rules_load(rules_path, err, sizeof err))) {
+	if (use_rules && !(C.rules = fw_teach_rules_load(rules_path, err, sizeof err))) {
 		fw_warn("%s", err);
 		return FW_EXIT_USAGE;
 	}
+	C.max_chars = max_chars;
+	C.demo_chars = 5 * max_chars;
+	C.ho.max_chars = max_chars;
 	struct fw_writer *w = fw_writer_open(out, -1, err, sizeof err);
 
 	if (!w) {
 		fw_warn("%s", err);
 		return FW_EXIT_DATA;
 	}
+	/* The workers share the kernels' thread pool as it is (FW_THREADS):
+	 * a forward's sums depend on how its work is split, so a different
+	 * split per worker would change the bytes written. */
+	struct pool P = { .C = &C, .nw = (int)jobs, .cap = 4 * jobs, .w = w };
+	struct wa *wa = calloc(jobs, sizeof *wa);
+
+	P.W = calloc(jobs, sizeof *P.W);
+	P.ring = calloc(P.cap, sizeof *P.ring);
+	P.th = calloc(jobs, sizeof *P.th);
+	pthread_mutex_init(&P.mu, NULL);
+	pthread_cond_init(&P.work, NULL);
+	pthread_cond_init(&P.ready, NULL);
+	if (!P.W || !P.ring || !P.th || !wa) {
+		fw_warn("out of memory");
+		return FW_EXIT_DATA;
+	}
+	int started = 0;
+
+	for (int i = 0; jobs > 1 && i < (int)jobs; i++) {
+		wa[i] = (struct wa){ &P, i };
+		if (pthread_create(&P.th[i], NULL, work, &wa[i])) {
+			fw_warn("cannot start a worker thread");
+			break;
+		}
+		started++;
+	}
+	if (jobs > 1 && !started) {
+		fw_writer_close(w, err, sizeof err);
+		return FW_EXIT_DATA;
+	}
 	int nfiles = argc - optind;
-	struct ctx C = { .use_env = use_env, .no_teacher = no_teacher, .rules = rules,
-			 .teacher = teacher, .clip = clip, .max_chars = max_chars,
-			 .demo_chars = 5 * max_chars, .w = w };
 	struct group G = { 0 };
 
 	for (int fi = 0; fi < (nfiles ? nfiles : 1); fi++) {
 		const char *path = nfiles ? argv[optind + fi] : "-";
 		struct fw_reader *r = fw_reader_open(path, NULL, err, sizeof err);
 		struct fw_rec rec;
-		int got;
+		int got = 0, oom = 0;
 
 		if (!r) {
 			fw_warn("%s", err);
 			status = FW_EXIT_DATA;
 			continue;
 		}
-		while ((got = fw_reader_next(r, &rec)) == 1) {
-			uint64_t key;
+		const char *name = fw_reader_name(r);
+
+		while (!oom && (got = fw_reader_next(r, &rec)) == 1) {
+			uint64_t key = 0;
 			int has = use_demo && fw_teach_group_key(rec.v, &key);
 
 			if (!use_demo) {
-				if (process(&C, fw_reader_name(r), rec.index, rec.offset, rec.v, NULL))
-					status = FW_EXIT_DATA;
+				oom = submit(&P, name, rec.index, rec.offset, rec.v, NULL);
 				continue;
 			}
-			if (G.n && (!has || !G.has || key != G.key) && flush(&C, &G, fw_reader_name(r)))
-				status = FW_EXIT_DATA;
-			if (group_add(&G, &rec, has, key)) {
-				fw_warn("out of memory");
-				status = FW_EXIT_DATA;
-				break;
-			}
+			if (G.n && (!has || !G.has || key != G.key))
+				oom = flush(&P, &G, name);
+			oom = oom || group_add(&G, &rec, has, key);
 		}
-		if (G.n && flush(&C, &G, fw_reader_name(r)))
+		if (!oom && G.n)
+			oom = flush(&P, &G, name);
+		if (oom) {
+			fw_warn("out of memory");
 			status = FW_EXIT_DATA;
-		if (got < 0) {
+		} else if (got < 0) {
 			fw_warn_reader(r);
 			status = FW_EXIT_DATA;
 		}
+		/* the jobs name the reader's file: write them before it closes */
+		drain(&P, 1);
 		fw_reader_close(r);
+		if (oom)
+			break;
 	}
-	fw_buf_free(&C.tb);
-	fw_buf_free(&C.ob);
+	pthread_mutex_lock(&P.mu);
+	P.quit = 1;
+	pthread_cond_broadcast(&P.work);
+	pthread_mutex_unlock(&P.mu);
+	for (int i = 0; i < started; i++)
+		pthread_join(P.th[i], NULL);
+	if (P.status)
+		status = P.status;
+	for (uint64_t i = 0; i < P.cap; i++) {
+		fw_buf_free(&P.ring[i].rec);
+		fw_buf_free(&P.ring[i].demo);
+		fw_buf_free(&P.ring[i].out);
+		fw_buf_free(&P.ring[i].diag);
+	}
+	for (uint64_t i = 0; i < jobs; i++)
+		worker_free(&P.W[i]);
+	free(P.W);
+	free(P.ring);
+	free(P.th);
+	free(wa);
 	fw_buf_free(&G.data);
 	free(G.r);
-	fw_model_free(C.T.m);
-	fw_tok_free(C.T.t);
-	fw_teach_rules_free(rules);
+	free(hints_arg);
+	fw_teach_rules_free(C.rules);
 	if (fw_writer_close(w, err, sizeof err)) {
 		fw_warn("%s", err);
 		status = FW_EXIT_DATA;

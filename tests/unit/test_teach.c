@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_teach.h"
 
@@ -81,7 +82,7 @@ TEST(pack_teach_map)
 	char err[128];
 
 	CHECK(fw_teach_env_hints(make(&b, 3, "e", "error"), 0, &hs, err, sizeof err) == 2);
-	CHECK(fw_teach_pack(&o, &hs, adv, 2, NULL, NULL) == 0);
+	CHECK(fw_teach_pack(&o, &hs, adv, 2, NULL, NULL, NULL) == 0);
 	v = (struct fw_mpv){ o.p, o.n };
 	CHECK(fw_mp_get(v, "hints", &x) == 1 && fw_mp_type(x) == FW_MP_ARRAY);
 	CHECK(fw_mp_get(v, "adv", &x) == 1);
@@ -89,9 +90,10 @@ TEST(pack_teach_map)
 	CHECK(fw_mp_iter_init(&it, x) == 2);
 	CHECK(fw_mp_iter_next(&it, &x) == 1 && !fw_mp_double(x, &d) && d == 0.5);
 	o.n = 0;
-	CHECK(fw_teach_pack(&o, &hs, NULL, 0, "no tokens", "/ck") == 0);
+	CHECK(fw_teach_pack(&o, &hs, NULL, 0, "no tokens", "/ck", "down") == 0);
 	v = (struct fw_mpv){ o.p, o.n };
 	CHECK(fw_mp_get(v, "teacher", &x) == 1 && fw_mp_str_eq(x, "/ck", 3));
+	CHECK(fw_mp_get(v, "hint_error", &x) == 1 && fw_mp_str_eq(x, "down", 4));
 	CHECK(fw_mp_get(v, "adv", &x) == 0);
 	CHECK(fw_mp_get(v, "adv_omitted", &x) == 1 && fw_mp_str_eq(x, "no tokens", 9));
 	fw_teach_hints_free(&hs);
@@ -117,6 +119,178 @@ TEST(rules_parse_and_match)
 	fw_teach_rules_free(r);
 	fw_teach_hints_free(&hs);
 	fw_buf_free(&b);
+}
+
+/* The record of JSON text js, packed into b. */
+static struct fw_mpv from_json(struct fw_buf *b, const char *js)
+{
+	struct fw_json_err e;
+	size_t used;
+
+	b->n = 0;
+	if (fw_json_to_mp(b, js, strlen(js), 1, &used, &e) != 1)
+		printf("# bad JSON at %zu: %s\n", e.at, e.msg);
+	return (struct fw_mpv){ b->p, b->n };
+}
+
+TEST(weak_turn)
+{
+	struct fw_buf b = { 0 };
+	struct fw_teach_hints hs = { 0 };
+	char err[128];
+
+	/* the failed command's turn comes before the failing tests' */
+	CHECK_EQ_INT(fw_teach_weak_turn(make(&b, 2, "boom", "fail"), &hs), 1);
+	/* no failure at all: none */
+	CHECK_EQ_INT(fw_teach_weak_turn(make(&b, 0, "ok", "pass"), &hs), -1);
+	/* failing tests alone: the last reply; a hint of another source on
+	 * an earlier turn wins */
+	CHECK_EQ_INT(fw_teach_weak_turn(make(&b, 0, "ok", "fail"), &hs), 3);
+	struct fw_teach_rules *r = fw_teach_rules_parse("match ^a$: x\n", 13, "t", err, sizeof err);
+	CHECK(fw_teach_rule_hints(r, make(&b, 0, "ok", "fail"), &hs, err, sizeof err) == 1);
+	CHECK_EQ_INT(fw_teach_weak_turn(make(&b, 0, "ok", "fail"), &hs), 1);
+	fw_teach_rules_free(r);
+	fw_teach_hints_free(&hs);
+	/* not resolved, no other sign: the last assistant turn */
+	CHECK_EQ_INT(fw_teach_weak_turn(from_json(&b, "{\"turns\":[{\"role\":\"user\"},"
+		"{\"role\":\"assistant\"},{\"role\":\"user\"},{\"role\":\"assistant\"}],"
+		"\"grade\":{\"resolved\":false}}"), &hs), 3);
+	CHECK_EQ_INT(fw_teach_weak_turn(from_json(&b, "{\"turns\":[{\"role\":\"assistant\"}],"
+		"\"grade\":{\"resolved\":true}}"), &hs), -1);
+	fw_buf_free(&b);
+}
+
+TEST(hint_prompt_documented_form)
+{
+	struct fw_buf b = { 0 }, o = { 0 };
+	char err[128];
+	struct fw_mpv v = from_json(&b, "{\"id\":\"x\",\"stop\":\"submit\","
+		"\"task\":{\"prompt\":\"Fix double().\"},"
+		"\"turns\":[{\"role\":\"system\",\"text\":\"sys\"},{\"role\":\"user\",\"text\":\"Fix it\"},"
+		"{\"role\":\"assistant\",\"text\":\"ls\"},{\"role\":\"tool\",\"text\":\"a.py\",\"exit\":0},"
+		"{\"role\":\"assistant\",\"text\":\"submit\"}],"
+		"\"grade\":{\"resolved\":false,\"reason\":\"1 of 1 f2p fail\",\"tests\":{\"t1\":\"fail\",\"t2\":\"pass\"},"
+		"\"hacks\":[{\"name\":\"skip-marker\",\"detail\":\"d\"}]}}");
+
+	CHECK(fw_teach_hint_prompt(v, 4, 1536, &o, err, sizeof err) == 0);
+	fw_buf_reserve(&o, 1);
+	o.p[o.n] = 0;
+	/* task.prompt is the task; every turn but the system one is earlier */
+	CHECK_STR((char *)o.p, "Task:\nFix double().\n\n"
+		"Outcome: not resolved (1 of 1 f2p fail); tests: t1 fail; hacks: skip-marker; stop: submit\n\n"
+		"Earlier turns:\n[user] Fix it\n[assistant] ls\n[tool, exit 0] a.py\n\n"
+		"Turn 4 (assistant):\nsubmit\n\n"
+		"One short hint for turn 4, what to do differently:\nHint:");
+	/* a turn followed by a tool turn: its result */
+	o.n = 0;
+	CHECK(fw_teach_hint_prompt(v, 2, 1536, &o, err, sizeof err) == 0);
+	fw_buf_reserve(&o, 1);
+	o.p[o.n] = 0;
+	CHECK(strstr((char *)o.p, "Earlier turns:\n[user] Fix it\n\nTurn 2 (assistant):\nls\n\n"
+			       "Its result:\n[tool, exit 0] a.py\n\nOne short hint for turn 2") != NULL);
+	CHECK(fw_teach_hint_prompt(v, 9, 1536, &o, err, sizeof err) == -1);
+	CHECK(fw_teach_hint_prompt(v, 4, 100, &o, err, sizeof err) == -1);
+	CHECK(strstr(err, "too small") != NULL);
+	fw_buf_free(&o);
+	fw_buf_free(&b);
+}
+
+TEST(hint_prompt_bounded)
+{
+	struct fw_buf b = { 0 }, js = { 0 }, o = { 0 };
+	char err[128];
+
+	/* a long task, 40 long turns, a long weak turn */
+	fw_buf_puts(&js, "{\"turns\":[{\"role\":\"user\",\"text\":\"");
+	for (int i = 0; i < 3000; i++)
+		fw_buf_puts(&js, i % 100 != 99 ? "t" : "\\n");
+	fw_buf_puts(&js, "\"}");
+	for (int k = 0; k < 40; k++) {
+		fw_buf_printf(&js, ",{\"role\":\"%s\",\"text\":\"turn %d ", k % 2 ? "tool" : "assistant", k);
+		for (int i = 0; i < 500; i++)
+			fw_buf_puts(&js, "Ã©");
+		fw_buf_puts(&js, "\"}");
+	}
+	fw_buf_puts(&js, ",{\"role\":\"assistant\",\"text\":\"");
+	for (int i = 0; i < 2000; i++)
+		fw_buf_puts(&js, "w");
+	fw_buf_puts(&js, "\"}],\"grade\":{\"resolved\":false}}");
+	fw_buf_reserve(&js, 1);
+	js.p[js.n] = 0;
+	struct fw_mpv v = from_json(&b, (const char *)js.p);
+
+	for (size_t budget = 256; budget <= 8192; budget *= 2) {
+		o.n = 0;
+		CHECK(fw_teach_hint_prompt(v, 41, budget, &o, err, sizeof err) == 0);
+		CHECK(o.n <= budget);
+		fw_buf_reserve(&o, 1);
+		o.p[o.n] = 0;
+		/* the frame is whole and the latest turn is there, cut in the middle */
+		CHECK(!strncmp((char *)o.p, "Task:\nttt", 9));
+		CHECK(strstr((char *)o.p, "earlier turns left out]") != NULL);
+		CHECK(strstr((char *)o.p, "Turn 41 (assistant):\nwww") != NULL);
+		CHECK(budget > 4096 || strstr((char *)o.p, "w\n[...]\nw") != NULL);
+		CHECK(o.n > 7 && !strcmp((char *)o.p + o.n - 5, "Hint:"));
+		if (budget >= 2048)
+			CHECK(strstr((char *)o.p, "[tool] turn 39 ") != NULL);
+		/* cut on UTF-8 boundaries */
+		CHECK(fw_utf8_valid(o.p, o.n));
+	}
+	fw_buf_free(&o);
+	fw_buf_free(&js);
+	fw_buf_free(&b);
+}
+
+TEST(parse_prompt_scores)
+{
+	int32_t seq[3] = { 5, 7, 9 };
+	float lp[3];
+	char err[160];
+	const char *serve = "{\"choices\":[{\"logprobs\":{\"tokens\":[\"a\",\"b\",\"c\"],"
+		"\"token_logprobs\":[null,-1.5,-0.25]},\"token_ids\":[5,7,9]}]}";
+	const char *vllm = "{\"choices\":[{\"text\":\"\",\"prompt_logprobs\":[null,"
+		"{\"7\":{\"logprob\":-2.0,\"rank\":3},\"1\":{\"logprob\":-0.1,\"rank\":1}},"
+		"{\"9\":{\"logprob\":-3.0,\"rank\":1}}]}]}";
+
+	CHECK(fw_teacher_parse_scores(serve, strlen(serve), seq, 3, lp, err, sizeof err) == 0);
+	CHECK(lp[0] == -1.5f && lp[1] == -0.25f && lp[2] == 0);
+	CHECK(fw_teacher_parse_scores(vllm, strlen(vllm), seq, 3, lp, err, sizeof err) == 0);
+	CHECK(lp[0] == -2.0f && lp[1] == -3.0f);
+	/* other ids, another length, no log-probs, not JSON */
+	seq[1] = 8;
+	CHECK(fw_teacher_parse_scores(serve, strlen(serve), seq, 3, lp, err, sizeof err) == -1);
+	CHECK(strstr(err, "other ids") != NULL);
+	CHECK(fw_teacher_parse_scores(vllm, strlen(vllm), seq, 3, lp, err, sizeof err) == -1);
+	CHECK(strstr(err, "no log-prob of id 8") != NULL);
+	CHECK(fw_teacher_parse_scores(serve, strlen(serve), seq, 2, lp, err, sizeof err) == -1);
+	CHECK(strstr(err, "scores 3 tokens, not 2") != NULL);
+	const char *bare = "{\"choices\":[{\"text\":\"x\"}]}";
+
+	CHECK(fw_teacher_parse_scores(bare, strlen(bare), seq, 3, lp, err, sizeof err) == -1);
+	CHECK(strstr(err, "no prompt log-probs") != NULL);
+	CHECK(fw_teacher_parse_scores("<html>", 6, seq, 3, lp, err, sizeof err) == -1);
+	CHECK(strstr(err, "not JSON") != NULL);
+}
+
+TEST(teacher_specs)
+{
+	char err[160];
+
+	CHECK(fw_teacher_open("bogus:x", 1, 0, err, sizeof err) == NULL);
+	CHECK(strstr(err, "want builtin:DIR or http:URL") != NULL);
+	CHECK(fw_teacher_open("builtin:/nonexistent", 1, 0, err, sizeof err) == NULL);
+	CHECK(strstr(err, "/nonexistent") != NULL);
+	/* a server that is not there: scoring fails with a reason */
+	struct fw_teacher *T = fw_teacher_open("http:http://127.0.0.1:1/v1#m", 2, 0, err, sizeof err);
+	int32_t seq[2] = { 1, 2 };
+	float lp[2];
+
+	CHECK(T != NULL);
+	CHECK(fw_teacher_tok(T) == NULL && fw_teacher_max_pos(T) == 0);
+	CHECK(fw_teacher_score(T, seq, 2, lp, err, sizeof err) == -1);
+	CHECK(strstr(err, "http://127.0.0.1:1/v1/completions") != NULL);
+	fw_teacher_free(T);
+	fw_teacher_free(NULL);
 }
 
 TEST_MAIN()

@@ -1,0 +1,752 @@
+/*
+ * fw_teacher.c — teachers (a builtin checkpoint or an OpenAI-compatible
+ * server) that score sequences and write hints, and the model hint source:
+ * the weak turn, the prompt, the hint.  See fw_teach.h.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "fw_policy.h"
+#include "fw_rollout.h"
+#include "fw_teach.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+struct fw_teacher {
+	struct fw_builtin *b;   /* builtin, or NULL */
+	struct fw_http *h;      /* http: completions (hints) */
+	CURL *c;                /* http: scoring requests */
+	char *url, *model;      /* http: BASE/completions, the model or NULL */
+	double timeout_s;
+	int retries;
+};
+
+struct fw_teacher *fw_teacher_open(const char *spec, double timeout_s, int retries, char *err,
+				   size_t errlen)
+{
+	struct fw_teacher *T = calloc(1, sizeof *T);
+
+	if (!T) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (!strncmp(spec, "builtin:", 8) && spec[8]) {
+		if (!(T->b = fw_builtin_load(spec + 8, err, errlen))) {
+			free(T);
+			return NULL;
+		}
+		return T;
+	}
+	if (strncmp(spec, "http:", 5) || !spec[5]) {
+		seterr(err, errlen, "want builtin:DIR or http:URL, not '%s'", spec);
+		free(T);
+		return NULL;
+	}
+	const char *base = spec + 5, *hash = strchr(base, '#');
+	size_t bl = hash ? (size_t)(hash - base) : strlen(base);
+	char *b = NULL;
+
+	while (bl && base[bl - 1] == '/')
+		bl--;
+	T->timeout_s = timeout_s;
+	T->retries = retries;
+	if (!(b = strndup(base, bl)) || (hash && hash[1] && !(T->model = strdup(hash + 1))) ||
+	    asprintf(&T->url, "%s/completions", b) < 0) {
+		T->url = NULL;
+		free(b);
+		seterr(err, errlen, "out of memory");
+		fw_teacher_free(T);
+		return NULL;
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (!(T->c = curl_easy_init()) ||
+	    !(T->h = fw_http_new(b, T->model, NULL, timeout_s, retries, err, errlen))) {
+		if (!T->c)
+			seterr(err, errlen, "cannot start libcurl");
+		free(b);
+		fw_teacher_free(T);
+		return NULL;
+	}
+	free(b);
+	return T;
+}
+
+void fw_teacher_free(struct fw_teacher *T)
+{
+	if (!T)
+		return;
+	fw_builtin_free(T->b);
+	fw_http_free(T->h);
+	if (T->c)
+		curl_easy_cleanup(T->c);
+	free(T->url);
+	free(T->model);
+	free(T);
+}
+
+const struct fw_tok *fw_teacher_tok(const struct fw_teacher *T)
+{
+	return T->b ? T->b->t : NULL;
+}
+
+int fw_teacher_max_pos(const struct fw_teacher *T)
+{
+	return T->b ? T->b->m->cfg.max_pos : 0;
+}
+
+/* The builtin's scoring: the batch is padded to a multiple of 64 positions
+ * (ignored targets) so that the kernels see aligned shapes and records of
+ * similar length share one activation plan. */
+static int score_builtin(struct fw_model *m, const int32_t *seq, long N, float *logp, char *err,
+			 size_t errlen)
+{
+	long T = (N + 63) / 64 * 64;
+	int32_t *tok, *tgt;
+	float *lp;
+	int rc = -1;
+
+	if (T > m->cfg.max_pos)
+		T = N;
+	tok = malloc(sizeof(int32_t) * (size_t)T);
+	tgt = malloc(sizeof(int32_t) * (size_t)T);
+	lp = malloc(sizeof(float) * (size_t)T);
+	if (!tok || !tgt || !lp) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	for (long i = 0; i < T; i++) {
+		tok[i] = i < N ? seq[i] : 0;
+		tgt[i] = i + 1 < N ? seq[i + 1] : -1;
+	}
+	m->no_grad = 1;
+	if (fw_model_forward(m, tok, tgt, NULL, 1, (int)T, 0, lp, NULL, err, errlen))
+		goto out;
+	memcpy(logp, lp, sizeof(float) * (size_t)N);
+	rc = 0;
+out:
+	free(tok);
+	free(tgt);
+	free(lp);
+	return rc;
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ctx)
+{
+	return fw_buf_append(ctx, p, sz * n) ? 0 : sz * n;
+}
+
+static void nap(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+
+	nanosleep(&ts, NULL);
+}
+
+/* POSTs body to T->url; *resp gets the answer, *status its HTTP status.
+ * Unreachable servers, 429 and 5xx are retried.  0, or -1 with err. */
+static int post(struct fw_teacher *T, const char *body, struct fw_buf *resp, long *status,
+		char *err, size_t errlen)
+{
+	struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+	double wait = 0.25;
+	int rc = -1;
+
+	for (int attempt = 0;; attempt++) {
+		CURLcode cc;
+
+		fw_buf_reset(resp);
+		curl_easy_reset(T->c);
+		curl_easy_setopt(T->c, CURLOPT_URL, T->url);
+		curl_easy_setopt(T->c, CURLOPT_HTTPHEADER, hd);
+		curl_easy_setopt(T->c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(T->c, CURLOPT_WRITEFUNCTION, on_body);
+		curl_easy_setopt(T->c, CURLOPT_WRITEDATA, resp);
+		curl_easy_setopt(T->c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(T->c, CURLOPT_TIMEOUT_MS, (long)(T->timeout_s * 1000));
+		curl_easy_setopt(T->c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+		cc = curl_easy_perform(T->c);
+		*status = 0;
+		if (cc == CURLE_OK)
+			curl_easy_getinfo(T->c, CURLINFO_RESPONSE_CODE, status);
+		if (cc == CURLE_OK && *status != 429 && *status < 500) {
+			rc = 0;
+			break;
+		}
+		if (attempt >= T->retries) {
+			if (cc != CURLE_OK)
+				seterr(err, errlen, "%s: %s", T->url, curl_easy_strerror(cc));
+			else
+				seterr(err, errlen, "%s: HTTP %ld: %.*s", T->url, *status,
+				       (int)(resp->n < 200 ? resp->n : 200),
+				       resp->p ? (const char *)resp->p : "");
+			break;
+		}
+		nap(wait);
+		wait *= 2;
+	}
+	curl_slist_free_all(hd);
+	return rc;
+}
+
+int fw_teacher_parse_scores(const char *body, size_t len, const int32_t *seq, long N,
+			    float *logp, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *doc = json_loadb(body, len, 0, &je), *ch, *lps, *ids;
+	int rc = -1;
+
+	if (!doc) {
+		seterr(err, errlen, "the answer is not JSON: %s", je.text);
+		return -1;
+	}
+	ch = json_array_get(json_object_get(doc, "choices"), 0);
+	if ((lps = json_object_get(ch, "prompt_logprobs")) && json_is_array(lps)) {
+		/* vLLM: one {id: {logprob, rank, decoded_token}} per prompt token */
+		if ((long)json_array_size(lps) != N) {
+			seterr(err, errlen, "the answer scores %zu tokens, not %ld",
+			       json_array_size(lps), N);
+			goto out;
+		}
+		for (long i = 1; i < N; i++) {
+			char key[16];
+			json_t *e;
+
+			snprintf(key, sizeof key, "%d", (int)seq[i]);
+			e = json_object_get(json_object_get(json_array_get(lps, (size_t)i), key),
+					    "logprob");
+			if (!json_is_number(e)) {
+				seterr(err, errlen, "prompt_logprobs[%ld] has no log-prob of id %d", i,
+				       (int)seq[i]);
+				goto out;
+			}
+			logp[i - 1] = (float)json_number_value(e);
+		}
+	} else {
+		lps = json_object_get(json_object_get(ch, "logprobs"), "token_logprobs");
+		if (!json_is_array(lps)) {
+			seterr(err, errlen, "the answer has no prompt log-probs: %.*s",
+			       (int)(len < 120 ? len : 120), body);
+			goto out;
+		}
+		if ((long)json_array_size(lps) != N) {
+			seterr(err, errlen, "the answer scores %zu tokens, not %ld",
+			       json_array_size(lps), N);
+			goto out;
+		}
+		/* a server that says which ids it scored must have scored ours */
+		if ((ids = json_object_get(ch, "token_ids")) && json_is_array(ids)) {
+			if ((long)json_array_size(ids) != N)
+				goto mismatch;
+			for (long i = 0; i < N; i++)
+				if (json_integer_value(json_array_get(ids, (size_t)i)) != seq[i])
+					goto mismatch;
+		}
+		for (long i = 1; i < N; i++) {
+			json_t *e = json_array_get(lps, (size_t)i);
+
+			if (!json_is_number(e)) {
+				seterr(err, errlen, "token_logprobs[%ld] is not a number", i);
+				goto out;
+			}
+			logp[i - 1] = (float)json_number_value(e);
+		}
+	}
+	logp[N - 1] = 0;
+	rc = 0;
+	goto out;
+mismatch:
+	seterr(err, errlen, "the answer scores other ids than those sent");
+out:
+	json_decref(doc);
+	return rc;
+}
+
+static int score_http(struct fw_teacher *T, const int32_t *seq, long N, float *logp, char *err,
+		      size_t errlen)
+{
+	json_t *rq = json_object(), *p = json_array();
+	struct fw_buf resp = { 0 };
+	char *body = NULL;
+	long status;
+	int rc = -1;
+
+	if (!rq || !p)
+		goto oom;
+	for (long i = 0; i < N; i++)
+		if (json_array_append_new(p, json_integer(seq[i])))
+			goto oom;
+	json_object_set_new(rq, "prompt", p);
+	p = NULL;
+	json_object_set_new(rq, "max_tokens", json_integer(0));
+	json_object_set_new(rq, "echo", json_true());
+	json_object_set_new(rq, "logprobs", json_integer(1));
+	json_object_set_new(rq, "prompt_logprobs", json_integer(1));
+	json_object_set_new(rq, "temperature", json_integer(0));
+	if (T->model)
+		json_object_set_new(rq, "model", json_string(T->model));
+	if (!(body = json_dumps(rq, JSON_COMPACT)))
+		goto oom;
+	if (post(T, body, &resp, &status, err, errlen))
+		goto out;
+	/* the answer as a string */
+	if (fw_buf_append(&resp, "", 1))
+		goto oom;
+	resp.n--;
+	if (status != 200) {
+		json_error_t je;
+		json_t *doc = json_loadb(resp.p ? (const char *)resp.p : "", resp.n, 0, &je);
+		const char *m = json_string_value(json_object_get(json_object_get(doc, "error"),
+								  "message"));
+
+		seterr(err, errlen, "%s: HTTP %ld: %.200s", T->url, status,
+		       m ? m : resp.p ? (const char *)resp.p : "");
+		json_decref(doc);
+		goto out;
+	}
+	if (fw_teacher_parse_scores(resp.p ? (const char *)resp.p : "", resp.n, seq, N, logp, err,
+				    errlen)) {
+		char why[400];
+
+		snprintf(why, sizeof why, "%s", err);
+		seterr(err, errlen, "%s: %s", T->url, why);
+		goto out;
+	}
+	rc = 0;
+	goto out;
+oom:
+	seterr(err, errlen, "out of memory");
+out:
+	json_decref(p);
+	json_decref(rq);
+	free(body);
+	fw_buf_free(&resp);
+	return rc;
+}
+
+int fw_teacher_score(struct fw_teacher *T, const int32_t *seq, long N, float *logp, char *err,
+		     size_t errlen)
+{
+	if (N < 2) {
+		seterr(err, errlen, "nothing to score");
+		return -1;
+	}
+	return T->b ? score_builtin(T->b->m, seq, N, logp, err, errlen)
+		    : score_http(T, seq, N, logp, err, errlen);
+}
+
+/* Where a hint's line ends: the first newline after a non-blank byte. */
+static long hint_end(const char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+		i++;
+	for (; i < n; i++)
+		if (s[i] == '\n')
+			return (long)i;
+	return -1;
+}
+
+static long cut_line(void *ctx, const char *text, size_t n)
+{
+	(void)ctx;
+	return hint_end(text, n);
+}
+
+int fw_teacher_hint(struct fw_teacher *T, const char *prompt, size_t len, uint64_t seed,
+		    float temp, int max_tokens, size_t max_bytes, char **hint, char *err,
+		    size_t errlen)
+{
+	struct fw_sampler s = { temp, 1, 0 };
+	struct fw_completion c = { 0 };
+	size_t n, b = 0, fl;
+	long e;
+	int rc;
+
+	*hint = NULL;
+	if (!seed)
+		seed = 1;
+	rc = T->b ? fw_builtin_complete(T->b, prompt, len, 1, &seed, &s, max_tokens, cut_line,
+					NULL, NULL, &c, err, errlen)
+		  : fw_http_complete(T->h, prompt, len, seed, &s, max_tokens, &c, err, errlen);
+	if (rc)
+		return -1;
+	n = c.len;
+	if ((e = hint_end(c.text, n)) >= 0)
+		n = (size_t)e;
+	while (b < n && (c.text[b] == ' ' || c.text[b] == '\t' || c.text[b] == '\n' ||
+			 c.text[b] == '\r'))
+		b++;
+	while (n > b && (c.text[n - 1] == ' ' || c.text[n - 1] == '\t' || c.text[n - 1] == '\r'))
+		n--;
+	if (max_bytes && n - b > max_bytes) {
+		n = b + max_bytes;
+		while (n > b && ((unsigned char)c.text[n] & 0xc0) == 0x80)
+			n--;
+	}
+	if (n == b) {
+		seterr(err, errlen, "the teacher wrote an empty hint");
+		fw_completion_clear(&c);
+		return -1;
+	}
+	*hint = fw_utf8_fix(c.text + b, n - b, &fl);
+	fw_completion_clear(&c);
+	if (!*hint) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- model hints ------------------------------------------------------------ */
+
+static int is_role(struct fw_mpv turn, const char *role)
+{
+	struct fw_mpv v;
+
+	return fw_mp_get(turn, "role", &v) == 1 && fw_mp_str_eq(v, role, strlen(role));
+}
+
+/* The string at key of map m, or "" (n 0). */
+static void get_str(struct fw_mpv m, const char *key, const char **s, size_t *n)
+{
+	struct fw_mpv v;
+
+	if (fw_mp_get(m, key, &v) != 1 || fw_mp_str(v, s, n)) {
+		*s = "";
+		*n = 0;
+	}
+}
+
+int fw_teach_weak_turn(struct fw_mpv rec, const struct fw_teach_hints *hs)
+{
+	struct fw_teach_hints env = { 0 };
+	struct fw_mpv turns, v, g, x;
+	struct fw_mp_iter it;
+	int best = -1, last = -1, res = 1;
+
+	for (size_t i = 0; i < hs->n; i++)
+		if (hs->h[i].turn >= 0 && (best < 0 || hs->h[i].turn < best))
+			best = hs->h[i].turn;
+	if (fw_teach_env_hints(rec, 0, &env, NULL, 0) > 0)
+		for (size_t i = 0; i < env.n; i++)
+			if (best < 0 || env.h[i].turn < best)
+				best = env.h[i].turn;
+	fw_teach_hints_free(&env);
+	if (best >= 0)
+		return best;
+	if (fw_mp_get(rec, "grade", &g) != 1 || fw_mp_get(g, "resolved", &x) != 1 ||
+	    fw_mp_bool(x, &res) || res)
+		return -1;
+	if (fw_mp_get(rec, "turns", &turns) != 1 || fw_mp_iter_init(&it, turns) < 0)
+		return -1;
+	for (int i = 0; fw_mp_iter_next(&it, &v) == 1; i++)
+		if (is_role(v, "assistant"))
+			last = i;
+	return last;
+}
+
+/* Appends s[0..n) cut to cap bytes: head and tail around "\n[...]\n", on
+ * UTF-8 boundaries.  0 or -1 (out of memory). */
+static int put_cut(struct fw_buf *b, const char *s, size_t n, size_t cap)
+{
+	static const char mark[] = "\n[...]\n";
+	size_t ml = sizeof mark - 1, h, t;
+
+	if (n <= cap)
+		return fw_buf_append(b, s, n);
+	if (cap <= ml + 2)
+		return 0;
+	h = (cap - ml) * 2 / 3;
+	t = cap - ml - h;
+	while (h > 0 && ((unsigned char)s[h] & 0xc0) == 0x80)
+		h--;
+	while (t > 0 && ((unsigned char)s[n - t] & 0xc0) == 0x80)
+		t--;
+	return fw_buf_append(b, s, h) || fw_buf_append(b, mark, ml) ||
+	       fw_buf_append(b, s + n - t, t);
+}
+
+/* The outcome line of rec into o. */
+static int outcome(struct fw_mpv rec, struct fw_buf *o)
+{
+	struct fw_mpv g, x, k, st;
+	struct fw_mp_iter it;
+	const char *s;
+	size_t n;
+	int res = 0, any = 0;
+
+	if (fw_mp_get(rec, "grade", &g) == 1 && fw_mp_type(g) == FW_MP_MAP) {
+		if (fw_mp_get(g, "resolved", &x) == 1 && !fw_mp_bool(x, &res))
+			any = 1;
+		if (fw_buf_puts(o, !any ? "graded" : res ? "resolved" : "not resolved"))
+			return -1;
+		get_str(g, "reason", &s, &n);
+		if (n && fw_buf_printf(o, " (%.*s)", (int)n, s))
+			return -1;
+		any = 0;
+		if (fw_mp_get(g, "tests", &x) == 1 && fw_mp_iter_init(&it, x) >= 0)
+			while (fw_mp_iter_next(&it, &k) == 1 && fw_mp_iter_next(&it, &st) == 1) {
+				const char *ks, *ss;
+				size_t kn, sn;
+
+				if (fw_mp_str(k, &ks, &kn) || fw_mp_str(st, &ss, &sn) ||
+				    (sn == 4 && !memcmp(ss, "pass", 4)) ||
+				    (sn == 4 && !memcmp(ss, "skip", 4)) ||
+				    (sn == 5 && !memcmp(ss, "xfail", 5)))
+					continue;
+				if (fw_buf_printf(o, "%s%.*s %.*s", any++ ? ", " : "; tests: ", (int)kn, ks,
+						  (int)sn, ss))
+					return -1;
+			}
+		any = 0;
+		if (fw_mp_get(g, "hacks", &x) == 1 && fw_mp_iter_init(&it, x) >= 0)
+			while (fw_mp_iter_next(&it, &k) == 1) {
+				get_str(k, "name", &s, &n);
+				if (fw_buf_printf(o, "%s%.*s", any++ ? ", " : "; hacks: ", (int)n, s))
+					return -1;
+			}
+	} else if (fw_buf_puts(o, "not graded")) {
+		return -1;
+	}
+	get_str(rec, "stop", &s, &n);
+	if (n && fw_buf_printf(o, "; stop: %.*s", (int)n, s))
+		return -1;
+	return 0;
+}
+
+/* "[ROLE] " or "[tool, exit E] " for turn v into b. */
+static int turn_head(struct fw_mpv v, struct fw_buf *b)
+{
+	struct fw_mpv x;
+	const char *r;
+	size_t rn;
+	int64_t ex;
+
+	get_str(v, "role", &r, &rn);
+	if (fw_mp_get(v, "exit", &x) == 1 && !fw_mp_int(x, &ex))
+		return fw_buf_printf(b, "[%.*s, exit %lld] ", (int)rn, r, (long long)ex);
+	return fw_buf_printf(b, "[%.*s] ", (int)rn, r);
+}
+
+/* The size of turn v as a transcript line cut to cap bytes of text. */
+static size_t line_size(struct fw_mpv v, size_t cap, struct fw_buf *scratch)
+{
+	const char *xs;
+	size_t xn;
+
+	fw_buf_reset(scratch);
+	if (turn_head(v, scratch))
+		return SIZE_MAX;
+	get_str(v, "text", &xs, &xn);
+	return scratch->n + (xn < cap ? xn : cap);
+}
+
+int fw_teach_hint_prompt(struct fw_mpv rec, int turn, size_t budget, struct fw_buf *out,
+			 char *err, size_t errlen)
+{
+	enum { TURN_CAP = 300, NOTE = 40 };
+	struct fw_mpv turns, v, task, *tv = NULL;
+	struct fw_mp_iter it;
+	struct fw_buf oc = { 0 }, head = { 0 }, rhead = { 0 }, one = { 0 };
+	const char *ts = "", *s, *role;
+	size_t tn = 0, n, rl;
+	int task_turn = -1, rc = -1;
+	int64_t cnt;
+	char tail[96];
+
+	if (fw_mp_get(rec, "turns", &turns) != 1 || (cnt = fw_mp_iter_init(&it, turns)) < 0 ||
+	    turn < 0 || turn >= cnt) {
+		seterr(err, errlen, "no turn %d", turn);
+		return -1;
+	}
+	if (!(tv = malloc(sizeof *tv * (size_t)cnt)))
+		goto oom;
+	for (int i = 0; fw_mp_iter_next(&it, &v) == 1; i++) {
+		tv[i] = v;
+		if (task_turn < 0 && i != turn && is_role(v, "user"))
+			task_turn = i;
+	}
+	if (fw_mp_get(rec, "task", &task) == 1)
+		get_str(task, "prompt", &ts, &tn);
+	if (tn || task_turn > turn)
+		task_turn = -1;
+	else if (task_turn >= 0)
+		get_str(tv[task_turn], "text", &ts, &tn);
+	get_str(tv[turn], "role", &role, &rl);
+	if (outcome(rec, &oc) || fw_buf_printf(&head, "\n\nTurn %d (%.*s):\n", turn, (int)rl, role))
+		goto oom;
+	int tl = snprintf(tail, sizeof tail,
+			  "\n\nOne short hint for turn %d, what to do differently:\nHint:", turn);
+	/* the result of the turn: the tool turn after it */
+	int res = turn + 1 < cnt && is_role(tv[turn + 1], "tool") ? turn + 1 : -1;
+	const char *rs = "";
+	size_t rn = 0;
+
+	if (res >= 0) {
+		if (fw_buf_puts(&rhead, "\n\nIts result:\n") || turn_head(tv[res], &rhead))
+			goto oom;
+		get_str(tv[res], "text", &rs, &rn);
+	}
+	size_t fixed = strlen("Task:\n") + strlen("\n\nOutcome: ") +
+		       strlen("\n\nEarlier turns:\n") + head.n + rhead.n + (size_t)tl + NOTE;
+
+	if (budget < 256 || fixed + 64 > budget) {
+		seterr(err, errlen, "a prompt of %zu bytes is too small", budget);
+		goto out;
+	}
+	/* each part within its share of the room; the transcript takes what
+	 * the others leave */
+	size_t room = budget - fixed, t_cap = room / 4, o_cap = room / 6, w_cap = room / 4;
+	size_t r_cap = room / 6;
+	get_str(tv[turn], "text", &s, &n);
+	size_t left = room - (tn < t_cap ? tn : t_cap) - (oc.n < o_cap ? oc.n : o_cap) -
+		      (n < w_cap ? n : w_cap) - (rn < r_cap ? rn : r_cap);
+
+	/* earlier turns, the latest kept: from turn-1 back while they fit */
+	int first = task_turn >= 0 ? task_turn + 1 : 0, from = turn, total = 0;
+	size_t last_cap = TURN_CAP;
+
+	for (int i = first; i < turn; i++)
+		total += !is_role(tv[i], "system");
+	for (int i = turn - 1; i >= first; i--) {
+		if (is_role(tv[i], "system"))
+			continue;
+		size_t need = line_size(tv[i], TURN_CAP, &one) + 1;
+
+		if (need == SIZE_MAX)
+			goto oom;
+		if (need > left) {
+			/* the oldest one kept may be cut shorter */
+			if (left > one.n + 24) {
+				last_cap = left - one.n - 1;
+				from = i;
+				left = 0;
+			}
+			break;
+		}
+		left -= need;
+		from = i;
+	}
+	int kept = 0;
+
+	for (int i = from; i < turn; i++)
+		kept += !is_role(tv[i], "system");
+	if (fw_buf_puts(out, "Task:\n") || put_cut(out, ts, tn, t_cap) ||
+	    fw_buf_puts(out, "\n\nOutcome: ") || put_cut(out, (const char *)oc.p, oc.n, o_cap) ||
+	    fw_buf_puts(out, "\n\nEarlier turns:"))
+		goto oom;
+	if (!total && fw_buf_puts(out, "\n(none)"))
+		goto oom;
+	if (total > kept && fw_buf_printf(out, "\n[%d earlier turns left out]", total - kept))
+		goto oom;
+	for (int i = from; i < turn; i++) {
+		const char *xs;
+		size_t xn;
+
+		if (is_role(tv[i], "system"))
+			continue;
+		get_str(tv[i], "text", &xs, &xn);
+		if (fw_buf_puts(out, "\n") || turn_head(tv[i], out) ||
+		    put_cut(out, xs, xn, i == from ? last_cap : TURN_CAP))
+			goto oom;
+	}
+	if (fw_buf_append(out, head.p, head.n) || put_cut(out, s, n, w_cap) ||
+	    (res >= 0 && (fw_buf_append(out, rhead.p, rhead.n) || put_cut(out, rs, rn, r_cap))) ||
+	    fw_buf_append(out, tail, (size_t)tl))
+		goto oom;
+	rc = 0;
+	goto out;
+oom:
+	seterr(err, errlen, "out of memory");
+out:
+	free(tv);
+	fw_buf_free(&oc);
+	fw_buf_free(&head);
+	fw_buf_free(&rhead);
+	fw_buf_free(&one);
+	return rc;
+}
+
+int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
+			const struct fw_teach_hint_opts *o, struct fw_teach_hints *hs, char *err,
+			size_t errlen)
+{
+	size_t budget = o->prompt_bytes ? o->prompt_bytes : 1536;
+	int max_tokens = o->max_tokens > 0 ? o->max_tokens : 48;
+	size_t max_chars = o->max_chars ? o->max_chars : 400;
+	struct fw_buf p = { 0 };
+	struct fw_tok_ids ids = { 0 };
+	const char *id;
+	size_t idn;
+	char *hint = NULL;
+	int turn = fw_teach_weak_turn(rec, hs), rc = -1;
+
+	if (turn < 0)
+		return 0;
+	/* a builtin teacher: cut the prompt until it fits beside the hint */
+	for (int tries = 0;; tries++) {
+		fw_buf_reset(&p);
+		if (fw_teach_hint_prompt(rec, turn, budget, &p, err, errlen))
+			goto out;
+		if (!T->b)
+			break;
+		int room = T->b->m->cfg.max_pos - max_tokens - (fw_tok_bos(T->b->t) >= 0);
+
+		ids.n = 0;
+		if (fw_tok_encode(T->b->t, p.p, p.n, 0, 0, &ids)) {
+			seterr(err, errlen, "out of memory");
+			goto out;
+		}
+		if ((long)ids.n <= room)
+			break;
+		if (tries == 4 || room < 64) {
+			seterr(err, errlen, "the prompt does not fit the teacher's %d positions",
+			       T->b->m->cfg.max_pos);
+			goto out;
+		}
+		budget = (size_t)((double)budget * room / (double)ids.n * 0.95);
+	}
+	get_str(rec, "id", &id, &idn);
+	if (fw_teacher_hint(T, (const char *)p.p, p.n, fw_rollout_seed(o->seed, id, idn, 0),
+			    o->temp, max_tokens, max_chars, &hint, err, errlen))
+		goto out;
+	/* add through the hint list's own growth */
+	if (hs->n == hs->cap) {
+		size_t nc = hs->cap ? 2 * hs->cap : 8;
+		struct fw_teach_hint *nh = realloc(hs->h, nc * sizeof *nh);
+
+		if (!nh) {
+			seterr(err, errlen, "out of memory");
+			goto out;
+		}
+		hs->h = nh;
+		hs->cap = nc;
+	}
+	hs->h[hs->n++] = (struct fw_teach_hint){ turn, hint, "model" };
+	hint = NULL;
+	rc = 1;
+out:
+	free(hint);
+	fw_buf_free(&p);
+	fw_tok_ids_release(&ids);
+	return rc;
+}
