@@ -99,6 +99,11 @@ norm() { rec json "$1" | jq -S -c 'del(.time, .grade.time)' | sort; }
   run -0 --separate-stderr "$SL/submit.sh" --help
   assert_line --index 0 --partial 'usage: submit.sh --test-cmd CMD --ckpt DIR --store DIR -o OUT'
   [ -z "$stderr" ]
+  # word for word the SYNOPSIS of fw-slurm(7)
+  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
+    <(man -l "$BATS_TEST_DIRNAME/../man/fw-slurm.7" 2>/dev/null |
+      sed -n '/^SYNOPSIS/,/local-cluster.sh/p' | sed '1d;$d' | tr -s '[:space:]' ' ' |
+      sed 's/^ //; s|pipelines/slurm/submit.sh|submit.sh|')
   run -2 --separate-stderr "$SL/submit.sh" --ckpt m --store s -o o repo
   [[ $stderr == *"submit.sh: --test-cmd is required"* ]]
   run -2 --separate-stderr "$SL/submit.sh" --test-cmd t --ckpt m --store s -o o

@@ -20,7 +20,7 @@
 # daemon did not start (its log is printed), 2 on bad usage.
 set -eu
 
-usage() { echo "usage: local-cluster.sh start|stop DIR" >&2; exit 2; }
+usage() { echo "usage: local-cluster.sh start | stop DIR" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 cmd=$1
 mkdir -p "$2"

@@ -18,9 +18,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 usage() {
   cat <<'EOF'
 usage: submit.sh --test-cmd CMD --ckpt DIR --store DIR -o OUT [-n N]
-                 [--report junit|tap] [--policy SPEC] [--split NAME|all]
+                 [--report junit | tap] [--policy SPEC] [--split NAME | all]
                  [--samples K] [--seed S] [--hints LIST] [--np P]
-                 [--launcher mpirun|srun] [--bin DIR] [-p PARTITION] [-A ACCOUNT]
+                 [--launcher mpirun | srun] [--bin DIR] [-p PARTITION] [-A ACCOUNT]
                  [--sbatch OPT] [--STAGE-sbatch OPTS] [--STAGE-opts OPTS]
                  [--wait] [--poll SEC] REPO ...
 EOF
