@@ -8,6 +8,7 @@
  * reads; each worker keeps its own teachers (a model is used by one thread
  * at a time).
  */
+#include <curl/curl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -599,6 +600,9 @@ int main(int argc, char **argv)
 	/* The workers share the kernels' thread pool as it is (FW_THREADS):
 	 * a forward's sums depend on how its work is split, so a different
 	 * split per worker would change the bytes written. */
+	/* http teachers open libcurl in the workers: set it up before them,
+	 * since its global setup is not safe from several threads at once */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
 	struct pool P = { .C = &C, .nw = (int)jobs, .cap = 4 * jobs, .w = w };
 	struct wa *wa = calloc(jobs, sizeof *wa);
 
