@@ -90,7 +90,7 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$'
   jq -e -s 'all(.[]; .records == 3 and .status == "ok" and .run == "par")' r.json
   # the append waits for whoever holds the runs log's lock
   flock runs.mp sh -c 'touch held; sleep 1' 3>&- &
-  for _ in $(seq 100); do [ -e held ] && break; sleep 0.05; done
+  for _ in $(seq 200); do [ -e held ] && break; sleep 0.05; done
   t0=${EPOCHREALTIME/./}
   "$STAGE" late -- true
   t1=${EPOCHREALTIME/./}
@@ -127,7 +127,7 @@ outer-loop $id (run) ok 0"
 @test "fw-cron lets one run at a time: a second is skipped with 75 and recorded, a later one runs" {
   "$CRON" --name slow --runs "$T/runs.mp" -- sh -c 'touch started; while [ ! -e release ]; do sleep 0.05; done' 3>&- &
   first=$!
-  for _ in $(seq 100); do [ -e started ] && break; sleep 0.05; done
+  for _ in $(seq 200); do [ -e started ] && break; sleep 0.05; done
   [ -e started ]
   run -75 --separate-stderr "$CRON" --name slow --runs "$T/runs.mp" -- touch second-ran
   [[ $stderr == "fw-cron: slow: skipped: the previous run still holds $FW_STATE/slow.lock (pid $first, run "* ]]
@@ -142,7 +142,7 @@ outer-loop $id (run) ok 0"
   # another name has another lock
   "$CRON" --name slow -- sh -c 'touch started2; while [ ! -e release2 ]; do sleep 0.05; done' 3>&- &
   first=$!
-  for _ in $(seq 100); do [ -e started2 ] && break; sleep 0.05; done
+  for _ in $(seq 200); do [ -e started2 ] && break; sleep 0.05; done
   run -0 "$CRON" --name other -- true
   touch release2
   wait $first
