@@ -299,6 +299,10 @@ fill() {
   done > "$T/seeds"
   run -0 bash -c "uniq '$T/seeds' | wc -l"
   assert_output 2
+  # serve draws the same from the same seed
+  teach --hints "model:http:$URL" --hint-temp 1 --seed 5 --teacher none "$T/f.mp" |
+    rec json | jq -r '.teach.hints[0].text' > "$T/hs"
+  [ "$(cat "$T/hs")" = "$(head -1 "$T/seeds")" ]
   # a passing rollout has no weak turn: no hint asked for
   rec from-json "$FX/pass.json" | teach --hints "model:http:$URL" --teacher none | rec json > "$T/o.json"
   run -0 jq -c .teach "$T/o.json"
