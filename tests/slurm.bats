@@ -47,12 +47,12 @@ setup_file() {
   O="$F/one"
   mkdir -p "$O"
   task-mutate --test-cmd "$TEST_CMD" --report tap --store "$F/st.git" --seed 1 \
-    --strategy stub-body -o "$O/tasks.mp" "$F/mini" 2> /dev/null
+    --strategy stub-body -j 2 -o "$O/tasks.mp" "$F/mini" 2> /dev/null
   traj-filter -e '.split == "train"' -o "$O/train.mp" "$O/tasks.mp"
   # shellcheck disable=SC2086
   rollout --policy "builtin:$F/m0" --store "$F/st.git" --samples 2 --seed 1 $ROLLOUT_OPTS \
     -o "$O/rollouts.mp" "$O/train.mp"
-  grade --store "$F/st.git" -o "$O/graded.mp" "$O/rollouts.mp"
+  grade --store "$F/st.git" -j 2 -o "$O/graded.mp" "$O/rollouts.mp"
   teach --hints env,demo -o "$O/taught.mp" "$O/graded.mp"
 }
 

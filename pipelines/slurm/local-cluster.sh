@@ -68,9 +68,9 @@ start) ;;
 esac
 
 [ "$(id -u)" = 0 ] || { echo "local-cluster.sh: needs root (slurmd runs jobs as their users)" >&2; exit 1; }
-for b in munged slurmctld slurmd; do
+for b in munged slurmctld slurmd sinfo sbatch srun; do
   command -v "$b" > /dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
-    { echo "local-cluster.sh: $b is not installed (Debian: munge, slurmctld, slurmd)" >&2; exit 1; }
+    { echo "local-cluster.sh: $b is not installed (Debian: slurm-wlm, munge)" >&2; exit 1; }
 done
 PATH=$PATH:/usr/sbin
 chmod 711 "$d"

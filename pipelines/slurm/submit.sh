@@ -132,7 +132,9 @@ fw_parts() {
 EOF
 } > "$out/run.env.tmp"
 mv "$out/run.env.tmp" "$out/run.env"
-rm -f "$out"/parts/*.mp "$out"/logs/*.out
+# what an earlier chain left, but its checkpoints in OUT/run
+rm -f "$out"/parts/*.mp "$out"/logs/*.out "$out"/tasks.mp "$out"/rollouts.mp \
+  "$out"/graded.mp "$out"/taught.mp "$out"/metrics.mp "$out"/jobs
 
 # sub STAGE EXTRA: sbatch the stage's script, print "STAGE JOBID", set $id
 sub() {
