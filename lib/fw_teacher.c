@@ -725,11 +725,21 @@ int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
 		}
 		budget = (size_t)((double)budget * room / (double)ids.n * 0.95);
 	}
-	get_str(rec, "id", &id, &idn);
-	if (fw_teacher_hint(T, (const char *)p.p, p.n, fw_rollout_seed(o->seed, id, idn, 0),
-			    o->temp, max_tokens, max_chars, &hint, err, errlen))
+	/* a server takes text only: bytes that are not UTF-8 become U+FFFD */
+	size_t fl;
+	char *fixed = fw_utf8_fix((const char *)p.p, p.n, &fl);
+
+	if (!fixed) {
+		seterr(err, errlen, "out of memory");
 		goto out;
-	/* add through the hint list's own growth */
+	}
+	get_str(rec, "id", &id, &idn);
+	rc = fw_teacher_hint(T, fixed, fl, fw_rollout_seed(o->seed, id, idn, 0), o->temp,
+			     max_tokens, max_chars, &hint, err, errlen);
+	free(fixed);
+	rc = -1;
+	if (!hint)
+		goto out;
 	if (hs->n == hs->cap) {
 		size_t nc = hs->cap ? 2 * hs->cap : 8;
 		struct fw_teach_hint *nh = realloc(hs->h, nc * sizeof *nh);
