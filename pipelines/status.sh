@@ -35,7 +35,9 @@ done
 case $n in '' | *[!0-9]* | 0) echo "status: -n wants a positive count, not '$n'" >&2; usage ;; esac
 runs=${runs:-${FW_RUNS:-${FW_STATE:-$HOME/.local/state/flywheel}/runs.msgpack}}
 
-here=$(readlink -f "$0") && . "${here%/*}/cron/runlog.sh" || exit 1
+here=$0
+[ ! -L "$here" ] || here=$(readlink -f "$here")
+. "${here%/*}/cron/runlog.sh" || exit 1
 
 if [ ! -e "$runs" ]; then
 	echo "No runs log at $runs: nothing has run under fw-cron there yet (--runs FILE or FW_RUNS names another)."

@@ -59,11 +59,14 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$'
   run -0 "$STAGE" split -o outdir -- printf '%s\n' '$(touch pwned)' 'a  b'
   assert_output $'$(touch pwned)\na  b'
   [ ! -e pwned ]
+  run -0 "$STAGE" $'odd\tname' -- printf '%s' $'line\none\ttab\x01' $'not utf-8 \xff' '\'
   run -127 "$STAGE" nothing -- no-such-command-here
   assert_output --partial 'fw-stage: nothing: no-such-command-here: command not found'
   rec json runs.mp > r.json
   run -0 jq -c '[.stage, .status, .exit, has("output"), has("records"), has("run"), has("pipeline")]' r.json
-  assert_output $'["report","failed",3,false,false,false,false]\n["split","ok",0,true,false,false,false]\n["nothing","failed",127,false,false,false,false]'
+  assert_output $'["report","failed",3,false,false,false,false]\n["split","ok",0,true,false,false,false]\n["odd\\tname","ok",0,false,false,false,false]\n["nothing","failed",127,false,false,false,false]'
+  # control characters survive; bytes that are not UTF-8 are dropped, not the record
+  jq -e -s '.[2].cmd == ["printf", "%s", "line\none\ttab\u0001", "not utf-8 ", "\\"]' r.json
   jq -e -s '.[1] | .output == "'"$T"'/outdir" and .cmd[1:] == ["%s\\n", "$(touch pwned)", "a  b"]' r.json
 }
 
@@ -80,7 +83,7 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$'
 @test "20 stages ending at once append 20 whole records" {
   export FW_RUNS="$T/runs.mp" FW_RUN_ID=par
   for i in $(seq 1 20); do
-    "$STAGE" "stage $i" -o three.mp -- sh -c 'sleep 0.2' &
+    "$STAGE" "stage $i" -o three.mp -- true &
   done
   wait
   [ "$(rec count runs.mp)" = 20 ]

@@ -9,6 +9,7 @@
 #   fw_rfc3339 US        sets fw_time to microseconds US as RFC 3339 UTC
 #                        with milliseconds: 2026-12-02T03:00:00.123Z
 #   fw_shjoin ARG...     prints the arguments as one shell command line
+#   fw_json_str S        sets fw_j to S as a JSON string literal
 #   fw_run_append STAGE STATUS EXIT US0 US1 [-- CMD...]
 #                        appends one `run` record to $FW_RUNS (nothing when
 #                        it is unset) under an exclusive flock on that file;
@@ -47,8 +48,27 @@ fw_rfc3339() {
 	printf -v fw_time '%(%Y-%m-%dT%H:%M:%S)T.%03dZ' $(($1 / 1000000)) $(($1 % 1000000 / 1000))
 }
 
+# fw_json_str S: sets fw_j to S as a JSON string literal.  Bytes are kept
+# as they are (a string that is not UTF-8 is mended when it is written).
+fw_json_str() {
+	local LC_ALL=C s=$1 c h i
+	s=${s//\\/\\\\}
+	s=${s//\"/\\\"}
+	if [[ $s == *[$'\x01'-$'\x1f']* ]]; then
+		s=${s//$'\n'/\\n}
+		s=${s//$'\t'/\\t}
+		s=${s//$'\r'/\\r}
+		for ((i = 1; i < 32; i++)); do
+			printf -v h %02x $i
+			printf -v c "\\x$h"
+			[[ $s != *"$c"* ]] || s=${s//"$c"/\\u00$h}
+		done
+	fi
+	fw_j="\"$s\""
+}
+
 fw_run_append() {
-	local stage=$1 status=$2 rc=$3 us0=$4 us1=$5 id a i=0 argv=() head= rest= secs fd wrc t0 t1
+	local stage=$1 status=$2 rc=$3 us0=$4 us1=$5 id a json sep= fd wrc k v
 	shift 5
 	[ "${1-}" != -- ] || shift
 	[ -n "${FW_RUNS:-}" ] || return 0
@@ -59,31 +79,29 @@ fw_run_append() {
 	fi
 	# Unique, not a content hash: two runs of the same stage are two events.
 	printf -v id '%013x%06x%05x' "$us0" $(($$ % 0x1000000)) $(((RANDOM << 15 | RANDOM) & 0xfffff))
-	for a in "$@"; do argv+=(--arg "argv_$i" "$a"); i=$((i + 1)); done
-	fw_rfc3339 "$us0"; t0=$fw_time
-	fw_rfc3339 "$us1"; t1=$fw_time
-	# One jq makes the record in two halves; the seconds go between them by
-	# hand, since jq prints 2.0 as 2, an integer to msgpack.
-	{ read -r head && read -r rest; } < <(jq -cn --arg id "$id" \
-		--arg run "${FW_RUN_ID:-}" --arg pipeline "${FW_PIPELINE:-}" \
-		--arg stage "$stage" --arg status "$status" --argjson exit "$rc" \
-		--arg start "$t0" --arg stop "$t1" \
-		--arg host "$fw_host" --arg output "${fw_output:-}" --arg records "${fw_records:-}" \
-		--arg log "${fw_log:-}" --arg lock "${fw_lock:-}" --arg held_by "${fw_held_by:-}" \
-		"${argv[@]}" '
-		def opt(k; v): if v != "" then {(k): v} else {} end;
-		({kind: "run", v: 1, id: $id} + opt("run"; $run) + opt("pipeline"; $pipeline)
-		 + {stage: $stage, status: $status, exit: $exit, start: $start, "end": $stop}),
-		({host: $host} + opt("output"; $output)
-		 + (if $records != "" then {records: ($records | tonumber)} else {} end)
-		 + opt("log"; $log) + opt("lock"; $lock) + opt("held_by"; $held_by)
-		 + {cmd: [$ARGS.named | to_entries[] | select(.key | startswith("argv_"))
-		          | {i: (.key[5:] | tonumber), v: .value}] | sort_by(.i) | map(.v)})')
-	if [ -z "$rest" ]; then
-		echo "$fw_prog: cannot build the run record: no run record written to $FW_RUNS" >&2
-		return 1
-	fi
-	printf -v secs '%d.%03d' $(((us1 - us0) / 1000000)) $(((us1 - us0) % 1000000 / 1000))
+	# The JSON is written here rather than by jq, which costs more than
+	# everything else a stage adds; seconds is printed with a fraction so
+	# that rec makes it a float.
+	json="{\"kind\":\"run\",\"v\":1,\"id\":\"$id\""
+	for k in run pipeline; do
+		case $k in run) v=${FW_RUN_ID:-} ;; *) v=${FW_PIPELINE:-} ;; esac
+		[ -z "$v" ] || { fw_json_str "$v"; json+=",\"$k\":$fw_j"; }
+	done
+	fw_json_str "$stage"; json+=",\"stage\":$fw_j"
+	fw_json_str "$status"; json+=",\"status\":$fw_j,\"exit\":$((rc))"
+	fw_rfc3339 "$us0"; json+=",\"start\":\"$fw_time\""
+	fw_rfc3339 "$us1"; json+=",\"end\":\"$fw_time\""
+	printf -v a '%d.%03d' $(((us1 - us0) / 1000000)) $(((us1 - us0) % 1000000 / 1000))
+	fw_json_str "$fw_host"; json+=",\"seconds\":$a,\"host\":$fw_j"
+	[ -z "$fw_output" ] || { fw_json_str "$fw_output"; json+=",\"output\":$fw_j"; }
+	[ -z "$fw_records" ] || json+=",\"records\":$((fw_records))"
+	for k in log lock held_by; do
+		v=fw_$k
+		[ -z "${!v}" ] || { fw_json_str "${!v}"; json+=",\"$k\":$fw_j"; }
+	done
+	json+=",\"cmd\":["
+	for a in "$@"; do fw_json_str "$a"; json+="$sep$fw_j"; sep=,; done
+	json+="]}"
 	# Append under a lock on the runs log itself, so that stages ending at
 	# once write whole records one after the other.
 	if ! exec {fd}>>"$FW_RUNS"; then
@@ -95,7 +113,8 @@ fw_run_append() {
 		echo "$fw_prog: $FW_RUNS: runs log locked for 60 s: no run record written" >&2
 		return 1
 	fi
-	"$fw_rec" from-json <<< "${head%\}},\"seconds\":$secs,${rest#\{}" >&"$fd"
+	"$fw_rec" from-json <<< "$json" >&"$fd" 2>/dev/null ||
+		iconv -c -f UTF-8 -t UTF-8 <<< "$json" | "$fw_rec" from-json >&"$fd"
 	wrc=$?
 	exec {fd}>&-
 	if [ $wrc -ne 0 ]; then
