@@ -16,6 +16,7 @@
  */
 #include "fw_sandbox.h"
 #include "fw_proxy.h"
+#include "fw_sandbox_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +30,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -125,6 +127,19 @@ static int add_event(struct fw_sandbox_result *res, const char *kind,
 	}
 	res->nevents++;
 	return 0;
+}
+
+/* Put the events in the order they happened (the proxy's and the network
+ * watch's are added at the end of the run); ties keep their order. */
+static void sort_events(struct fw_sandbox_result *res)
+{
+	for (size_t i = 1; i < res->nevents; i++) {
+		struct fw_sandbox_event e = res->events[i];
+		size_t j = i;
+		for (; j > 0 && res->events[j - 1].at_s > e.at_s; j--)
+			res->events[j] = res->events[j - 1];
+		res->events[j] = e;
+	}
 }
 
 /* ---- argv and environment builders ---------------------------------------- */
@@ -1014,10 +1029,21 @@ static void set_limit(int res, rlim_t soft, rlim_t hard)
 /* In the forked child: only async-signal-safe calls until execve. */
 static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		  char **argv, char **envp, int in, int out, int errfd, int st,
-		  const struct files *f, const struct cgroup *cg, int use_as, pid_t parent)
+		  const struct files *f, const struct cgroup *cg, int use_as, pid_t parent,
+		  int nwsock)
 {
 	int fds[4 + MAX_FILES] = { in, out, errfd, st }, n = 4 + f->n;
 
+	/* bwrap's --die-with-parent arms itself only once bwrap runs: a
+	 * caller killed before that would leave the sandbox orphaned with no
+	 * one to enforce its timeout.  Arm it here (it survives execve) and
+	 * check that the caller is still there. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(126);
+	/* then the network watch: its filter covers bwrap and all it
+	 * starts */
+	if (nwsock >= 0 && fw_nw_child(nwsock) != 0)
+		_exit(126);
 	for (int i = 0; i < f->n; i++)
 		fds[4 + i] = f->fd[i];
 	/* move every end above the targets so that dup2 into 0..n-1 cannot
@@ -1031,13 +1057,6 @@ static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		if (dup2(fds[i], i) < 0)
 			_exit(126);
 	syscall(SYS_close_range, (unsigned)n, ~0U, 0);
-
-	/* bwrap's --die-with-parent arms itself only once bwrap runs: a
-	 * caller killed before that would leave the sandbox orphaned with no
-	 * one to enforce its timeout.  Arm it here (it survives execve) and
-	 * check that the caller is still there. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-		_exit(126);
 
 	/* join the run's cgroups ("0" is the writer itself); bwrap and all
 	 * it starts inherit them */
@@ -1138,6 +1157,9 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	char status[4096] = "";
 	int pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	int pst[2] = { -1, -1 }, in = -1, pidfd = -1, rc = -1, use_as = 1;
+	int nws[2] = { -1, -1 };
+	struct fw_nw *nw = NULL;
+	char nwhy[256] = "";
 	size_t stlen = 0;
 	pid_t pid = -1, self;
 	double t0 = now(), kill_at = 0, pinned_since = 0, next_count = 0;
@@ -1232,22 +1254,60 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		seterr(err, errlen, "pipe: %s", strerror(errno));
 		goto out;
 	}
-
-	t0 = now();
-	self = getpid();
-	pid = fork();
-	if (pid < 0) {
-		seterr(err, errlen, "fork: %s", strerror(errno));
+	if (!fw_nw_enabled(nwhy, sizeof nwhy))
+		add_event(res, "net-watch", 0, "direct network attempts are refused but not "
+			  "recorded: %s", nwhy);
+	else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nws) != 0) {
+		seterr(err, errlen, "socketpair: %s", strerror(errno));
 		goto out;
 	}
-	if (pid == 0)
-		child(o, bwrap, a.v, env.v, in, pout[1], perr[1], pst[1],
-		      &files, &cg, use_as, self);
+
+	self = getpid();
+	for (;;) {
+		int k;
+		t0 = now();
+		pid = fork();
+		if (pid < 0) {
+			seterr(err, errlen, "fork: %s", strerror(errno));
+			goto out;
+		}
+		if (pid == 0) {
+			/* the parent's end: a read of the handshake must see
+			 * the parent go */
+			if (nws[0] >= 0)
+				close(nws[0]);
+			child(o, bwrap, a.v, env.v, in, pout[1], perr[1], pst[1],
+			      &files, &cg, use_as, self, nws[1]);
+		}
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (nws[0] < 0)
+			break;
+		close(nws[1]);
+		nws[1] = -1;
+		k = fw_nw_start(nws[0], pidfd, &nw, nwhy, sizeof nwhy);
+		close(nws[0]);
+		nws[0] = -1;
+		if (k == 0 || k == 2)
+			break;
+		/* this machine cannot watch: say so, here and in every later
+		 * run of the process */
+		fw_nw_disable(nwhy);
+		add_event(res, "net-watch", 0, "direct network attempts are refused but not "
+			  "recorded: %s", nwhy);
+		if (k == 1)
+			break;
+		/* the child was told to exit before it did anything: again,
+		 * unwatched */
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		if (pidfd >= 0)
+			close(pidfd);
+		pidfd = -1;
+	}
 	close(pout[1]);
 	close(perr[1]);
 	close(pst[1]);
 	pout[1] = perr[1] = pst[1] = -1;
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 
 	{
 		size_t outcap = o->output_cap ? o->output_cap : FW_SANDBOX_OUTPUT_CAP;
@@ -1255,8 +1315,8 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		cap[1] = (struct capture){ perr[0], outcap, &res->err };
 	}
 	for (;;) {
-		struct pollfd pf[4];
-		int nf = 0, wait_ms = 100, ipo = -1, ipe = -1, ips = -1, ipp = -1;
+		struct pollfd pf[4 + FW_NW_MAXFDS];
+		int nf = 0, wait_ms = 100, ipo = -1, ipe = -1, ips = -1, ipp = -1, inw = 0, nnw = 0;
 		double t = now() - t0;
 
 		if (!reaped && !timed_out && !bomb && o->timeout_s > 0 && t >= o->timeout_s) {
@@ -1311,6 +1371,11 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		if (perr[0] >= 0) { pf[nf] = (struct pollfd){ perr[0], POLLIN, 0 }; ipe = nf++; }
 		if (pst[0] >= 0) { pf[nf] = (struct pollfd){ pst[0], POLLIN, 0 }; ips = nf++; }
 		if (!reaped && pidfd >= 0) { pf[nf] = (struct pollfd){ pidfd, POLLIN, 0 }; ipp = nf++; }
+		if (!reaped && nw) {
+			inw = nf;
+			nnw = fw_nw_pollfds(nw, pf + nf);
+			nf += nnw;
+		}
 		if (reaped && nf == 0)
 			break;
 		if (o->timeout_s > 0 && !timed_out) {
@@ -1327,6 +1392,9 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 			seterr(err, errlen, "poll: %s", strerror(errno));
 			break;
 		}
+		/* a watched process waits for its answer: serve it first */
+		if (nnw)
+			fw_nw_service(nw, pf + inw, nnw);
 		for (int k = 0; k < 2; k++) {
 			int ip = k ? ipe : ipo;
 			if (ip >= 0 && pf[ip].revents) {
@@ -1434,10 +1502,26 @@ out:
 	}
 	if (pidfd >= 0)
 		close(pidfd);
-	for (int *p = (int[]){ pout[0], pout[1], perr[0], perr[1], pst[0], pst[1], in }, k = 0;
-	     k < 7; k++)
+	for (int *p = (int[]){ pout[0], pout[1], perr[0], perr[1], pst[0], pst[1], in,
+			       nws[0], nws[1] }, k = 0;
+	     k < 9; k++)
 		if (p[k] >= 0)
 			close(p[k]);
+	if (nw) {
+		struct fw_nw_event *ev = NULL;
+		size_t n = 0, more = 0;
+		fw_nw_take(nw, &ev, &n, &more);
+		for (size_t i = 0; i < n; i++) {
+			if (rc == 0)
+				add_event(res, "net-denied", ev[i].at - t0, "%s", ev[i].detail);
+			free(ev[i].detail);
+		}
+		free(ev);
+		if (rc == 0 && more)
+			add_event(res, "net-denied", res->wall_s, "%zu more direct network "
+				  "attempts not listed", more);
+		fw_nw_free(nw);
+	}
 	for (int i = 0; i < files.n; i++)
 		close(files.fd[i]);
 	cgroup_remove(&cg);
@@ -1459,6 +1543,8 @@ out:
 		unlink(sock);
 	if (tmpdir[0])
 		rmdir(tmpdir);
+	if (rc == 0)
+		sort_events(res);
 	sv_free(&a);
 	sv_free(&env);
 	if (rc != 0)
@@ -1483,4 +1569,9 @@ int fw_sandbox_available(char *err, size_t errlen)
 		       r.err.data ? r.err.data : "no message");
 	fw_sandbox_result_free(&r);
 	return rc;
+}
+
+int fw_sandbox_net_watch(char *why, size_t whylen)
+{
+	return fw_nw_probe(why, whylen);
 }

@@ -28,7 +28,14 @@
  * in the caller on a Unix socket bound into the sandbox; a relay inside
  * (socat) listens on 127.0.0.1:FW_SANDBOX_PROXY_PORT and http_proxy /
  * https_proxy point at it.  Every request the proxy sees is an event,
- * "net-allowed" or "net-denied".
+ * "net-allowed" or "net-denied".  Direct attempts that bypass the proxy are
+ * watched with seccomp user notification (fw_sandbox_net.c): connect(),
+ * sendto(), sendmsg() and sendmmsg() to anything but the sandbox's own
+ * loopback fail with ENETUNREACH and are "net-denied" events ("connect
+ * tcp 1.1.1.1:80"), and DNS queries, answered REFUSED, are events too
+ * ("dns example.com A").  Where the kernel cannot do this, such attempts
+ * still fail but are not recorded, and every run says so in a "net-watch"
+ * event.
  *
  * Needs bwrap(1) on PATH (Debian bubblewrap), and socat(1) for allow lists.
  */
@@ -112,7 +119,8 @@ struct fw_sandbox_opts {
 /* One thing worth recording that happened during a run. */
 struct fw_sandbox_event {
 	char *kind;   /* "net-denied", "net-allowed", "limit", "cgroup",
-		       * "setid" (set-ID bits cleared on a workspace file) */
+		       * "setid" (set-ID bits cleared on a workspace file),
+		       * "net-watch" (direct attempts cannot be recorded) */
 	char *detail; /* e.g. "CONNECT evil.example:443", owned */
 	double at_s;  /* seconds since the run started */
 };
@@ -185,5 +193,12 @@ const char *fw_sandbox_cause_name(enum fw_sandbox_cause c);
  * able to create the namespaces.  Returns 0, or -1 with the reason in err.
  */
 int fw_sandbox_available(char *err, size_t errlen);
+
+/*
+ * Whether runs on this machine record direct network attempts (seccomp
+ * user notification and pidfd_getfd(2) work here).  Returns 1, or 0 with
+ * the reason in why (whylen bytes).  Checked once per process.
+ */
+int fw_sandbox_net_watch(char *why, size_t whylen);
 
 #endif
