@@ -128,8 +128,10 @@ serve() {
   done
   # a sandbox orphaned in bwrap's own start-up is swept by the next run
   fw-run -- true > /dev/null
-  for _ in $(seq 30); do pgrep -f '^sleep 739' >/dev/null || break; sleep 0.1; done
+  for _ in $(seq 30); do pgrep -f '^(sleep|fw-run --) 739' >/dev/null || break; sleep 0.1; done
   ! pgrep -f '^sleep 739'
+  # nor does the caller's child, at any step before it becomes bwrap
+  ! pgrep -f '^fw-run -- sleep 739'
 }
 
 @test "capabilities are gone: no remount, no mount, no new user namespace" {
@@ -204,6 +206,188 @@ serve() {
   assert_success
   [ "$(field stdout)" = "hello from the host" ]
   [ "$(jq -r '.events[0].detail' <<<"$output")" = "CONNECT 127.0.0.1:$PORT" ]
+}
+
+# cc_helper NAME: compile the C program on stdin to $T/NAME (skips without cc)
+cc_helper() {
+  command -v cc >/dev/null || skip "no C compiler"
+  cat > "$T/$1.c"
+  cc -O -o "$T/$1" "$T/$1.c"
+}
+
+@test "direct connections that bypass the proxy are refused and recorded" {
+  run --separate-stderr fw-run -- /usr/bin/python3 -c '
+import socket
+for addr in [("192.0.2.1", 80), ("2001:db8::1", 443)]:
+    try:
+        socket.create_connection(addr, timeout=5)
+    except OSError as e:
+        print(addr[0], e.errno == 101)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.sendto(b"x", ("198.51.100.7", 123))
+except OSError as e:
+    print("udp", e.errno == 101)'
+  assert_success
+  [ "$(field stdout)" = $'192.0.2.1 True\n2001:db8::1 True\nudp True' ]
+  run jq -r '.events[] | "\(.kind) \(.detail)"' <<<"$output"
+  assert_output - <<'EOF'
+net-denied connect tcp 192.0.2.1:80
+net-denied connect tcp [2001:db8::1]:443
+net-denied sendto udp 198.51.100.7:123
+EOF
+}
+
+@test "every call that names a destination is watched: sendmsg, sendmmsg; io_uring is off" {
+  cc_helper netcalls <<'EOF'
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static struct sockaddr_in at(const char *ip, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	return a;
+}
+
+static void show(const char *what, long rc)
+{
+	printf("%s: %s\n", what, rc < 0 ? strerror(errno) : "ok");
+}
+
+int main(void)
+{
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = at("192.0.2.2", 123), b = at("192.0.2.3", 123),
+			   c = at("192.0.2.4", 123), lo = at("127.0.0.1", 9);
+	struct iovec iov = { "x", 1 };
+	struct msghdr mh = { .msg_name = &a, .msg_namelen = sizeof a, .msg_iov = &iov,
+			     .msg_iovlen = 1 };
+	struct mmsghdr mm[2] = { { .msg_hdr = mh }, { .msg_hdr = mh } };
+	char params[120] = { 0 };
+
+	show("sendmsg", sendmsg(u, &mh, 0));
+	mm[0].msg_hdr.msg_name = &b;
+	mm[1].msg_hdr.msg_name = &c;
+	show("sendmmsg", sendmmsg(u, mm, 2, 0));
+	mh.msg_name = &lo;
+	show("sendmsg to loopback", sendmsg(u, &mh, 0));
+	show("io_uring_setup", syscall(__NR_io_uring_setup, 1, params));
+	return 0;
+}
+EOF
+  run --separate-stderr fw-run --ro-bind "$T/netcalls:/tmp/netcalls" -- /tmp/netcalls
+  assert_success
+  assert_equal "$(field stdout)" "$(printf '%s\n' 'sendmsg: Network is unreachable' \
+    'sendmmsg: Network is unreachable' 'sendmsg to loopback: ok' \
+    'io_uring_setup: Function not implemented')"
+  run jq -r '.events[] | .detail' <<<"$output"
+  assert_output - <<'EOF'
+sendmsg udp 192.0.2.2:123
+sendmmsg udp 192.0.2.3:123
+sendmmsg udp 192.0.2.4:123
+EOF
+}
+
+@test "a name lookup fails at once, as before, and each name asked is recorded" {
+  run --separate-stderr fw-run -- sh -c '
+    /usr/bin/python3 -c "
+import socket
+try:
+    socket.getaddrinfo(\"pypi.org\", 443)
+except socket.gaierror as e:
+    print(e.errno == socket.EAI_AGAIN)"
+    getent hosts sandbox || echo "own name: not found"
+    getent hosts localhost >/dev/null && echo "localhost: from /etc/hosts"'
+  assert_success
+  [ "$(field stdout)" = $'True\nown name: not found\nlocalhost: from /etc/hosts' ]
+  awk -v w="$(field wall_s)" 'BEGIN { exit !(w < 5) }'
+  # the resolver's retries of one question are one event; the sandbox's
+  # own host name is no network attempt
+  run jq -r '[.events[] | "\(.kind) \(.detail)"] | sort | .[]' <<<"$output"
+  assert_output - <<'EOF'
+net-denied dns pypi.org A
+net-denied dns pypi.org AAAA
+EOF
+}
+
+@test "loopback stays open and unrecorded: a server inside, TCP and UDP, IPv4 and IPv6" {
+  run --separate-stderr fw-run --timeout 30 -- /usr/bin/python3 -c '
+import socket, threading
+for fam, host in [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")]:
+    srv = socket.socket(fam, socket.SOCK_STREAM)
+    srv.bind((host, 0)); srv.listen()
+    threading.Thread(target=lambda: srv.accept()[0].sendall(b"hi"), daemon=True).start()
+    c = socket.create_connection((host, srv.getsockname()[1]))
+    print(c.recv(2).decode())
+    u = socket.socket(fam, socket.SOCK_DGRAM); u.bind((host, 0))
+    socket.socket(fam, socket.SOCK_DGRAM).sendto(b"udp", (host, u.getsockname()[1]))
+    print(u.recv(3).decode())'
+  assert_success
+  [ "$(field stdout)" = $'hi\nudp\nhi\nudp' ]
+  [ "$(field events)" = "[]" ]
+}
+
+@test "with --allow, the proxy works and a direct attempt beside it is still recorded" {
+  serve
+  run --separate-stderr fw-run --allow "127.0.0.1:$PORT" -- sh -c '
+    curl -sS -m 5 --noproxy "" "http://127.0.0.1:'"$PORT"'/file.txt"
+    curl -sS -m 5 --noproxy "*" "http://192.0.2.9:8080/" 2>/dev/null || echo "direct: refused"'
+  assert_success
+  [ "$(field stdout)" = $'hello from the host\ndirect: refused' ]
+  run jq -r '.events[] | "\(.kind) \(.detail)"' <<<"$output"
+  assert_output - <<EOF
+net-allowed GET http://127.0.0.1:$PORT/file.txt
+net-denied connect tcp 192.0.2.9:8080
+EOF
+}
+
+@test "without seccomp user notification, attempts still fail and every run says they go unrecorded" {
+  cc_helper noseccomp <<'EOF'
+/* Run a command where seccomp(2) fails with EINVAL, as on a kernel
+ * without user notification. */
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { 4, f };
+
+	if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		return 125;
+	execvp(argv[1], argv + 1);
+	return 127;
+}
+EOF
+  run -1 --separate-stderr "$T/noseccomp" fw-run -- /usr/bin/python3 -c '
+import socket
+socket.create_connection(("192.0.2.1", 80), timeout=5)'
+  [[ "$(field stderr)" == *"Network is unreachable"* ]]
+  run jq -r '.events[] | "\(.kind) \(.detail)"' <<<"$output"
+  assert_output "net-watch direct network attempts are refused but not recorded: seccomp user notification unavailable: Invalid argument"
+  run --separate-stderr "$T/noseccomp" fw-run --check
+  assert_success
+  assert_line "direct network attempts: refused, not recorded (seccomp user notification unavailable: Invalid argument)"
 }
 
 @test "a wall-clock timeout kills a process that ignores SIGTERM, and its children" {
@@ -329,6 +513,7 @@ print("unlimited", n)'
   assert_line --index 0 "the clean room works"
   assert_line --regexp '^memory limit: (memory cgroup|address-space rlimit only)$'
   assert_line --regexp '^process limit: (pids cgroup|rlimit and watchdog)$'
+  assert_line --regexp '^direct network attempts: (refused and recorded \(seccomp user notification\)|refused, not recorded \(.+\))$'
   run --separate-stderr fw-run --check --no-cgroup
   assert_line "memory limit: address-space rlimit only"
   assert_line "process limit: rlimit and watchdog"

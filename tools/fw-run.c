@@ -104,9 +104,9 @@ static int parse_mb(const char *s, uint64_t *out)
 /* --check: can the clean room run here, and what enforces its limits? */
 static int check_machine(struct fw_sandbox_opts *o)
 {
-	char *argv[] = { "true", NULL }, err[512];
+	char *argv[] = { "true", NULL }, err[512], why[256];
 	struct fw_sandbox_result r;
-	int pids_cg = 1;
+	int pids_cg = 1, watch;
 
 	if (fw_sandbox_available(err, sizeof err) != 0) {
 		fw_warn("%s", err);
@@ -128,6 +128,10 @@ static int check_machine(struct fw_sandbox_opts *o)
 	printf("cpu and memory accounting: %s\n", r.cpu_s >= 0 ? "cgroup" : "none");
 	printf("allow lists: %s\n", access("/usr/bin/socat", X_OK) == 0 ? "socat found"
 		: "need socat(1)");
+	watch = fw_sandbox_net_watch(why, sizeof why);
+	printf("direct network attempts: %s%s%s\n",
+	       watch ? "refused and recorded (seccomp user notification)"
+		     : "refused, not recorded (", watch ? "" : why, watch ? "" : ")");
 	fw_sandbox_result_free(&r);
 	return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
 }
