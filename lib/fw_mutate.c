@@ -1023,15 +1023,18 @@ size_t fw_private_helpers(const struct fw_symbols *syms, size_t target,
 			continue;
 		if (count_word(ft->data, ta, tb, h->name) == 0)
 			continue;
-		size_t ha = lstart(&L, h->start), hb = lend(&L, h->end), elsewhere = 0;
+		/* what the deletion takes, leading comments included: a Go
+		 * doc comment starts with the function's own name */
+		struct span ts = del_span(t, ft->data, &L), hs = del_span(h, ft->data, &L);
+		size_t da = ts.a, db = ts.b, ha = hs.a, hb = hs.b, elsewhere = 0;
 		for (size_t f = 0; f < nfiles && !elsewhere; f++) {
 			const struct fw_text *x = &files[f];
 			if (x != ft) {
 				elsewhere = count_word(x->data, 0, x->len, h->name);
 				continue;
 			}
-			size_t lo1 = ta < ha ? ta : ha, hi1 = ta < ha ? tb : hb;
-			size_t lo2 = ta < ha ? ha : ta, hi2 = ta < ha ? hb : tb;
+			size_t lo1 = da < ha ? da : ha, hi1 = da < ha ? db : hb;
+			size_t lo2 = da < ha ? ha : da, hi2 = da < ha ? hb : db;
 			elsewhere = count_word(x->data, 0, lo1, h->name) +
 				    count_word(x->data, hi1, lo2, h->name) +
 				    count_word(x->data, hi2, x->len, h->name);
@@ -1153,7 +1156,7 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 		snprintf(perr, sizeof perr, "the report is not a regular file");
 		n = -1;
 	} else {
-		n = fw_report_load(rep, rpath, FW_REPORT_JUNIT, perr, sizeof perr);
+		n = fw_report_load(rep, rpath, fmt, perr, sizeof perr);
 	}
 	if (n < 0 || rep->n == 0) {
 		seterr(detail, detlen, "exit %d, %s: %s", res.exit_code,

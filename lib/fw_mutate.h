@@ -168,7 +168,7 @@ char *fw_task_prompt(const struct fw_mutation *m, const char *const *f2p, size_t
 
 /* ---- running a suite --------------------------------------------------------- */
 
-/* Where the JUnit report is written inside the sandbox ($FW_REPORT). */
+/* Where the report file is written inside the sandbox ($FW_REPORT). */
 #define FW_REPORT_PATH ".fw-report.xml"
 
 enum fw_suite_status {
@@ -179,9 +179,10 @@ enum fw_suite_status {
 
 /*
  * Runs `sh -c cmd` in the clean room with the workspace ws as its working
- * directory and FW_REPORT set to the JUnit report path, then reads the
- * report (JUnit from that file, or TAP from stdout when fmt is
- * FW_REPORT_TAP) into rep (cleared first).  timeout_s bounds the wall
+ * directory and FW_REPORT set to the report path, then reads the report
+ * (TAP from stdout when fmt is FW_REPORT_TAP; otherwise the file at
+ * FW_REPORT, JUnit XML or `go test -json` output as fmt says) into rep
+ * (cleared first).  timeout_s bounds the wall
  * clock (0: none).  detail (may be NULL, detlen bytes) receives the cause
  * of a NO_REPORT or TIMEOUT status, with the tail of stderr.  Returns a
  * status, or -1 with a message in err when the sandbox cannot run.

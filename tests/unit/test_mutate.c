@@ -118,6 +118,27 @@ static const char *go_src =
 	"\treturn half(w)\n"
 	"}\n";
 
+/* Go doc comments start with the function's own name. */
+static const char *go_doc_src =
+	"package text\n"
+	"\n"
+	"import \"strings\"\n"
+	"\n"
+	"// Norm is s trimmed and lower-cased.\n"
+	"func Norm(s string) string {\n"
+	"\treturn lower(trim(s))\n"
+	"}\n"
+	"\n"
+	"// lower lower-cases s.\n"
+	"func lower(s string) string {\n"
+	"\treturn strings.ToLower(s)\n"
+	"}\n"
+	"\n"
+	"// trim drops the blanks around s.\n"
+	"func trim(s string) string {\n"
+	"\treturn strings.TrimSpace(s)\n"
+	"}\n";
+
 static struct fw_symbols syms;
 
 static void setup(void)
@@ -132,6 +153,7 @@ static void setup(void)
 	put("web/add.js", js_src);
 	put("web/area.ts", ts_src);
 	put("geo/geo.go", go_src);
+	put("text/text.go", go_doc_src);
 	put("tests/test_mod.py", "from pkg import mod\n\ndef test_greet():\n    assert mod.greet('x')\n");
 	put("bin/tool", "#!/usr/bin/env python3\n\ndef run():\n    print('hi')\n    return 0\n");
 	char err[256] = "";
@@ -315,6 +337,30 @@ TEST(go_stub_panics_and_delete_takes_the_doc_comment)
 	size_t h[4];
 	CHECK_EQ_INT(fw_private_helpers(&syms, sym_index("geo/geo.go", "Mid"), files, 1, h, 4), 1);
 	CHECK_EQ_INT(fw_private_helpers(&syms, sym_index("geo/geo.go", "Area"), files, 1, h, 4), 0);
+}
+
+TEST(go_helpers_named_by_their_own_doc_comment_are_still_private)
+{
+	setup();
+	struct fw_text files[] = { { "text/text.go", go_doc_src, strlen(go_doc_src) },
+				   { "text/text_test.go", "Norm(\" A \")\n", 12 } };
+	size_t h[4] = { 0, 0, 0, 0 };
+	size_t k = fw_private_helpers(&syms, sym_index("text/text.go", "Norm"), files, 2, h, 4);
+	CHECK_EQ_INT(k, 2);
+	if (k == 2) {
+		struct fw_mutation m;
+		const struct fw_symbol *hp[] = { &syms.v[h[0]], &syms.v[h[1]] };
+		CHECK_EQ_INT(fw_mutate_delete(FW_DELETE_FEATURE, sym("text/text.go", "Norm"), hp,
+					      2, go_doc_src, strlen(go_doc_src), &m), 0);
+		CHECK_STR(m.data, "package text\n\nimport \"strings\"\n\n");
+		fw_mutation_clear(&m);
+	}
+	/* a mention outside the deleted spans, even in a comment, keeps it */
+	files[1].data = "// trim is tested through Norm\n";
+	files[1].len = strlen(files[1].data);
+	k = fw_private_helpers(&syms, sym_index("text/text.go", "Norm"), files, 2, h, 4);
+	CHECK_EQ_INT(k, 1);
+	CHECK(k == 1 && strcmp(syms.v[h[0]].name, "lower") == 0);
 }
 
 TEST(delete_file_lists_what_the_file_defined)
