@@ -274,8 +274,8 @@ static int read_task(struct fw_grader *g, struct fw_mpv rec, struct job *j)
 	if (dup_str(task, "test_cmd", &j->cmd) != 1 || !*j->cmd)
 		return bad(j, "task has no 'test_cmd'");
 	if (dup_str(task, "report", &j->report) < 0 ||
-	    (j->report && strcmp(j->report, "junit") && strcmp(j->report, "tap")))
-		return bad(j, "task 'report' is not junit or tap");
+	    (j->report && fw_report_format_parse(j->report) < 0))
+		return bad(j, "task 'report' is not junit, tap or gotest");
 	if (str_array(task, "f2p", &j->f2p) != 1 || j->f2p.n == 0)
 		return bad(j, "task has no 'f2p' tests");
 	if (str_array(task, "p2p", &j->p2p) < 0)
@@ -683,7 +683,9 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 			rc = bad(j, "cannot parse the test report: not a regular file");
 			goto out;
 		} else {
-			n = fw_report_load(j->rep, rpath, FW_REPORT_JUNIT, perr, sizeof perr);
+			int fmt = j->report ? fw_report_format_parse(j->report) : FW_REPORT_JUNIT;
+			n = fw_report_load(j->rep, rpath, (enum fw_report_format)fmt, perr,
+					   sizeof perr);
 			if (n < 0) {
 				rc = bad(j, "cannot parse the test report: %s", perr);
 				goto out;

@@ -7,13 +7,18 @@
  * values, and only interprets <testsuite(s)>, <testcase> and the outcome
  * children of a testcase.  That is all a JUnit report needs, and it keeps
  * the build free of an XML library.
+ *
+ * `go test -json` lines are JSON objects, read with jansson.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "fw_report.h"
 
@@ -590,6 +595,203 @@ nomem:
 	return -1;
 }
 
+/* ---- go test -json ------------------------------------------------------------ */
+
+/* A test seen in the event stream: whether it is still running, and the
+ * first line it printed. */
+struct gotest {
+	char *id;
+	char *msg;
+	int open;
+};
+
+struct gotab {
+	struct gotest *v; /* open addressing; cap a power of two */
+	size_t cap, n;
+};
+
+static uint64_t fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/* The entry for id, added when new; NULL when memory runs out. */
+static struct gotest *gotab_get(struct gotab *t, const char *id)
+{
+	if (2 * (t->n + 1) > t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 64;
+		struct gotest *v = calloc(cap, sizeof *v);
+		if (!v)
+			return NULL;
+		for (size_t i = 0; i < t->cap; i++) {
+			if (!t->v[i].id)
+				continue;
+			size_t k = fnv(t->v[i].id) & (cap - 1);
+			while (v[k].id)
+				k = (k + 1) & (cap - 1);
+			v[k] = t->v[i];
+		}
+		free(t->v);
+		t->v = v;
+		t->cap = cap;
+	}
+	size_t k = fnv(id) & (t->cap - 1);
+	while (t->v[k].id) {
+		if (strcmp(t->v[k].id, id) == 0)
+			return &t->v[k];
+		k = (k + 1) & (t->cap - 1);
+	}
+	if (!(t->v[k].id = strdup(id)))
+		return NULL;
+	t->n++;
+	return &t->v[k];
+}
+
+static void gotab_free(struct gotab *t)
+{
+	for (size_t i = 0; i < t->cap; i++) {
+		free(t->v[i].id);
+		free(t->v[i].msg);
+	}
+	free(t->v);
+}
+
+/* Ends every test still running whose id starts with prefix (all: "") as
+ * an error.  Returns how many, or -1 when memory runs out. */
+static int gotab_close(struct gotab *t, struct fw_report *r, const char *prefix)
+{
+	size_t pl = strlen(prefix);
+	int n = 0;
+	for (size_t i = 0; i < t->cap; i++) {
+		struct gotest *g = &t->v[i];
+		if (!g->id || !g->open || strncmp(g->id, prefix, pl) != 0)
+			continue;
+		g->open = 0;
+		if (add(r, strdup(g->id), FW_ERROR, 0,
+			strdup(g->msg ? g->msg : "the test did not finish")) < 0)
+			return -1;
+		n++;
+	}
+	return n;
+}
+
+/* A line worth quoting as a failure's message: not test2json's own
+ * "=== RUN" / "--- FAIL" framing, not blank.  Returns its trimmed copy or
+ * NULL. */
+static char *go_message(const char *out)
+{
+	while (*out == ' ' || *out == '\t')
+		out++;
+	if (!*out || *out == '\n' || strncmp(out, "=== ", 4) == 0 || strncmp(out, "--- ", 4) == 0)
+		return NULL;
+	size_t n = strcspn(out, "\n");
+	while (n && (out[n - 1] == ' ' || out[n - 1] == '\r'))
+		n--;
+	return n ? strndup(out, n) : NULL;
+}
+
+int fw_report_parse_gotest(struct fw_report *r, const char *text, size_t len,
+			   char *err, size_t errlen)
+{
+	struct gotab tab = { 0 };
+	int count = 0, rc = 0;
+	size_t lineno = 0;
+	char id[2048];
+
+	for (size_t i = 0; i < len;) {
+		const char *line = text + i, *nl = memchr(line, '\n', len - i);
+		size_t n = nl ? (size_t)(nl - line) : len - i;
+		i += n + 1;
+		lineno++;
+		if (n == 0 || line[0] != '{')
+			continue;
+		json_error_t je;
+		json_t *ev = json_loadb(line, n, 0, &je);
+		const char *action = ev ? json_string_value(json_object_get(ev, "Action")) : NULL;
+		const char *pkg = ev ? json_string_value(json_object_get(ev, "Package")) : NULL;
+		const char *test = ev ? json_string_value(json_object_get(ev, "Test")) : NULL;
+		if (!action) {
+			seterr(err, errlen, "line %zu: not a go test -json event%s%s", lineno,
+			       ev ? "" : ": ", ev ? "" : je.text);
+			json_decref(ev);
+			rc = -1;
+			break;
+		}
+		snprintf(id, sizeof id, "%s::%s", pkg ? pkg : "", test ? test : "");
+		int pass = !strcmp(action, "pass"), fail = !strcmp(action, "fail"),
+		    skip = !strcmp(action, "skip");
+		if (!test) {
+			/* a package that fails ends the tests it left running */
+			int k = fail ? gotab_close(&tab, r, id) : 0;
+			json_decref(ev);
+			if (k < 0)
+				goto nomem;
+			count += k;
+			continue;
+		}
+		struct gotest *g = gotab_get(&tab, id);
+		if (!g) {
+			json_decref(ev);
+			goto nomem;
+		}
+		if (!strcmp(action, "run")) {
+			g->open = 1;
+		} else if (!strcmp(action, "output")) {
+			const char *out = json_string_value(json_object_get(ev, "Output"));
+			if (!g->msg && out)
+				g->msg = go_message(out);
+		} else if (pass || fail || skip) {
+			g->open = 0;
+			char *msg = fail && g->msg ? strdup(g->msg) : NULL;
+			if (add(r, strdup(id), pass ? FW_PASS : fail ? FW_FAIL : FW_SKIP,
+				json_number_value(json_object_get(ev, "Elapsed")), msg) < 0) {
+				json_decref(ev);
+				goto nomem;
+			}
+			count++;
+		}
+		json_decref(ev);
+	}
+	if (rc == 0) {
+		/* the output ended with tests running: the binary died */
+		int k = gotab_close(&tab, r, "");
+		if (k < 0)
+			goto nomem;
+		count += k;
+	}
+	gotab_free(&tab);
+	normalize(r);
+	return rc < 0 ? -1 : count;
+nomem:
+	gotab_free(&tab);
+	normalize(r);
+	seterr(err, errlen, "out of memory");
+	return -1;
+}
+
+const char *fw_report_format_name(enum fw_report_format f)
+{
+	switch (f) {
+	case FW_REPORT_TAP: return "tap";
+	case FW_REPORT_GOTEST: return "gotest";
+	default: return "junit";
+	}
+}
+
+int fw_report_format_parse(const char *s)
+{
+	if (!strcmp(s, "junit"))
+		return FW_REPORT_JUNIT;
+	if (!strcmp(s, "tap"))
+		return FW_REPORT_TAP;
+	if (!strcmp(s, "gotest"))
+		return FW_REPORT_GOTEST;
+	return -1;
+}
+
 int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format fmt,
 		   char *err, size_t errlen)
 {
@@ -625,8 +827,9 @@ int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format 
 		seterr(err, errlen, "cannot read '%s'", path);
 		return -1;
 	}
-	int rc = fmt == FW_REPORT_TAP ? fw_report_parse_tap(r, buf, n, err, errlen)
-				      : fw_report_parse_junit(r, buf, n, err, errlen);
+	int rc = fmt == FW_REPORT_TAP	   ? fw_report_parse_tap(r, buf, n, err, errlen)
+		 : fmt == FW_REPORT_GOTEST ? fw_report_parse_gotest(r, buf, n, err, errlen)
+					   : fw_report_parse_junit(r, buf, n, err, errlen);
 	free(buf);
 	return rc;
 }

@@ -14,6 +14,11 @@
  * "not ok ... # TODO").  An "ok ... # TODO" is a pass.  When an id occurs
  * twice (reruns, duplicate names) the worse outcome is kept.
  *
+ * `go test -json` output (its test2json events, one JSON object a line)
+ * gives one id per test and subtest: "PACKAGE::TestName" and
+ * "PACKAGE::TestName/sub"; outcomes from the "pass", "fail" and "skip"
+ * events; a test that started and never ended is an error.
+ *
  * Tests are kept sorted by id (strcmp order), so fw_report_find() is a
  * binary search and iteration order is stable.
  */
@@ -72,7 +77,29 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 int fw_report_parse_tap(struct fw_report *r, const char *text, size_t len,
 			char *err, size_t errlen);
 
-enum fw_report_format { FW_REPORT_JUNIT, FW_REPORT_TAP };
+/*
+ * Adds the results of `go test -json` output (len bytes at text) to r.
+ * Each line that starts with '{' must be a test2json event; other lines
+ * (the "FAIL pkg [build failed]" Go prints for a package that does not
+ * compile, stray output) are skipped, so the tests of a package that does
+ * not build are simply absent.  A test's outcome comes from its "pass",
+ * "fail" or "skip" event, its time from "Elapsed", a failure's message
+ * from the first line it printed; a test that started but had no outcome
+ * when its package ended or the output did (a crash, a panic elsewhere) is
+ * an error.  Returns the number of tests read, or -1 when a line is not a
+ * test2json event (message in err with its line number; results before it
+ * are kept) or memory runs out.
+ */
+int fw_report_parse_gotest(struct fw_report *r, const char *text, size_t len,
+			   char *err, size_t errlen);
+
+enum fw_report_format { FW_REPORT_JUNIT, FW_REPORT_TAP, FW_REPORT_GOTEST };
+
+/* "junit", "tap" or "gotest".  Cannot fail. */
+const char *fw_report_format_name(enum fw_report_format f);
+
+/* The format named s ("junit", "tap", "gotest"), or -1. */
+int fw_report_format_parse(const char *s);
 
 /* Reads the file at path and parses it as fmt (see above).  Returns the
  * number of tests read, or -1 with a message in err (unreadable file,

@@ -28,11 +28,11 @@
 #include "fw_workspace.h"
 
 static const char usage_text[] =
-	"usage: task-mutate --test-cmd CMD [--strategy S ...] [--report junit | tap]\n"
-	"                   [--lang L] [--store DIR] [--max N] [--seed S] [-j N]\n"
-	"                   [--shard K/N] [--split train=F,eval=F,private=F]\n"
-	"                   [--timeout SEC] [--allow-dirty] [-o OUT] [-z] [-v]\n"
-	"                   [--progress] REPO ...\n"
+	"usage: task-mutate --test-cmd CMD [--strategy S ...]\n"
+	"                   [--report junit | tap | gotest] [--lang L] [--store DIR]\n"
+	"                   [--max N] [--seed S] [-j N] [--shard K/N]\n"
+	"                   [--split train=F,eval=F,private=F] [--timeout SEC]\n"
+	"                   [--allow-dirty] [-o OUT] [-z] [-v] [--progress] REPO ...\n"
 	"       task-mutate -h | --help | --version\n";
 
 /* Why a candidate was not kept; the order is the summary's. */
@@ -354,7 +354,7 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	}
 	pack_str(&pk, "prompt"); pack_str(&pk, prompt);
 	pack_str(&pk, "test_cmd"); pack_str(&pk, o->test_cmd);
-	pack_str(&pk, "report"); pack_str(&pk, o->fmt == FW_REPORT_TAP ? "tap" : "junit");
+	pack_str(&pk, "report"); pack_str(&pk, fw_report_format_name(o->fmt));
 	pack_str(&pk, "f2p"); pack_strs(&pk, &f2p);
 	pack_str(&pk, "p2p"); pack_strs(&pk, &p2p);
 	pack_str(&pk, "xfail"); pack_strs(&pk, &xfail);
@@ -886,9 +886,10 @@ int main(int argc, char **argv)
 			o.strategies |= 1u << st;
 			break;
 		case O_REPORT:
-			if (!strcmp(optarg, "tap")) o.fmt = FW_REPORT_TAP;
-			else if (!strcmp(optarg, "junit")) o.fmt = FW_REPORT_JUNIT;
-			else return usage_error("unknown report format '%s' (junit, tap)", optarg);
+			if ((st = fw_report_format_parse(optarg)) < 0)
+				return usage_error("unknown report format '%s' (junit, tap, gotest)",
+						   optarg);
+			o.fmt = (enum fw_report_format)st;
 			break;
 		case O_LANG:
 			if ((o.lang = fw_lang_parse(optarg)) == FW_LANG_UNKNOWN)
@@ -1017,12 +1018,11 @@ int main(int argc, char **argv)
 			oi.max = o.max - t.ok;
 		if (cmds.v[i][0])
 			oi.test_cmd = cmds.v[i];
-		if (!strcmp(fmts.v[i], "tap"))
-			oi.fmt = FW_REPORT_TAP;
-		else if (!strcmp(fmts.v[i], "junit"))
-			oi.fmt = FW_REPORT_JUNIT;
-		else if (fmts.v[i][0]) {
-			fw_warn("%s: unknown report format '%s' (junit, tap)", repos.v[i], fmts.v[i]);
+		if (fmts.v[i][0] && (st = fw_report_format_parse(fmts.v[i])) >= 0) {
+			oi.fmt = (enum fw_report_format)st;
+		} else if (fmts.v[i][0]) {
+			fw_warn("%s: unknown report format '%s' (junit, tap, gotest)", repos.v[i],
+				fmts.v[i]);
 			status = FW_EXIT_DATA;
 			continue;
 		}
