@@ -443,6 +443,129 @@ EOF
 EOF
 }
 
+# Go and TypeScript: the fixture repositories under tests/fixtures/repos.
+GOTEST='go test -vet=off -json ./... >"$FW_REPORT"'
+TSTEST='tsc -p . >/dev/null; node --test --test-reporter=junit --test-reporter-destination="$FW_REPORT" dist/test/'
+
+fixture() { # fixture NAME: a committed copy of tests/fixtures/repos/NAME in $T/NAME
+  cp -r "$BATS_TEST_DIRNAME/fixtures/repos/$1" "$T/$1"
+  commit "$T/$1"
+}
+
+need_go() { command -v go >/dev/null || skip "go is not installed (Debian golang-go)"; }
+
+need_ts() {
+  command -v tsc >/dev/null || skip "tsc is not installed (Debian node-typescript)"
+  node -e 'process.exit(require("node:test/reporters").junit ? 0 : 1)' 2>/dev/null ||
+    skip "node has no junit test reporter (Node.js 20.13 or later)"
+}
+
+# graded FILE: grade each task of FILE with its solution ("s") and with an
+# empty patch ("e"); prints [s|e, resolved, f2p all pass] sorted
+graded() {
+  json "$1" | jq -c '{kind: "rollout", id: ("s" + .id), v: 1, task: del(.solution), patch: .solution},
+                     {kind: "rollout", id: ("e" + .id), v: 1, task: del(.solution), patch: ""}' |
+    rec from-json > "$T/r.mp"
+  grade -o "$T/g.mp" "$T/r.mp" || return 1
+  jq -r -s -c 'map([.id[0:1], .grade.resolved, .grade.f2p_pass == .grade.f2p_total]) | sort | .[]' \
+    <(json "$T/g.mp")
+}
+
+@test "Go: delete-feature tasks from go test -json results fail with the mutation, pass with the solution" {
+  need_go
+  fixture gokit
+  run --separate-stderr task-mutate --report gotest --test-cmd "$GOTEST" --store "$T/st.git" \
+    --strategy delete-feature -j 2 -o "$T/t.mp" "$T/gokit"
+  assert_success
+  [[ "$stderr" == *"task-mutate: candidates 2, validated 2, rejected 0: "* ]]
+  # the function goes with the private helper only it uses; the package no
+  # longer compiles, so every test of it fails, and the others pass
+  run jq -r -s -c 'sort_by(.targets[0].symbol) | .[] | [[.targets[].symbol], .lang, .report, .f2p, (.p2p | length)]' \
+    <(json "$T/t.mp")
+  assert_output - <<'EOF'
+[["IsPalindrome","letters"],"go","gotest",["example.org/gokit/strutil::TestCapitalize","example.org/gokit/strutil::TestIsPalindrome","example.org/gokit/strutil::TestIsPalindrome/not","example.org/gokit/strutil::TestIsPalindrome/phrase","example.org/gokit/strutil::TestReverse","example.org/gokit/strutil::TestTruncate"],8]
+[["Median","sortedCopy"],"go","gotest",["example.org/gokit/mathx::TestClamp","example.org/gokit/mathx::TestGCD","example.org/gokit/mathx::TestIsPrime","example.org/gokit/mathx::TestLCM","example.org/gokit/mathx::TestMedian"],9]
+EOF
+  command -v grade >/dev/null || skip "grade is not built"
+  run graded "$T/t.mp"
+  assert_success
+  assert_output - <<'EOF'
+["e",false,false]
+["e",false,false]
+["s",true,true]
+["s",true,true]
+EOF
+}
+
+@test "Go: a stubbed body panics with not implemented and fails the tests that call it" {
+  need_go
+  fixture gokit
+  run --separate-stderr task-mutate --report gotest --test-cmd "$GOTEST" --store "$T/st.git" \
+    --strategy stub-body --max 2 -j 2 -o "$T/t.mp" "$T/gokit"
+  assert_success
+  [[ "$stderr" == *"validated 2,"* ]]
+  json "$T/t.mp" | while read -r line; do
+    path=$(jq -r '.targets[0].path' <<<"$line"); tree=$(jq -r .tree <<<"$line")
+    git -C "$T/st.git" show "$tree:$path" | grep -q 'panic("not implemented")'
+    jq -e '.targets[0].symbol as $s | .lang == "go" and (.f2p | length) > 0
+           and (.f2p | all(startswith("example.org/gokit/")))
+           and (.prompt | test("func (\\([^)]*\\) )?" + $s + "\\("))' <<<"$line"
+  done
+}
+
+@test "TypeScript: tasks from tsc and node --test's JUnit report fail with the mutation, pass with the solution" {
+  need_ts
+  fixture tskit
+  run --separate-stderr task-mutate --test-cmd "$TSTEST" --store "$T/st.git" \
+    --strategy delete-feature -j 2 -o "$T/t.mp" "$T/tskit"
+  assert_success
+  [[ "$stderr" == *"task-mutate: candidates 2, validated 2, rejected 0: "* ]]
+  run jq -r -s -c 'sort_by(.targets[0].symbol) | .[] | [[.targets[].symbol], .lang, .f2p, (.p2p | length)]' \
+    <(json "$T/t.mp")
+  assert_output - <<'EOF'
+[["mean","total"],"typescript",["test::mean of values, NaN of none"],10]
+[["slugify","stripAccents"],"typescript",["test::slugify drops accents and punctuation"],10]
+EOF
+  command -v grade >/dev/null || skip "grade is not built"
+  run graded "$T/t.mp"
+  assert_success
+  assert_output - <<'EOF'
+["e",false,false]
+["e",false,false]
+["s",true,true]
+["s",true,true]
+EOF
+}
+
+@test "TypeScript: a stubbed method throws not implemented; the solution restores the tree" {
+  need_ts
+  fixture tskit
+  run --separate-stderr task-mutate --test-cmd "$TSTEST" --store "$T/st.git" \
+    --strategy stub-body --max 2 -j 2 -o "$T/t.mp" "$T/tskit"
+  assert_success
+  [[ "$stderr" == *"validated 2,"* ]]
+  json "$T/t.mp" | while read -r line; do
+    path=$(jq -r '.targets[0].path' <<<"$line"); tree=$(jq -r .tree <<<"$line")
+    orig=$(jq -r .orig_tree <<<"$line")
+    git -C "$T/st.git" show "$tree:$path" | grep -q 'throw new Error("not implemented");'
+    jq -e '.lang == "typescript" and (.f2p | length) > 0 and (.f2p | all(startswith("test::")))' <<<"$line"
+    rm -rf "$T/w" && mkdir "$T/w"
+    git -C "$T/st.git" archive "$tree" | tar -x -C "$T/w"
+    jq -r .solution <<<"$line" > "$T/fix.diff"
+    (cd "$T/w" && git init -q && git apply "$T/fix.diff" && git add -A &&
+      [ "$(git write-tree)" = "$orig" ])
+  done
+}
+
+@test "--report gotest reads the report file; a line that is no test2json event leaves no results" {
+  mini
+  run -1 --separate-stderr task-mutate --report gotest --test-cmd 'echo "{oops" >"$FW_REPORT"' \
+    --store "$T/st.git" "$T/mini"
+  [[ "$stderr" == *"no tests found: exit 0, line 1: not a go test -json event"* ]]
+  run -2 --separate-stderr task-mutate --report junitxml --test-cmd true "$T/mini"
+  [[ "$stderr" == *"unknown report format 'junitxml' (junit, tap, gotest)"* ]]
+}
+
 @test "a dirty work tree is refused unless --allow-dirty, which uses HEAD" {
   mini
   echo "# local edit" >> "$T/mini/mini/core.py"
