@@ -35,6 +35,8 @@ DEB_PKGS += mpi-default-bin
 DEB_PKGS += libmicrohttpd-dev
 # the loops beyond one machine: a single-node Slurm cluster in the tests
 DEB_PKGS += slurm-wlm munge
+# srun --mpi=pmix: Slurm's pmix plugin loads libpmix.so
+DEB_PKGS += libpmix-dev
 
 PC_PKGS := msgpack libzstd jansson libgit2 libpcre2-8 openblas libcurl
 PC_CFLAGS := $(shell pkg-config --cflags $(PC_PKGS) 2>/dev/null)
