@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <git2.h>
@@ -402,6 +403,20 @@ out:
 	return rc;
 }
 
+/* 1 when reference refname exists and points at id. */
+static int ref_is(git_repository *r, const char *refname, const git_oid *id)
+{
+	git_oid cur;
+	return git_reference_name_to_id(&cur, r, refname) == 0 && git_oid_equal(&cur, id);
+}
+
+static void nap_us(long us)
+{
+	struct timespec ts = { us / 1000000, us % 1000000 * 1000 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 int fw_store_keep(struct fw_store *s, const char *name, const char *oid_hex,
 		  char *err, size_t errlen)
 {
@@ -411,10 +426,48 @@ int fw_store_keep(struct fw_store *s, const char *name, const char *oid_hex,
 		return -1;
 	char refname[512];
 	snprintf(refname, sizeof refname, "refs/flywheel/%s", name);
-	if (git_reference_create(&ref, s->repo, refname, &id, 1, NULL) < 0) {
-		seterr(err, errlen, "cannot write %s: %s", refname, gerr());
+	/* Shards of one run (Slurm array tasks, parallel task-mutate) write
+	 * the same references into one store at the same moment.  A writer
+	 * holds a reference's lock file for well under a millisecond, so a
+	 * held lock is waited for, with a doubling wait (jittered by the pid
+	 * so that waiters do not wake in step) of at most KEEP_WAIT_US in all;
+	 * and a reference that already holds the value is success whoever
+	 * wrote it, with no lock taken. */
+	enum { KEEP_WAIT_US = 2000000, KEEP_NAP_MAX_US = 100000 };
+	long waited = 0, nap = 1000;
+	for (;;) {
+		if (ref_is(s->repo, refname, &id))
+			return 0;
+		int rc = git_reference_create(&ref, s->repo, refname, &id, 1, NULL);
+		if (rc == 0) {
+			git_reference_free(ref);
+			return 0;
+		}
+		/* libgit2's message, before ref_is() below can replace it;
+		 * its lock message ends in ": " with nothing after */
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", gerr());
+		size_t ml = strlen(msg);
+		while (ml && (msg[ml - 1] == ' ' || msg[ml - 1] == ':'))
+			msg[--ml] = '\0';
+		if (rc == GIT_ELOCKED && waited < KEEP_WAIT_US) {
+			long us = nap + (long)getpid() % (nap / 2 + 1);
+			nap_us(us);
+			waited += us;
+			nap = nap * 2 < KEEP_NAP_MAX_US ? nap * 2 : KEEP_NAP_MAX_US;
+			continue;
+		}
+		if (rc == GIT_ELOCKED) {
+			/* the holder may have written our value as we gave up */
+			if (ref_is(s->repo, refname, &id))
+				return 0;
+			seterr(err, errlen,
+			       "cannot write %s: %s: still locked after %.1f s (a writer that "
+			       "died leaves its .lock file: remove it when none is running)",
+			       refname, msg, waited / 1e6);
+		} else {
+			seterr(err, errlen, "cannot write %s: %s", refname, msg);
+		}
 		return -1;
 	}
-	git_reference_free(ref);
-	return 0;
 }

@@ -97,7 +97,12 @@ int fw_store_diff(struct fw_store *s, const char *from_hex, const char *to_hex,
 
 /*
  * Points the reference refs/flywheel/NAME at object oid_hex so that git gc
- * keeps it.  Returns 0, or -1 with a message in err.
+ * keeps it.  Safe for processes writing the same reference into one store
+ * at once: a reference that already points at oid_hex is success without a
+ * write, and a reference whose lock another writer holds is tried again
+ * with a short backoff for up to about 2 s, then checked once more.
+ * Returns 0, or -1 with a message in err (a bad id, a lock still held after
+ * the wait, a write failure).
  */
 int fw_store_keep(struct fw_store *s, const char *name, const char *oid_hex,
 		  char *err, size_t errlen);

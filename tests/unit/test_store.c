@@ -2,6 +2,8 @@
  * with the git command line as the independent reader. */
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -401,6 +403,160 @@ TEST(audit_catches_removed_code_in_a_loose_object_and_a_renamed_copy)
 	CHECK_EQ_INT(fw_audit_workspace(a, ws, &found, err, sizeof err), 2);
 	fw_strlist_free(&found);
 	fw_audit_free(a);
+	fw_store_free(s);
+}
+
+/* A store at scratch/NAME holding the sample tree; fills st and tree, and
+ * blob with the id of one of its files (a second object to point at). */
+static int keep_store(const char *name, char *st, size_t stlen, char *tree, char *blob)
+{
+	char err[512] = "", repo[512];
+	snprintf(st, stlen, "%s/%s", scratch, name);
+	snprintf(repo, sizeof repo, "%s/repo", scratch);
+	struct fw_store *s = fw_store_open(st, 1, err, sizeof err);
+	struct fw_file *f = NULL;
+	size_t n = 0;
+	int rc = -1;
+	if (s && fw_store_import(s, repo, "HEAD", tree, NULL, NULL, err, sizeof err) == 0 &&
+	    fw_store_files(s, tree, &f, &n, err, sizeof err) == 0 && n > 0) {
+		memcpy(blob, f[0].oid, FW_OID_HEX);
+		rc = 0;
+	}
+	if (rc)
+		printf("# keep_store: %s\n", err);
+	fw_files_free(f, n);
+	fw_store_free(s);
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Like task-mutate shards started together by a Slurm array: 16 processes
+ * write the same references (refs/flywheel/base/TREE) into one store at the
+ * same moment, first as new references, then again over existing ones.
+ * Every write must succeed, and git must read each reference back. */
+TEST(keep_succeeds_for_racing_writers_of_the_same_reference)
+{
+	setup();
+	enum { PROCS = 16, REFS = 40 };
+	char st[512], tree[FW_OID_HEX], blob[FW_OID_HEX];
+	if (keep_store("race", st, sizeof st, tree, blob) < 0) {
+		CHECK(0);
+		return;
+	}
+	int gate[2];
+	CHECK_EQ_INT(pipe(gate), 0);
+	pid_t pid[PROCS];
+	fflush(stdout); /* children must not print the parent's buffered TAP */
+	for (int k = 0; k < PROCS; k++) {
+		pid[k] = fork();
+		if (pid[k] == 0) {
+			char err[512] = "", c;
+			close(gate[1]);
+			struct fw_store *s = fw_store_open(st, 0, err, sizeof err);
+			/* all start when the parent closes the gate */
+			if (!s || read(gate[0], &c, 1) != 0)
+				_exit(2);
+			int failed = 0;
+			for (int pass = 0; pass < 2; pass++)
+				for (int r = 0; r < REFS; r++) {
+					char name[64];
+					snprintf(name, sizeof name, "base/race%d", r);
+					if (fw_store_keep(s, name, tree, err, sizeof err) < 0) {
+						if (!failed++)
+							printf("# process %d: %s\n", k, err);
+					}
+				}
+			fflush(stdout);
+			fw_store_free(s);
+			_exit(failed ? 1 : 0);
+		}
+	}
+	close(gate[0]);
+	close(gate[1]);
+	int failed = 0;
+	for (int k = 0; k < PROCS; k++) {
+		int ws = 0;
+		if (pid[k] < 0 || waitpid(pid[k], &ws, 0) < 0 || !WIFEXITED(ws) ||
+		    WEXITSTATUS(ws) != 0)
+			failed++;
+	}
+	CHECK_EQ_INT(failed, 0);
+	CHECK_STR(out1("git -C %s for-each-ref --format='%%(objectname)' refs/flywheel/base/ | "
+		       "sort | uniq -c | sed 's/^ *//'", st),
+		  out1("echo '%d %s'", REFS, tree));
+	CHECK_STR(out1("find %s/refs -name '*.lock' | wc -l", st), "0");
+}
+
+/* A reference that already holds the value is kept even while another
+ * writer holds its lock; a lock that is let go in time is waited for; one
+ * that never is (a writer that died holding it) fails in bounded time with
+ * a message that names the lock, and the reference is left as it was. */
+TEST(keep_waits_for_a_held_lock_and_gives_up_in_bounded_time)
+{
+	setup();
+	char err[512] = "", st[512], tree[FW_OID_HEX], blob[FW_OID_HEX], lock[600];
+	if (keep_store("held", st, sizeof st, tree, blob) < 0) {
+		CHECK(0);
+		return;
+	}
+	struct fw_store *s = fw_store_open(st, 0, err, sizeof err);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ_INT(fw_store_keep(s, "base/held", tree, err, sizeof err), 0);
+	snprintf(lock, sizeof lock, "%s/refs/flywheel/base/held.lock", st);
+	sh("echo %s > %s", blob, lock);
+
+	/* same value, lock held: nothing to write */
+	double t0 = now_s();
+	CHECK_EQ_INT(fw_store_keep(s, "base/held", tree, err, sizeof err), 0);
+	CHECK(now_s() - t0 < 0.5);
+
+	/* another value, lock never let go */
+	t0 = now_s();
+	err[0] = '\0';
+	CHECK_EQ_INT(fw_store_keep(s, "base/held", blob, err, sizeof err), -1);
+	double waited = now_s() - t0;
+	printf("# gave up on a held lock after %.2f s: %s\n", waited, err);
+	CHECK(waited >= 0.5 && waited < 10);
+	CHECK(strstr(err, "refs/flywheel/base/held") != NULL);
+	CHECK(strstr(err, "lock") != NULL);
+	CHECK_STR(out1("git -C %s rev-parse refs/flywheel/base/held", st), tree);
+
+	/* another value, lock let go after 0.3 s */
+	fflush(stdout);
+	pid_t p = fork();
+	if (p == 0) {
+		usleep(300000);
+		_exit(unlink(lock) == 0 ? 0 : 1);
+	}
+	int ws = 0;
+	CHECK_EQ_INT(fw_store_keep(s, "base/held", blob, err, sizeof err), 0);
+	CHECK(p > 0 && waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	CHECK_STR(out1("git -C %s rev-parse refs/flywheel/base/held", st), blob);
+
+	/* a new reference whose lock is held by a writer of the same value */
+	snprintf(lock, sizeof lock, "%s/refs/flywheel/base/new.lock", st);
+	sh("echo %s > %s", tree, lock);
+	fflush(stdout);
+	p = fork();
+	if (p == 0) {
+		/* the other writer finishes: its lock becomes the reference */
+		usleep(200000);
+		char ref[600];
+		snprintf(ref, sizeof ref, "%s/refs/flywheel/base/new", st);
+		_exit(rename(lock, ref) == 0 ? 0 : 1);
+	}
+	CHECK_EQ_INT(fw_store_keep(s, "base/new", tree, err, sizeof err), 0);
+	CHECK(p > 0 && waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	CHECK_STR(out1("git -C %s rev-parse refs/flywheel/base/new", st), tree);
+	CHECK_STR(out1("find %s/refs -name '*.lock' | wc -l", st), "0");
 	fw_store_free(s);
 }
 
