@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_policy.h"
 
@@ -66,6 +67,53 @@ void fw_http_free(struct fw_http *h)
 	free(h);
 }
 
+/* How much of a server's answer an error message quotes, in bytes. */
+enum { QUOTE_MAX = 200, QUOTE_BUF = 4 * QUOTE_MAX + 1 };
+
+/*
+ * Writes into q (QUOTE_BUF bytes, NUL-terminated) the first bytes, at most
+ * max, of a server's answer p[0..n) for an error message, and returns q.
+ * The answer is any bytes and the buffer that holds it is not
+ * NUL-terminated, so n bounds the copy.  Valid UTF-8 is kept as it is, a
+ * character that max would cut is left out whole, and the rest (newlines,
+ * other control characters, bytes that are not UTF-8) is escaped as \n,
+ * \r, \t or \xHH, byte by byte, so that the message stays one printable
+ * line.
+ */
+static const char *quote(char q[QUOTE_BUF], const void *p, size_t n, size_t max)
+{
+	const uint8_t *b = p;
+	size_t o = 0, end = n < max ? n : max;
+
+	if (end > QUOTE_MAX)
+		end = QUOTE_MAX;
+	for (size_t i = 0; b && i < end;) {
+		uint8_t c = b[i];
+		size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+			 : (c & 0xf8) == 0xf0 ? 4 : 0;
+
+		/* C1 controls (U+0080 to U+009F) are valid UTF-8 but not text */
+		if (k > 1 && i + k <= n && fw_utf8_valid(b + i, k) &&
+		    !(c == 0xc2 && b[i + 1] < 0xa0)) {
+			if (i + k > end)
+				break; /* a character the limit cuts */
+			memcpy(q + o, b + i, k);
+			o += k;
+			i += k;
+			continue;
+		}
+		if (k == 1 && c >= 0x20 && c != 0x7f)
+			q[o++] = (char)c;
+		else if (c == '\n' || c == '\r' || c == '\t')
+			o += (size_t)snprintf(q + o, 3, "\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
+		else
+			o += (size_t)snprintf(q + o, 5, "\\x%02x", c);
+		i++;
+	}
+	q[o] = '\0';
+	return q;
+}
+
 static void nap(double s)
 {
 	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
@@ -79,6 +127,7 @@ static int post(struct fw_http *h, const char *url, const char *body, struct fw_
 		long *status, char *err, size_t errlen)
 {
 	struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+	char q[QUOTE_BUF];
 	double wait = 0.25;
 	int rc = -1;
 
@@ -110,8 +159,8 @@ static int post(struct fw_http *h, const char *url, const char *body, struct fw_
 			if (cc != CURLE_OK)
 				snprintf(err, errlen, "%s: %s", url, curl_easy_strerror(cc));
 			else
-				snprintf(err, errlen, "%s: HTTP %ld: %.200s", url, *status,
-					 resp->p ? (const char *)resp->p : "");
+				snprintf(err, errlen, "%s: HTTP %ld: %s", url, *status,
+					 quote(q, resp->p, resp->n, QUOTE_MAX));
 			break;
 		}
 		nap(wait);
@@ -129,7 +178,7 @@ static int request(struct fw_http *h, int chat, json_t *rq, const struct fw_samp
 {
 	const char *url = chat ? h->chat_url : h->url;
 	struct fw_buf resp = { 0 };
-	char *body = NULL;
+	char *body = NULL, q[QUOTE_BUF];
 	long status;
 	json_t *doc = NULL, *ch, *v;
 	int rc = -1;
@@ -154,18 +203,20 @@ static int request(struct fw_http *h, int chat, json_t *rq, const struct fw_samp
 	json_error_t je;
 	doc = json_loadb(resp.p ? (const char *)resp.p : "", resp.n, JSON_ALLOW_NUL, &je);
 	if (status != 200) {
-		const char *m = json_string_value(json_object_get(json_object_get(doc, "error"),
-								  "message"));
-		snprintf(err, errlen, "%s: HTTP %ld: %.200s", url, status,
-			 m ? m : resp.p ? (const char *)resp.p : "");
+		json_t *m = json_object_get(json_object_get(doc, "error"), "message");
+
+		snprintf(err, errlen, "%s: HTTP %ld: %s", url, status,
+			 json_is_string(m) ? quote(q, json_string_value(m), json_string_length(m),
+						    QUOTE_MAX)
+					   : quote(q, resp.p, resp.n, QUOTE_MAX));
 		goto out;
 	}
 	ch = json_array_get(json_object_get(doc, "choices"), 0);
 	v = chat ? json_object_get(json_object_get(ch, "message"), "content")
 		 : json_object_get(ch, "text");
 	if (!json_is_string(v)) {
-		snprintf(err, errlen, "%s: the answer is not a completion: %.120s", url,
-			 resp.p ? (const char *)resp.p : "");
+		snprintf(err, errlen, "%s: the answer is not a completion: %s", url,
+			 quote(q, resp.p, resp.n, 120));
 		goto out;
 	}
 	out->len = json_string_length(v);

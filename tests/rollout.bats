@@ -501,6 +501,62 @@ PY
   refute_line '+def g():'
 }
 
+@test "an http error quotes the start of the server's answer, escaped, and nothing after it" {
+  # answers by path: /busy is busy with a long body, then with a short one;
+  # /nocomp is busy, then answers 200 with something else than a completion;
+  # /bad answers 400 with bytes that are not text and a character cut by
+  # the 200-byte quote; /msg answers 400 with an OpenAI error message
+  cat > "$T/errs.py" <<'PY'
+import http.server, sys
+count = {}
+BAD = (b"not json:\n\ttab \xff\x00nul \xc2\x85c1 caf\xc3\xa9 " + b"z" * 167
+       + "\u20ac".encode() + b"TAIL")
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def answer(self, status, body):
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        what = self.path.split("/")[1]
+        n = count[what] = count.get(what, 0) + 1
+        if what in ("busy", "nocomp") and n == 1:
+            self.answer(503, b"x" * 230)
+        elif what == "busy":
+            self.answer(503, b"busy, try later")
+        elif what == "nocomp":
+            self.answer(200, b'{"object":"list","data":[]}')
+        elif what == "bad":
+            self.answer(400, BAD)
+        else:
+            self.answer(400, b'{"error":{"message":"no\\nsuch model"}}')
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print("http://127.0.0.1:%d" % s.server_address[1], flush=True)
+s.serve_forever()
+PY
+  python3 "$T/errs.py" > "$T/serve.url" &
+  echo $! > "$T/serve.pid"
+  for _ in $(seq 100); do [ -s "$T/serve.url" ] && break; sleep 0.05; done
+  URL=$(cat "$T/serve.url")
+  [ -n "$URL" ]
+  for what in busy nocomp bad msg; do
+    run -1 --separate-stderr rollout --policy "http:$URL/$what/v1" --timeout 5 \
+      -o "$T/$what.mp" "$F/task1.mp"
+    [ "$(rec count "$T/$what.mp")" = 1 ]
+  done
+  run jq -r '[.stop, .error] | join(" ")' <(json "$T/busy.mp")
+  assert_output "error $URL/busy/v1/completions: HTTP 503: busy, try later"
+  run jq -r .error <(json "$T/nocomp.mp")
+  assert_output "$URL/nocomp/v1/completions: the answer is not a completion: {\"object\":\"list\",\"data\":[]}"
+  run jq -r .error <(json "$T/bad.mp")
+  assert_output "$URL/bad/v1/completions: HTTP 400: "'not json:\n\ttab \xff\x00nul \xc2\x85c1 café '"$(printf 'z%.0s' $(seq 167))"
+  run jq -r .error <(json "$T/msg.mp")
+  assert_output "$URL/msg/v1/completions: HTTP 400: "'no\nsuch model'
+}
+
 @test "fill works on the C sample: the completion goes between the braces of the stubbed body" {
   cp -r "$BATS_TEST_DIRNAME/../samples/repos/tally" "$T/tally"
   commit "$T/tally"
