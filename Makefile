@@ -200,9 +200,52 @@ gpu-emu: $(EMU_BINS)
 	$(Q)O=$(O) tests/gpu/check --emu
 
 # ---- the loops -------------------------------------------------------------
+# make demo [ABLATE=teach] [LOOP=out]: the whole flywheel on the samples
+# (pipelines/demo.sh); with ABLATE=teach the same without teach, in
+# $(LOOP)/ablate-teach, drawn beside the main run in $(LOOP)/eval.png.
+LOOP ?= out
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)pipelines/demo.sh
+ifeq ($(ABLATE),teach)
+	$(Q)FW_BIN=$(abspath $(B)) DEMO_ABLATE=teach pipelines/demo.sh $(LOOP)/ablate-teach
+	$(Q)if [ -s $(LOOP)/curve.tsv ] && command -v gnuplot >/dev/null; then pipelines/plot.sh $(LOOP); fi
+else ifneq ($(ABLATE),)
+	$(error ABLATE can be teach)
+else
+	$(Q)FW_BIN=$(abspath $(B)) pipelines/demo.sh $(LOOP)
+endif
+
+# make inner-loop ITER=n: iteration n of the demo's inner loop in
+# $(LOOP)/iter-n, from iteration n-1's checkpoint (the bootstrap's for 1),
+# then its eval; every file is a target, so a failed stage reruns alone.
+# make eval CKPT=DIR: the held-out eval of any checkpoint.
+ITER ?= 1
+RETIRE_AT ?= 0.9
+LOOP_TASKS = $(LOOP)/drills/tasks.msgpack
+LOOP_STORE = $(LOOP)/drills/store.git
+LOOP_ENV = FW_BIN=$(abspath $(B))
+loop_prev = $(if $(filter 1,$(1)),$(LOOP)/boot/ckpt,$(LOOP)/iter-$(shell expr $(1) - 1)/ckpt)
+$(LOOP)/boot/ckpt $(LOOP_TASKS):
+	@echo "no $@: make demo (or make demo LOOP=$(LOOP)) makes the tasks and the bootstrap" >&2; exit 1
+# one rule per iteration up to ITER (a pattern rule cannot chain to itself)
+define loop_iter
+$(LOOP)/iter-$(1)/ckpt: $(call loop_prev,$(1)) $(LOOP_TASKS) | all
+	$$(Q)$$(LOOP_ENV) pipelines/inner-loop.sh -c "$$$$(cat $$<)" -t $$(LOOP_TASKS) -s $$(LOOP_STORE) \
+	  -o $(LOOP)/iter-$(1) --seed $(1) --tasks 50
+$(LOOP)/iter-$(1)/eval/pass.json: $(LOOP)/iter-$(1)/ckpt
+	$$(Q)touch $(LOOP)/retired.msgpack
+	$$(Q)$$(LOOP_ENV) pipelines/eval.sh -c "$$$$(cat $$<)" -t $$(LOOP_TASKS) -s $$(LOOP_STORE) \
+	  -o $(LOOP)/iter-$(1)/eval --retire-at $$(RETIRE_AT) --retired $(LOOP)/retired.msgpack \
+	  --history $(LOOP)/eval-history.msgpack \
+	  --harder 'task-mutate --test-cmd "python3 -S run_tests.py" --store $$(abspath $$(LOOP_STORE)) --strategy delete-feature --max 20 --seed $(1) $$(abspath $(LOOP))/drills/repo'
+	$$(Q)cat $(LOOP)/iter-$(1)/eval/graded.msgpack >> $(LOOP)/eval-history.msgpack
+endef
+$(foreach i,$(shell seq 1 $(ITER)),$(eval $(call loop_iter,$(i))))
+inner-loop: $(LOOP)/iter-$(ITER)/eval/pass.json
+eval: all
+	$(Q)test -n "$(CKPT)" || { echo "make eval CKPT=DIR" >&2; exit 2; }
+	$(Q)$(LOOP_ENV) pipelines/eval.sh -c $(CKPT) -t $(LOOP_TASKS) -s $(LOOP_STORE) \
+	  -o $(LOOP)/eval-$$(basename $(CKPT))
 
 # The outer loop on the samples: feedback logs to SFT data, eval candidates
 # and a report in $(O)/outer-loop (see pipelines/outer-loop.sh).
