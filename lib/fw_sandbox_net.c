@@ -153,12 +153,14 @@ static const struct sock_filter filter[NFILTER] = {
 #define WATCH 0
 #endif
 
+/* Send n bytes on a stream socket; a peer that is gone is an error, not
+ * a SIGPIPE. */
 static int write_all(int fd, const void *p, size_t n)
 {
 	const char *c = p;
 
 	while (n) {
-		ssize_t k = write(fd, c, n);
+		ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
@@ -204,8 +206,8 @@ int fw_nw_child(int sock)
 	long fd = -1;
 	msg = -EOPNOTSUPP;
 #endif
-	/* write(2) and read(2) are not filtered: the handshake cannot wait
-	 * on a listener nobody holds yet */
+	/* read(2), and send(2) without an address, are not filtered: the
+	 * handshake cannot wait on a listener nobody holds yet */
 	if (write_all(sock, &msg, sizeof msg) != 0)
 		return -1;
 	if (fd >= 0) {
@@ -312,9 +314,10 @@ int fw_nw_start(int sock, int pidfd, struct fw_nw **out, char *why, size_t whyle
 	}
 	ack = w != NULL;
 	if (write_all(sock, &ack, 1) != 0 && w) {
-		e = errno;
+		/* the child is gone: nothing to watch, nothing learnt */
 		fw_nw_free(w);
-		w = NULL;
+		seterr(why, whylen, "the sandbox's child ended during the network watch's hand-over");
+		return 2;
 	}
 	if (!w) {
 		seterr(why, whylen, "cannot take the network watch's listener: %s", strerror(e));
