@@ -1,31 +1,56 @@
 #!/bin/sh
-# demo.sh — what `make demo` runs: every stage of flywheel that exists today,
-# end to end on the embedded samples.
+# demo.sh — what `make demo` runs: the whole flywheel on the embedded
+# samples, the outer loop feeding a model that the inner loop then improves.
 #
 #   pipelines/demo.sh [OUTDIR]          (default: out)
 #
 # Stages
 #   1. outer loop   samples/feedback -> traj -> report, SFT set, eval candidates
-#   2. tasks        samples/repos (made git repositories) -> task-mutate -> tasks
+#   2. tasks        samples/repos (textkit, tally) -> task-mutate -> tasks
 #   3. grading      each task's own solution and an empty patch, graded in the
 #                   clean room: the solution must earn reward 1, the empty
 #                   patch 0
 #   4. clean room   a command that tries the network and the host's files
-#   5. model        a tiny Llama-style model, bootstrapped by SFT on the
-#                   outer loop's thumbs-up data
-#   6. inner loop   one iteration: rollout (builtin policy, 4 samples per
-#                   train task) -> grade -> teach (hints -> per-token
-#                   credit) -> train-step (GRPO + distillation)
+#   5. drills       samples/drills: a repository of small documented
+#                   functions -> task-mutate -> train and eval tasks
+#   6. bootstrap    a small Llama-style model, SFT on the drills corpus and
+#                   the outer loop's thumbs-up data; its eval pass rate under
+#                   three sampling seeds (the noise)
+#   7. inner loop   N iterations (DEMO_ITERS, 8): rollout (K samples per
+#                   train task) -> grade -> teach -> train-step (GRPO +
+#                   distill) -> eval on the held-out split
+# Then a table per iteration, out/summary.json, and PNG plots (gnuplot).
 #
-# Outputs in OUTDIR: outer-loop/ (see outer-loop.sh), tasks.msgpack,
-# graded.msgpack, model/, run/ (checkpoints), rollouts-graded.msgpack, demo.log.  FW_BIN names the tools' directory
-# (default bin/ beside this script).
+# Environment: DEMO_ITERS (8), DEMO_ABLATE (teach: the inner loop without
+# teach), DEMO_SFT_STEPS (200), DEMO_TASKS (50 train tasks per iteration),
+# DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (2), DEMO_LR (1e-4), DEMO_QUICK (1: skip
+# stages 2-4), DEMO_UPTO (stop after that stage), DEMO_DRILLS_MAX (tasks made
+# from the drills at most, 1000).  FW_BIN names the tools' directory (default bin/ beside this
+# script).
+#
+# Outputs in OUTDIR: outer-loop/, tasks.msgpack, graded.msgpack,
+# drills/ (tasks.msgpack, store.git), model/, boot/, iter-N/ (see
+# inner-loop.sh) with iter-N/eval/ (see eval.sh), summary.json, curve.tsv,
+# eval.png, reward.png, loss.png, demo.log.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-out}
 FW_BIN=${FW_BIN:-$here/bin}
 PATH=$FW_BIN:$PATH
 export PATH FW_BIN
+PY=${PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || PY=python3
+iters=${DEMO_ITERS:-8}
+ablate=${DEMO_ABLATE:-}
+sft_steps=${DEMO_SFT_STEPS:-200}
+ntasks=${DEMO_TASKS:-50}
+k=${DEMO_SAMPLES:-4}
+ek=${DEMO_EVAL_SAMPLES:-2}
+lr=${DEMO_LR:-1e-4}
+quick=${DEMO_QUICK:-0}
+upto=${DEMO_UPTO:-7}
+dmax=${DEMO_DRILLS_MAX:-1000}
+case $ablate in ''|teach) ;; *) echo "demo: DEMO_ABLATE must be teach or empty" >&2; exit 2 ;; esac
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/fw-demo.XXXXXX")
@@ -36,8 +61,13 @@ log=$out/demo.log
 t0=$(date +%s)
 stage() { printf '\n== [%ss] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
 run() { "$@" >> "$log" 2>&1 || { echo "demo: failed: $*  (see $log)" >&2; tail -20 "$log" >&2; exit 1; }; }
+# pipelines_eval ARGS: eval.sh on the drills' held-out split; prints its line
+pipelines_eval() {
+  "$here/pipelines/eval.sh" -t "$tasks" -s "$store" --samples "$ek" --context 80 "$@" 2>> "$log" \
+    || { echo "demo: eval failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
+}
 
-stage "1/6 outer loop: product feedback -> SFT data, eval candidates, A/B verdicts"
+stage "1/7 outer loop: product feedback -> SFT data, eval candidates, A/B verdicts"
 run "$here/pipelines/outer-loop.sh" -o "$out/outer-loop" \
   --private-eval "$here/samples/evals/private-eval.jsonl" --paired-by .meta.item \
   "$here/samples/feedback"
@@ -47,7 +77,8 @@ printf 'trajectories %s, SFT (thumbs-up) %s, eval candidates (thumbs-down) %s\n'
   "$(rec count "$out/outer-loop/eval-candidates.msgpack")"
 grep -E 'preferred|no verdict' "$out/outer-loop/report.txt" || true
 
-stage "2/6 tasks: remove a feature from each sample repository so that tests fail"
+if [ "$quick" != 1 ]; then
+stage "2/7 tasks: remove a feature from each sample repository so that tests fail"
 for r in textkit tally; do
   cp -r "$here/samples/repos/$r" "$work/$r"
   "$here/samples/repos/commit.sh" "$work/$r"
@@ -64,7 +95,7 @@ printf 'validated tasks: %s (by split: %s)\n' "$(rec count "$out/tasks.msgpack")
 echo "one problem statement, as a policy sees it:"
 rec head -n 1 "$out/tasks.msgpack" | rec get .prompt | sed 's/^/    /'
 
-stage "3/6 grading in the clean room: the solution earns 1, an empty patch 0"
+stage "3/7 grading in the clean room: the solution earns 1, an empty patch 0"
 if command -v grade > /dev/null 2>&1; then
   # Rollouts made by hand until `rollout` exists: the task's own solution
   # and an empty patch, for every task.
@@ -81,7 +112,7 @@ else
   echo "grade is not built yet: skipped"
 fi
 
-stage "4/6 clean room: no network, no host files, writes only in the workspace"
+stage "4/7 clean room: no network, no host files, writes only in the workspace"
 mkdir -p "$work/ws"
 fw-run --workspace "$work/ws" --timeout 10 -- sh -c '
   python3 -c "import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=2)" 2>/dev/null \
@@ -90,30 +121,111 @@ fw-run --workspace "$work/ws" --timeout 10 -- sh -c '
   touch /usr/x 2>/dev/null && echo "/usr: writable" || echo "/usr: read-only"
   touch ./ok && echo "workspace: writable"' 2>> "$log" | jq -r '.stdout' | sed '/^$/d; s/^/    /'
 
-stage "5/6 model: a tiny Llama-style checkpoint, bootstrapped by SFT on thumbs-up data"
-rm -rf "$out/model" "$out/run"
-run ckpt init "$here/samples/models/tiny-llama.json" "$out/model" --seed 1
-ckpt info "$out/model" | grep -E 'architecture|parameters|layers|vocab' | sed 's/^/    /'
-run train-step --ckpt "$out/model" --out "$out/run" --objective sft --steps 10 \
-  --batch-size 16 --lr 3e-3 --warmup 2 --truncate --seed 1 -o "$work/sft-metrics.msgpack" \
-  "$out/outer-loop/sft.msgpack"
-rec json "$work/sft-metrics.msgpack" | jq -r '"    step \(.step): loss \(.loss*1000|round/1000), \(.tok_per_s|round) tokens/s"' \
-  | sed -n '1p;$p'
+fi
 
-stage "6/6 inner loop, one iteration: rollout -> grade -> teach -> train-step (GRPO + distill)"
-rec cat "$out/tasks.msgpack" | traj-filter -e '.split == "train"' > "$work/train.tasks"
-run rollout --policy "builtin:$out/run/latest" --mode fill --samples 4 --seed 1 --temp 1.0 \
-  --max-tokens 48 --store "$store" -o "$work/rollouts.msgpack" "$work/train.tasks"
-run grade --store "$store" -j 2 -o "$out/rollouts-graded.msgpack" "$work/rollouts.msgpack"
-printf 'rollouts %s, mean reward %s (an untrained policy: reward 0 is expected)\n' \
-  "$(rec count "$out/rollouts-graded.msgpack")" \
-  "$(rec json "$out/rollouts-graded.msgpack" | jq -s '[.[].grade.reward] | add / length')"
-run teach --hints env,demo -o "$out/rollouts-taught.msgpack" "$out/rollouts-graded.msgpack"
-rec json "$out/rollouts-taught.msgpack" | jq -rs '"hints written: \([.[].teach.hints | length] | add); per-token credit on \([.[] | select(.teach.adv)] | length) rollouts, \([.[] | select(.teach.adv_omitted)] | length) left without (prompt and hint longer than the tiny model'"'"'s context)"'
-run train-step --ckpt "$out/run/latest" --out "$out/run" --objective pg,distill --steps 1 \
-  --seed 1 -o "$work/pg-metrics.msgpack" "$out/rollouts-taught.msgpack"
-rec json "$work/pg-metrics.msgpack" | jq -r '"    step \(.step): groups \(.groups), skipped (equal rewards) \(.skipped_groups), distill loss \(.loss_distill), new checkpoint \(.ckpt)"'
+stage "5/7 drills: a repository of small documented functions -> train and eval tasks"
+# made once per version of the generator (a finished stage is not redone)
+[ "$upto" -ge 5 ] || { stage "stopped after stage $upto (DEMO_UPTO)"; exit 0; }
+stamp="$(cksum < "$here/samples/drills/gen.py") $dmax"
+if [ "$(cat "$out/drills/stamp" 2> /dev/null)" != "$stamp" ] || [ ! -s "$out/drills/tasks.msgpack" ]; then
+  rm -rf "$out/drills" && mkdir -p "$out/drills"
+  run "$PY" "$here/samples/drills/gen.py" repo "$out/drills/repo"
+  run "$here/samples/repos/commit.sh" "$out/drills/repo"
+  run task-mutate --test-cmd 'python3 -S run_tests.py' --store "$out/drills/store.git" \
+    --strategy stub-body --max "$dmax" --seed 1 -j 2 --split train=0.5,eval=0.5,private=0 \
+    -o "$out/drills/tasks.msgpack.tmp" "$out/drills/repo"
+  mv "$out/drills/tasks.msgpack.tmp" "$out/drills/tasks.msgpack"
+  printf '%s\n' "$stamp" > "$out/drills/stamp"
+else
+  echo "(made by an earlier run: $out/drills)"
+fi
+printf 'tasks: %s (by split: %s)\n' "$(rec count "$out/drills/tasks.msgpack")" \
+  "$(rec get .split "$out/drills/tasks.msgpack" | sort | uniq -c | awk '{printf "%s %s ", $2, $1}')"
+rec head -n 1 "$out/drills/tasks.msgpack" | rec get .prompt | sed -n '/^Signature/,/^These/p' | sed '$d; s/^/    /'
+store=$out/drills/store.git
+tasks=$out/drills/tasks.msgpack
+
+stage "6/7 bootstrap: a small Llama-style model, SFT on the drills corpus and thumbs-up data"
+rm -rf "$out/model" "$out/boot" "$out"/iter-*
+mkdir -p "$out/boot"
+run ckpt init "$here/samples/models/drills-llama.json" "$out/model" --seed 1
+ckpt info "$out/model" | grep -E 'architecture|parameters|layers' | sed 's/^/    /'
+"$PY" "$here/samples/drills/gen.py" corpus | rec from-json > "$work/corpus.msgpack"
+# first the thumbs-up chats, cut to the model's positions (those whose first
+# answer starts beyond them are skipped), then the drills corpus
+rec head -n 40 "$out/outer-loop/sft.msgpack" > "$work/thumbs-up.msgpack"
+run train-step --ckpt "$out/model" --out "$out/boot/run" --objective sft --steps 10 \
+  --batch-size 8 --lr 3e-3 --warmup 2 --truncate --skip-bad --seed 1 \
+  -o "$out/boot/metrics-chat.msgpack" "$work/thumbs-up.msgpack"
+run train-step --ckpt "$out/boot/run/latest" --out "$out/boot/run" --objective sft \
+  --steps "$sft_steps" --batch-size 32 --lr 3e-3 --warmup 10 --decay-steps "$sft_steps" \
+  --schedule cosine --seed 1 -o "$out/boot/metrics.msgpack" "$work/corpus.msgpack"
+readlink -f "$out/boot/run/latest" > "$out/boot/ckpt"
+rec json "$out/boot/metrics.msgpack" | jq -r '"    step \(.step): loss \(.loss*1000|round/1000), \(.tok_per_s|round) trained tokens/s"' \
+  | sed -n '1p;$p'
+for s in 1 2 3; do
+  printf '    eval, sampling seed %s: ' "$s"
+  pipelines_eval -c "$(cat "$out/boot/ckpt")" -o "$out/boot/eval-s$s" --seed "$s"
+done
+
+stage "7/7 inner loop: $iters iterations of rollout -> grade -> ${ablate:+(no teach) }${ablate:-teach -> }train-step -> eval"
+ck=$(cat "$out/boot/ckpt")
+printf '%-5s %-12s %-22s %-9s %-9s %s\n' iter "train reward" "eval pass [95% CI]" "loss" "tok/s" "time"
+for i in $(seq 1 "$iters"); do
+  ti=$(date +%s)
+  d=$out/iter-$i
+  "$here/pipelines/inner-loop.sh" -c "$ck" -t "$tasks" -s "$store" -o "$d" --seed "$i" \
+    --samples "$k" --tasks "$ntasks" --lr "$lr" --context 80 ${ablate:+--no-teach} >> "$log" 2>&1 \
+    || { echo "demo: iteration $i failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
+  ck=$(cat "$d/ckpt")
+  pipelines_eval -c "$ck" -o "$d/eval" --seed 1 > /dev/null
+  tr=$(rec json "$d/graded.msgpack" | jq -s '[.[].grade.reward] | add / length')
+  rec json "$d/metrics.msgpack" | jq -s --argjson i "$i" --argjson tr "$tr" \
+    --slurpfile e "$d/eval/pass.json" --argjson t "$(( $(date +%s) - ti ))" '
+    {iter: $i, train_reward: $tr, eval: $e[0].pass, lo: $e[0].lo, hi: $e[0].hi,
+     loss: ([.[].loss] | add / length), tok_per_s: ([.[].tok_per_s] | add / length), seconds: $t}' \
+    > "$d/row.json"
+  jq -r '"\(.iter)     \(.train_reward*1000|round/1000)        \(.eval*1000|round/1000) [\(.lo*1000|round/1000), \(.hi*1000|round/1000)]   \(.loss*10000|round/10000)   \(.tok_per_s|round)      \(.seconds)s"' "$d/row.json" \
+    | awk '{printf "%-5s %-12s %-22s %-9s %-9s %s\n", $1, $2, $3 " " $4 " " $5, $6, $7, $8}'
+done
+
+# the last checkpoint under the other two sampling seeds
+for s in 2 3; do
+  pipelines_eval -c "$ck" -o "$out/iter-$iters/eval-s$s" --seed "$s" > /dev/null
+done
+{ for s in 1 2 3; do jq -c '. + {kind: "boot"}' "$out/boot/eval-s$s/pass.json"; done
+  jq -c '. + {kind: "final"}' "$out/iter-$iters/eval/pass.json"
+  for s in 2 3; do jq -c '. + {kind: "final"}' "$out/iter-$iters/eval-s$s/pass.json"; done
+  for i in $(seq 1 "$iters"); do jq -c '. + {kind: "row"}' "$out/iter-$i/row.json"; done
+} > "$work/parts.json"
+jq -s --arg ablate "$ablate" --argjson seconds "$(( $(date +%s) - t0 ))" '
+  . as $all
+  | [$all[] | select(.kind == "boot") | .pass] as $b
+  | [$all[] | select(.kind == "final") | .pass] as $f
+  | [$all[] | select(.kind == "row") | del(.kind)] as $rows
+  | def mean: add / length; def spread: max - min;
+  {iterations: $rows,
+   bootstrap: ($b | mean), bootstrap_seeds: $b,
+   final: ($f | mean), final_seeds: $f,
+   noise: ([($b | spread), ($f | spread)] | max),
+   rise: (($f | mean) - ($b | mean)),
+   learned: ((($f | mean) - ($b | mean)) > ([($b | spread), ($f | spread)] | max)),
+   ablate: (if $ablate == "" then null else $ablate end),
+   eval_tasks: $all[0].tasks, eval_samples: ($all[0].rollouts / $all[0].tasks),
+   seconds: $seconds}' \
+  "$work/parts.json" > "$out/summary.json"
+
+# the curve: iteration 0 is the bootstrap (sampling seed 1)
+{ jq -r '"0\t\(.pass)\t\(.lo)\t\(.hi)\tNaN\tNaN"' "$out/boot/eval-s1/pass.json"
+  jq -r '.iterations[] | "\(.iter)\t\(.eval)\t\(.lo)\t\(.hi)\t\(.train_reward)\t\(.loss)"' "$out/summary.json"
+} > "$out/curve.tsv"
+if command -v gnuplot > /dev/null 2>&1; then
+  "$here/pipelines/plot.sh" "$out" >> "$log" 2>&1 || echo "demo: plotting failed (see $log)" >&2
+fi
 
 stage "done in $(( $(date +%s) - t0 ))s; outputs in $out"
-echo "Not yet built: the iterated loop with its held-out eval curve (make demo will"
-echo "show the pass rate rising), cron and Slurm pipelines."
+jq -r '"eval pass rate (\(.eval_tasks) held-out tasks, \(.eval_samples) samples each):
+  after the bootstrap  \(.bootstrap*1000|round/1000)  (seeds \(.bootstrap_seeds | map(.*1000|round/1000) | join(", ")))
+  after iteration \(.iterations | length)    \(.final*1000|round/1000)  (seeds \(.final_seeds | map(.*1000|round/1000) | join(", ")))
+  rise \(.rise*1000|round/1000), seed-to-seed spread \(.noise*1000|round/1000): \(if .learned then "the model learned (rise > spread)" else "NO rise beyond the noise" end)"' "$out/summary.json"
+ls "$out"/*.png 2> /dev/null | sed 's/^/plot: /' || true

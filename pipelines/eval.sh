@@ -19,7 +19,10 @@
 #                   rollouts that solved their task, pass@1 estimated from K
 #                   samples) with its 95% Wilson interval
 # Options
-#   --samples K (4)  --seed S (1)  --temp T (1.0)  --max-tokens N (32)  -j N (2)
+#   --samples K (4)  --seed S (1)  --temp T (1.0)  --max-tokens N (32)
+#   --context BYTES  show the policy at most this much of the file before
+#                    the body (rollout --context)
+#   -j N (2)
 #   --history FILE  graded rollouts of earlier evals: with --retire-at,
 #                   a task is judged over this eval and those (grade
 #                   --summary --recent, the last --recent checkpoints, 3)
@@ -39,7 +42,7 @@ FW_BIN=${FW_BIN:-$here/../bin}
 PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 jobs=2 retire= retired= harder=
+context= ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 jobs=2 retire= retired= harder=
 history= recent=3
 while [ $# -gt 0 ]; do
   case $1 in
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift ;;
     --temp) temp=$2; shift ;;
     --max-tokens) maxtok=$2; shift ;;
+    --context) context=$2; shift ;;
     --retire-at) retire=$2; shift ;;
     --retired) retired=$2; shift ;;
     --history) history=$2; shift ;;
@@ -85,7 +89,7 @@ if [ ! -e "$out/eval.tasks" ]; then
   mv "$out/eval.tasks.tmp" "$out/eval.tasks"
 fi
 keep "$out/rollouts.msgpack" eval-rollout rollout --policy "builtin:$ckpt" --mode fill \
-  --samples "$k" --seed "$seed" --temp "$temp" --max-tokens "$maxtok" --store "$store" \
+  --samples "$k" --seed "$seed" --temp "$temp" --max-tokens "$maxtok" ${context:+--context "$context"} --store "$store" \
   -j "$jobs" "$out/eval.tasks"
 keep "$out/graded.msgpack" eval-grade grade --store "$store" -j "$jobs" "$out/rollouts.msgpack"
 if [ ! -e "$out/pass.json" ]; then

@@ -19,6 +19,8 @@
 #   ckpt               a file naming the new checkpoint's directory
 # Options
 #   --samples K (4)  --seed S (1)  --temp T (1.0)  --max-tokens N (32)
+#   --context BYTES  show the policy at most this much of the file before
+#                    the body (rollout --context)
 #   --tasks N        use N training tasks this iteration (all: 0, the
 #                    default), the ones whose turn it is by --seed
 #   --lr X (1e-4)  --steps N (4)  --objective O (pg,distill; pg with
@@ -31,7 +33,7 @@ FW_BIN=${FW_BIN:-$here/../bin}
 PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 ntasks=0 lr=1e-4 steps=4
+context= ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 ntasks=0 lr=1e-4 steps=4
 objective= hints=env,demo jobs=2 teach=1
 while [ $# -gt 0 ]; do
   case $1 in
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift ;;
     --temp) temp=$2; shift ;;
     --max-tokens) maxtok=$2; shift ;;
+    --context) context=$2; shift ;;
     --tasks) ntasks=$2; shift ;;
     --lr) lr=$2; shift ;;
     --steps) steps=$2; shift ;;
@@ -85,7 +88,7 @@ if ! done_ "$out/train.tasks"; then
   mv "$out/train.tasks.tmp" "$out/train.tasks"
 fi
 keep "$out/rollouts.msgpack" rollout rollout --policy "builtin:$ckpt" --mode fill \
-  --samples "$k" --seed "$seed" --temp "$temp" --max-tokens "$maxtok" --store "$store" \
+  --samples "$k" --seed "$seed" --temp "$temp" --max-tokens "$maxtok" ${context:+--context "$context"} --store "$store" \
   -j "$jobs" "$out/train.tasks"
 keep "$out/graded.msgpack" grade grade --store "$store" -j "$jobs" "$out/rollouts.msgpack"
 if [ $teach = 1 ]; then

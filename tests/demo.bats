@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# make demo's pipeline, end to end on the samples.
+# make demo's pipeline, end to end on the samples, at reduced size.
 
 bats_require_minimum_version 1.5.0
 
@@ -10,8 +10,8 @@ setup() {
   ROOT="$BATS_TEST_DIRNAME/.."
 }
 
-@test "the demo runs every stage on the samples and leaves checkable outputs" {
-  run --separate-stderr env FW_BIN="$BIN_DIR" "$ROOT/pipelines/demo.sh" "$BATS_TEST_TMPDIR/out"
+@test "the demo's first stages: outer loop, tasks from the sample repositories, grading, clean room" {
+  run --separate-stderr env FW_BIN="$BIN_DIR" DEMO_UPTO=4 "$ROOT/pipelines/demo.sh" "$BATS_TEST_TMPDIR/out"
   assert_success
   O="$BATS_TEST_TMPDIR/out"
   # outer loop: verdict and data sets
@@ -27,13 +27,45 @@ setup() {
   # the clean room held
   assert_line --partial "network: blocked"
   assert_line --partial "host home: hidden"
-  # the SFT bootstrap lowered the loss, and the loop made a new checkpoint
-  first=$(echo "$output" | grep -m1 -oE 'step 1: loss [0-9.]+' | awk '{print $4}')
-  last=$(echo "$output" | grep -m1 -oE 'step 10: loss [0-9.]+' | awk '{print $4}')
+  assert_line --partial "stopped after stage 4"
+}
+
+@test "the demo's loop at reduced size: bootstrap, noise, iterations, table, summary.json, plots" {
+  O="$BATS_TEST_TMPDIR/out"
+  run --separate-stderr env FW_BIN="$BIN_DIR" DEMO_QUICK=1 DEMO_DRILLS_MAX=24 DEMO_SFT_STEPS=20 \
+    DEMO_ITERS=2 DEMO_TASKS=6 DEMO_SAMPLES=2 DEMO_EVAL_SAMPLES=1 "$ROOT/pipelines/demo.sh" "$O"
+  assert_success
+  # the bootstrap's SFT lowered the loss
+  first=$(rec json "$O/boot/metrics.msgpack" | head -1 | jq .loss)
+  last=$(rec json "$O/boot/metrics.msgpack" | tail -1 | jq .loss)
   [ "$(echo "$last < $first" | bc -l)" = 1 ]
-  [ "$(rec count "$O/rollouts-graded.msgpack")" -gt 0 ]
-  # every failed rollout got hints from its environment
-  [ "$(rec json "$O/rollouts-taught.msgpack" | jq -s '[.[] | select(.grade.reward == 0 and (.teach.hints | length) == 0)] | length')" = 0 ]
-  [ -f "$O/run/latest/model.safetensors" ]
-  [ -f "$O/run/latest/trainer_state.json" ]
+  # a table row per iteration
+  assert_line --regexp '^1 +[0-9.]+ +[0-9.]+ \[[0-9.]+, [0-9.]+\]'
+  assert_line --regexp '^2 +[0-9.]+ +[0-9.]+ \[[0-9.]+, [0-9.]+\]'
+  assert_line --partial "seed-to-seed spread"
+  # summary.json: per iteration, bootstrap, final, noise, all consistent
+  run jq -e '(.iterations | length) == 2 and (.bootstrap_seeds | length) == 3
+    and (.final_seeds | length) == 3 and .noise >= 0
+    and (.bootstrap - (.bootstrap_seeds | add / 3) | fabs) < 1e-9
+    and (.final - (.final_seeds | add / 3) | fabs) < 1e-9
+    and .rise == .final - .bootstrap and .learned == (.rise > .noise)
+    and .final_seeds[0] == .iterations[-1].eval' "$O/summary.json"
+  assert_success
+  # iteration 2 trained from iteration 1's checkpoint, with teach
+  rec json "$O/iter-2/rollouts.msgpack" | head -1 | jq -e --arg c "$(cat "$O/iter-1/ckpt")" '.policy.ckpt == $c'
+  [ "$(rec json "$O/iter-1/taught.msgpack" | jq -s '[.[] | select(.teach == null)] | length')" = 0 ]
+  [ "$(wc -l < "$O/curve.tsv")" = 3 ]
+  if command -v gnuplot > /dev/null; then
+    for f in eval reward loss; do [ -s "$O/$f.png" ]; done
+  fi
+}
+
+@test "the demo without teach: the graded rollouts train as they are" {
+  O="$BATS_TEST_TMPDIR/out"
+  run --separate-stderr env FW_BIN="$BIN_DIR" DEMO_QUICK=1 DEMO_DRILLS_MAX=16 DEMO_SFT_STEPS=5 \
+    DEMO_ITERS=1 DEMO_TASKS=4 DEMO_SAMPLES=2 DEMO_EVAL_SAMPLES=1 DEMO_ABLATE=teach \
+    "$ROOT/pipelines/demo.sh" "$O"
+  assert_success
+  cmp "$O/iter-1/graded.msgpack" "$O/iter-1/taught.msgpack"
+  jq -e '.ablate == "teach"' "$O/summary.json"
 }

@@ -21,7 +21,8 @@ static const char usage_text[] =
 	"usage: rollout --policy builtin:DIR | http:URL | exec:CMD [--model NAME] [--store DIR]\n"
 	"               [--mode fill | agent]\n"
 	"               [--samples K] [--seed S] [--temp T] [--top-p P] [--top-k K]\n"
-	"               [--max-tokens N] [--max-steps N] [-j N] [--shard K/N] [--allow HOST ...]\n"
+	"               [--max-tokens N] [--context BYTES] [--max-steps N] [-j N] [--shard K/N]\n"
+	"               [--allow HOST ...]\n"
 	"               [--mount PATH ...] [--timeout SEC] [--ignore-stop] [--no-time]\n"
 	"               [--progress] [-z] [-o OUT] [FILE ...]\n"
 	"       rollout -h | --help | --version\n";
@@ -31,7 +32,7 @@ enum backend { B_BUILTIN, B_EXEC, B_HTTP };
 struct opts {
 	const char *policy, *arg, *store, *out, *model;
 	enum backend backend;
-	uint64_t samples, seed, jobs, max_tokens, shard_k, shard_n;
+	uint64_t samples, seed, jobs, max_tokens, shard_k, shard_n, context;
 	double temp, top_p, timeout_s;
 	int top_k, no_time, progress, level, ignore_stop, agent;
 	uint64_t max_steps;
@@ -323,17 +324,26 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 	}
 	for (int k = 0; k < K; k++)
 		seeds[k] = fw_rollout_seed(o->seed, tid, strlen(tid), k);
+	/* --context: the last bytes before the stub, from a line's start */
+	size_t from = 0;
+	if (o->context && site.a > o->context) {
+		from = site.a - o->context;
+		while (from < site.a && src[from - 1] != '\n')
+			from++;
+	}
 	if (w->h) {
 		/* a server decodes what it is asked: the cut comes after */
 		for (int k = 0; k < K; k++)
-			if (fw_http_complete(w->h, src, site.a, seeds[k], &s, (int)o->max_tokens, &c[k],
+			if (fw_http_complete(w->h, src + from, site.a - from, seeds[k], &s,
+					     (int)o->max_tokens, &c[k],
 					     err, sizeof err)) {
 				emit_errors(w, j, task, tid, err);
 				goto out;
 			} else if (!o->ignore_stop) {
 				c[k].keep = fw_fill_cut(&site, c[k].text, c[k].len);
 			}
-	} else if (fw_builtin_complete(w->b, src, site.a, K, seeds, &s, (int)o->max_tokens,
+	} else if (fw_builtin_complete(w->b, src + from, site.a - from, K, seeds, &s,
+				       (int)o->max_tokens,
 				       o->ignore_stop ? NULL : cut_cb, &site, &pids, c, err,
 				       sizeof err)) {
 		emit_errors(w, j, task, tid, err);
@@ -844,7 +854,7 @@ int main(int argc, char **argv)
 	struct opts o = { .samples = 1, .jobs = 1, .max_tokens = 256, .temp = 1.0, .top_p = 1.0,
 			  .timeout_s = 600, .level = -1, .max_steps = 20 };
 	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
-	       O_MAX_TOKENS, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
+	       O_MAX_TOKENS, O_CONTEXT, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
 	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_VERSION };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, O_POLICY },
@@ -856,6 +866,7 @@ int main(int argc, char **argv)
 		{ "top-p", required_argument, NULL, O_TOP_P },
 		{ "top-k", required_argument, NULL, O_TOP_K },
 		{ "max-tokens", required_argument, NULL, O_MAX_TOKENS },
+		{ "context", required_argument, NULL, O_CONTEXT },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "shard", required_argument, NULL, O_SHARD },
 		{ "allow", required_argument, NULL, O_ALLOW },
@@ -908,6 +919,11 @@ int main(int argc, char **argv)
 			if (fw_parse_u64(optarg, &u, 0) || u > 1u << 24)
 				return usage_error("bad top-k '%s'", optarg);
 			o.top_k = (int)u;
+			break;
+		case O_CONTEXT:
+			if (fw_parse_u64(optarg, &o.context, 0) || o.context < 1 ||
+			    o.context > 1u << 30)
+				return usage_error("bad --context '%s'", optarg);
 			break;
 		case O_MAX_TOKENS:
 			if (fw_parse_u64(optarg, &o.max_tokens, 0) || o.max_tokens < 1 ||

@@ -3,62 +3,102 @@
 
     gen.py repo DIR        write the drills repository into DIR (not a git
                            repository yet: samples/repos/commit.sh makes it one)
-    gen.py corpus [N]      write the bootstrap corpus to standard output:
+    gen.py corpus          write the bootstrap corpus to standard output:
                            JSON lines {"prompt", "completion"}, the form
-                           train-step reads; each prompt is cut to its last
-                           N bytes (default 95: what rollout keeps of a
-                           prompt for a model of 128 positions and
-                           --max-tokens 32)
+                           train-step reads
 
-Every function takes an integer x and has a one-line docstring that says what
-it returns; its test checks five inputs.  The repository holds the two-step
-drills (such as "Return x times 3, plus 5."); the bootstrap corpus holds only
-one-step drills (such as "Return x times 3."), under other names, so that a
-model bootstrapped on it has seen every word and operator but none of the
-repository's functions, and must learn to combine them.
+Every drill is a function of an integer x with a one-line docstring that says
+what it returns ("Return x times 3.") and a one-line body; its test checks it
+on six inputs around its constant.  There are ten operations, each worded in
+four ways ("Return x times 3.", "Return the product of x and 3.", "Return x
+multiplied by 3.", "Return x scaled by 3."), with the constants 2 to 9.  The
+bootstrap corpus holds the first wording of each; the repository the other
+three (240 drills).  A model bootstrapped on the corpus knows every operation
+and constant but none of the repository's wordings: what it learns of them
+it learns from rewards, in the inner loop, and the held-out split measures
+whether that carries over to drills it never trained on.
 
-The repository's tests run with run_tests.py, a runner that starts in tens of
-milliseconds and writes JUnit XML where FW_REPORT says, so that grading one
-rollout stays cheap.  Only the standard library is used; the output depends on
-nothing but this file.
+Prompts are what `rollout --context 80` shows of a file before a body (the
+files hold ten drills each), and so are the corpus's.  The repository's tests
+run with run_tests.py, a runner that starts in tens of milliseconds and
+writes JUnit XML where FW_REPORT says, so that grading one rollout stays
+cheap.  Only the standard library is used; the output depends on nothing but
+this file.
 """
 import json
 import os
 import random
 import sys
 
-INPUTS = (0, 1, 4, 7, 13, 30)
-PER_FILE = 16
-COPIES = 4     # each bootstrap drill this many times, in other contexts
-CONSTS = range(2, 34)
-SEEN = 0.4     # the share of kinds with constants below 18 in the corpus
+PER_FILE = 10   # drills per file
+CONTEXT = 80    # bytes of a file before a body that a policy is shown
+COPIES = 4      # each bootstrap drill this many times, in other contexts
+CONSTS = range(2, 10)
 
-# the kinds of drill: (docstring, expression); {a} is the constant
-KINDS = [
-    ("Return x times {a}.", "x * {a}"),
-    ("Return x plus {a}.", "x + {a}"),
-    ("Return x minus {a}.", "x - {a}"),
-    ("Return x modulo {a}.", "x % {a}"),
-    ("Return x divided by {a}, rounded down.", "x // {a}"),
-    ("Return {a} minus x.", "{a} - x"),
-    ("Return the larger of x and {a}.", "max(x, {a})"),
-    ("Return the smaller of x and {a}.", "min(x, {a})"),
-    ("Return True if x is greater than {a}.", "x > {a}"),
-    ("Return True if x is less than {a}.", "x < {a}"),
+# the operations, each in four wordings, each with its spelling of the code:
+# (wording, code, ...); {a} is the constant.  The repository's three
+# spellings differ so that no body is written twice in it, where it would
+# give the answer away.
+OPS = [
+    ("Return x times {a}.", "x * {a}",
+     "Return the product of x and {a}.", "{a} * x",
+     "Return x multiplied by {a}.", "(x * {a})",
+     "Return x scaled by {a}.", "x * {a}"),
+    ("Return x plus {a}.", "x + {a}",
+     "Return the sum of x and {a}.", "{a} + x",
+     "Return x increased by {a}.", "(x + {a})",
+     "Return x with {a} added.", "x + {a}"),
+    ("Return x minus {a}.", "x - {a}",
+     "Return x decreased by {a}.", "(x - {a})",
+     "Return x less {a}.", "-{a} + x",
+     "Return x with {a} taken away.", "x - {a}"),
+    ("Return x modulo {a}.", "x % {a}",
+     "Return the remainder of x divided by {a}.", "(x % {a})",
+     "Return x mod {a}.", "x - x // {a} * {a}",
+     "Return what is left when x is divided by {a}.", "x % {a}"),
+    ("Return x divided by {a}, rounded down.", "x // {a}",
+     "Return how many whole times {a} fits in x.", "(x // {a})",
+     "Return the floor of x over {a}.", "int(x / {a})",
+     "Return the whole part of x over {a}.", "x // {a}"),
+    ("Return {a} minus x.", "{a} - x",
+     "Return x subtracted from {a}.", "({a} - x)",
+     "Return the difference of {a} and x.", "-x + {a}",
+     "Return {a} take away x.", "{a} - x"),
+    ("Return the larger of x and {a}.", "max(x, {a})",
+     "Return x, but at least {a}.", "max({a}, x)",
+     "Return the maximum of x and {a}.", "x if x > {a} else {a}",
+     "Return x or {a}, whichever is larger.", "max(x, {a})"),
+    ("Return the smaller of x and {a}.", "min(x, {a})",
+     "Return x, but at most {a}.", "min({a}, x)",
+     "Return the minimum of x and {a}.", "x if x < {a} else {a}",
+     "Return x or {a}, whichever is smaller.", "min(x, {a})"),
+    ("Return True if x is greater than {a}.", "x > {a}",
+     "Return whether x exceeds {a}.", "{a} < x",
+     "Return whether x is above {a}.", "(x > {a})",
+     "Return whether x is more than {a}.", "x > {a}"),
+    ("Return True if x is less than {a}.", "x < {a}",
+     "Return whether x is below {a}.", "{a} > x",
+     "Return whether x is under {a}.", "(x < {a})",
+     "Return whether x is fewer than {a}.", "x < {a}"),
 ]
 
 
 def split_kinds():
-    """(corpus, repository): every (docstring, expression) made concrete,
-    the corpus a random share of those with small constants, the
-    repository all the others."""
-    rng = random.Random(5)
+    """(corpus, repository) drills as (docstring, expression, constant):
+    the corpus holds the first wording of each operation with every
+    constant, the repository the three other wordings."""
     corpus, repo = [], []
-    for doc, expr in KINDS:
+    for first, code1, *others in OPS:
         for a in CONSTS:
-            k = (doc.format(a=a), expr.format(a=a))
-            (corpus if a < 18 and rng.random() < SEEN else repo).append(k)
+            corpus.append((first.format(a=a), code1.format(a=a), a))
+            for doc, code in zip(others[::2], others[1::2]):
+                repo.append((doc.format(a=a), code.format(a=a), a))
     return corpus, repo
+
+
+def inputs(a):
+    """What a drill with constant a is tested on: each side of a, and a."""
+    return sorted({0, 1, a - 1, a, a + 1, 2 * a + 3})
 
 
 def source(name, doc, expr):
@@ -69,7 +109,24 @@ def drills():
     """The repository's drills: (name, doc, expr), in a fixed shuffled order."""
     out = split_kinds()[1]
     random.Random(7).shuffle(out)
-    return [(f"drill_{i:03d}", d, e) for i, (d, e) in enumerate(out)]
+    names = iter(NAMES)
+    return [(next(names), d, e, a) for d, e, a in out]
+
+
+def _names():
+    """Distinct made-up names without digits (a digit in a name would be
+    one more number next to the constant)."""
+    rng, seen, out = random.Random(9), set(), []
+    cons, vows = "bdfgklmnprstvz", "aeiou"
+    while len(out) < 4000:
+        n = "".join(rng.choice(cons) + rng.choice(vows) for _ in range(3))
+        if n not in seen:
+            seen.add(n)
+            out.append(n)
+    return out
+
+
+NAMES = _names()
 
 
 RUNNER = '''\
@@ -127,14 +184,28 @@ sys.exit(1 if failed else 0)
 '''
 
 
+def module(i):
+    """The file of the drill at index i (a multiple of PER_FILE)."""
+    return "set_%02d.py" % (i // PER_FILE)
+
+
+def last_lines(text, n):
+    """What rollout --context n shows: the last n bytes of text, from the
+    start of a line."""
+    if len(text) <= n:
+        return text
+    cut = text[-n:]
+    return cut[cut.index("\n") + 1:] if "\n" in cut else ""
+
+
 def write_repo(d):
     os.makedirs(os.path.join(d, "drills"), exist_ok=True)
     os.makedirs(os.path.join(d, "tests"), exist_ok=True)
     items = drills()
     for i in range(0, len(items), PER_FILE):
-        with open(os.path.join(d, "drills", "set_%02d.py" % (i // PER_FILE)), "w") as f:
-            f.write('"""Drills %d to %d."""\n' % (i, min(i + PER_FILE, len(items)) - 1))
-            for name, doc, expr in items[i:i + PER_FILE]:
+        with open(os.path.join(d, "drills", module(i)), "w") as f:
+            f.write('"""Drills."""\n')
+            for name, doc, expr, _ in items[i:i + PER_FILE]:
                 f.write("\n\n" + source(name, doc, expr))
     with open(os.path.join(d, "drills", "__init__.py"), "w") as f:
         f.write('"""Small documented functions of one integer."""\n')
@@ -143,13 +214,13 @@ def write_repo(d):
     with open(os.path.join(d, "tests", "cases.py"), "w") as f:
         f.write('"""Expected values: (function, ((x, result), ...)) for each drill."""\n')
         f.write("CASES = [\n")
-        for name, doc, expr in items:
-            vals = tuple((x, eval(expr, {"x": x})) for x in INPUTS)
+        for name, doc, expr, a in items:
+            vals = tuple((x, eval(expr, {"x": x})) for x in inputs(a))
             f.write(f"    ({name!r}, {vals!r}),\n")
         f.write("]\n")
         f.write("MODULE = {\n")
-        for i, (name, doc, expr) in enumerate(items):
-            f.write(f"    {name!r}: 'set_{i // PER_FILE:02d}',\n")
+        for i, (name, _, _, _) in enumerate(items):
+            f.write(f"    {name!r}: {module(i - i % PER_FILE)[:-3]!r},\n")
         f.write("}\n")
     with open(os.path.join(d, "run_tests.py"), "w") as f:
         f.write(RUNNER)
@@ -159,25 +230,28 @@ def write_repo(d):
                 "    python3 run_tests.py [REPORT.xml]\n" % len(items))
 
 
-def write_corpus(f, context):
-    """One-step drills written as files of drills are, each prompt cut to its
-    last `context` bytes, as a fill policy cuts a prompt too long for its
-    model (keeping what is next to the completion)."""
+def write_corpus(f):
+    """The bootstrap drills as fill examples, written as the repository's
+    files are, each prompt what rollout --context CONTEXT shows of such a
+    file before the body."""
     rng = random.Random(11)
     steps = split_kinds()[0] * COPIES
     rng.shuffle(steps)
-    text = '"""Steps."""\n'
-    for i, (doc, expr) in enumerate(steps):
-        text += f'\n\ndef step_{i:03d}(x):\n    """{doc}"""\n'
+    names = iter(NAMES[len(drills()):])
+    text = ""
+    for i, (doc, expr, _) in enumerate(steps):
+        if i % PER_FILE == 0:
+            text = '"""Drills."""\n'
+        text += f'\n\ndef {next(names)}(x):\n    """{doc}"""\n'
         body = f"    return {expr}\n"
-        f.write(json.dumps({"prompt": text[-context:], "completion": body}) + "\n")
+        f.write(json.dumps({"prompt": last_lines(text, CONTEXT), "completion": body}) + "\n")
         text += body
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "repo":
         write_repo(sys.argv[2])
-    elif len(sys.argv) in (2, 3) and sys.argv[1] == "corpus":
-        write_corpus(sys.stdout, int(sys.argv[2]) if len(sys.argv) == 3 else 95)
+    elif len(sys.argv) == 2 and sys.argv[1] == "corpus":
+        write_corpus(sys.stdout)
     else:
         sys.exit(__doc__)
