@@ -234,6 +234,29 @@ start_serve() {
   done < "$T/r.jsonl"
 }
 
+@test "--context shows the last bytes before the stub from a line start; the patch is the same" {
+  rollout --policy "builtin:$F/ck" --seed 1 --max-tokens 30 --no-time "$F/tasks.mp" | json > "$T/full.jsonl"
+  rollout --policy "builtin:$F/ck" --seed 1 --max-tokens 30 --no-time --context 60 "$F/tasks.mp" |
+    json > "$T/ctx.jsonl"
+  paste -d '\n' "$T/full.jsonl" "$T/ctx.jsonl" | while read -r full && read -r ctx; do
+    jq -j .turns[0].text <<<"$full" > "$T/pf"
+    jq -j .turns[0].text <<<"$ctx" > "$T/pc"
+    n=$(wc -c < "$T/pc")
+    [ "$n" -le 60 ]
+    # the full prompt ends with it, and it starts a line
+    [ "$(tail -c "$n" "$T/pf" | cmp - "$T/pc" && echo same)" = same ]
+    full_n=$(wc -c < "$T/pf")
+    if [ "$full_n" -gt "$n" ]; then
+      [ "$(tail -c "$((n + 1))" "$T/pf" | head -c 1 | od -An -c | tr -d ' ')" = '\n' ]
+    fi
+    # the patch still replaces the stub in the whole file
+    jq -r .patch <<<"$ctx" | grep -q '^-    raise NotImplementedError$'
+  done
+  run rollout --policy "builtin:$F/ck" --context 0 "$F/tasks.mp"
+  assert_failure 2
+  assert_output --partial "bad --context '0'"
+}
+
 @test "the recorded log-probs are those of a full forward pass over the same tokens" {
   rollout --policy "builtin:$F/ck" --samples 2 --temp 0.8 --top-k 50 --max-tokens 40 \
     "$F/tasks.mp" > "$T/r.mp"

@@ -303,3 +303,29 @@ ref_setup() {
   echo "$output"
   assert_success
 }
+
+@test "prompt/completion records train as the same tokens with the completion masked in" {
+  ckpt init "$M/tiny-llama.json" "$T/c0" --seed 5 > /dev/null
+  printf '%s\n' '{"prompt":"def f(x):\n","completion":"    return x * 3\n"}' \
+    '{"prompt":"","completion":"hello"}' | rec from-json > "$T/pc.mp"
+  # the same sequences as ids: the byte tokenizer has no BOS, so an empty
+  # prompt starts with the end-of-text token; the completion ends with it
+  for p_c in 'def f(x):\n|    return x * 3\n' '|hello'; do
+    p=${p_c%%|*} c=${p_c#*|}
+    printf "$p" > "$T/p"; printf "$c" > "$T/c"
+    jq -nc --rawfile p "$T/p" --rawfile c "$T/c" '
+      ($p | explode) as $pi | ($c | explode) as $ci
+      | (if ($pi | length) == 0 then [256] else [] end) as $start
+      | {tokens: ($start + $pi + $ci + [256]),
+         mask: ([$start[], $pi[] | 0] + [$ci[], 0 | 1])}'
+  done | rec from-json > "$T/ids.mp"
+  train-step --ckpt "$T/c0" --out "$T/a" --objective sft --steps 2 --lr 1e-3 --seed 1 -o "$T/ma.mp" "$T/pc.mp"
+  train-step --ckpt "$T/c0" --out "$T/b" --objective sft --steps 2 --lr 1e-3 --seed 1 -o "$T/mb.mp" "$T/ids.mp"
+  [ "$(rec json "$T/ma.mp" | jq -c '[.loss, .tokens]')" = "$(rec json "$T/mb.mp" | jq -c '[.loss, .tokens]')" ]
+  cmp "$T/a/latest/model.safetensors" "$T/b/latest/model.safetensors"
+  # a completion that is not a string is bad input with its position
+  printf '%s\n' '{"prompt":"a","completion":"b"}' '{"completion":7}' | rec from-json > "$T/bad.mp"
+  run --separate-stderr train-step --ckpt "$T/c0" --out "$T/c" --objective sft --steps 1 "$T/bad.mp"
+  assert_failure 1
+  [[ $stderr == *"record 2 (byte "*"'prompt' and 'completion' must be strings"* ]]
+}
