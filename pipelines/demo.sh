@@ -51,6 +51,7 @@ quick=${DEMO_QUICK:-0}
 upto=${DEMO_UPTO:-7}
 dmax=${DEMO_DRILLS_MAX:-1000}
 case $ablate in ''|teach) ;; *) echo "demo: DEMO_ABLATE must be teach or empty" >&2; exit 2 ;; esac
+[ "$iters" -ge 1 ] 2> /dev/null || { echo "demo: DEMO_ITERS must be 1 or more" >&2; exit 2; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/fw-demo.XXXXXX")
@@ -123,9 +124,9 @@ fw-run --workspace "$work/ws" --timeout 10 -- sh -c '
 
 fi
 
+[ "$upto" -ge 5 ] || { stage "stopped after stage $upto (DEMO_UPTO)"; exit 0; }
 stage "5/7 drills: a repository of small documented functions -> train and eval tasks"
 # made once per version of the generator (a finished stage is not redone)
-[ "$upto" -ge 5 ] || { stage "stopped after stage $upto (DEMO_UPTO)"; exit 0; }
 stamp="$(cksum < "$here/samples/drills/gen.py") $dmax"
 if [ "$(cat "$out/drills/stamp" 2> /dev/null)" != "$stamp" ] || [ ! -s "$out/drills/tasks.msgpack" ]; then
   rm -rf "$out/drills" && mkdir -p "$out/drills"
