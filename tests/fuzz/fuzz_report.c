@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the test-report parsers (fw_report.h): the input is
- * parsed as JUnit XML and as TAP.  Either may fail, never crash; whatever
+ * parsed as JUnit XML, as TAP and as `go test -json` output.  Either may fail, never crash; whatever
  * is read must be sorted, free of duplicate ids, and findable by id.
  * Seeds: tests/fuzz/seeds/fuzz_report (real pytest, ctest, bats reports).
  * Built by `make fuzz`.
@@ -34,6 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(r);
 	fw_report_clear(r);
 	fw_report_parse_tap(r, (const char *)data, size, err, sizeof err);
+	check(r);
+	fw_report_clear(r);
+	fw_report_parse_gotest(r, (const char *)data, size, err, sizeof err);
 	check(r);
 	fw_report_free(r);
 	return 0;
