@@ -198,7 +198,7 @@ outer-loop $id (run) ok 0"
   [ ! -e "$FW_STATE" ]
 }
 
-@test "the example crontab's jobs work: the outer loop, an inner-loop iteration and its eval, retried until both pass" {
+@test "the example crontab's jobs work: the outer loop, an inner-loop iteration (and its eval), retried until it passes" {
   crontab="$R/pipelines/cron/crontab.example"
   grep -E '^[0-9*]' "$crontab" > jobs
   [ "$(wc -l < jobs)" = 3 ]
@@ -215,18 +215,15 @@ outer-loop $id (run) ok 0"
     FW_NOTIFY="cat >> '$T/mail'")
   run -0 "${cronenv[@]}" sh -c "$(job outer-loop)"
   run -0 "${cronenv[@]}" sh -c "$(job inner-loop)"
-  touch fw/fail-eval
+  touch fw/fail-inner-loop
   run -2 --separate-stderr "${cronenv[@]}" sh -c "$(job inner-loop)"
-  rm fw/fail-eval
+  rm fw/fail-inner-loop
   run -0 "${cronenv[@]}" sh -c "$(job inner-loop)"
   run -0 cat fw/calls
   assert_output "outer-loop 
 inner-loop 1
-eval $T/fw/build/inner-loop/iter-1/ckpt
 inner-loop 2
-eval $T/fw/build/inner-loop/iter-2/ckpt
-inner-loop 2
-eval $T/fw/build/inner-loop/iter-2/ckpt"
+inner-loop 2"
   [ "$(cat state/inner-loop.iter)" = 3 ]
   grep -q '^The flywheel pipeline inner-loop failed on .* exited with status 2' mail
   run -0 jq -r 'select(.stage == "(run)") | "\(.pipeline) \(.status)"' <(rec json state/runs.msgpack)
