@@ -16,12 +16,12 @@
 #   6. bootstrap    a small Llama-style model, SFT on the drills corpus and
 #                   the outer loop's thumbs-up data; its eval pass rate under
 #                   three sampling seeds (the noise)
-#   7. inner loop   N iterations (DEMO_ITERS, 8): rollout (K samples per
+#   7. inner loop   N iterations (DEMO_ITERS, 5): rollout (K samples per
 #                   train task) -> grade -> teach -> train-step (GRPO +
 #                   distill) -> eval on the held-out split
 # Then a table per iteration, out/summary.json, and PNG plots (gnuplot).
 #
-# Environment: DEMO_ITERS (8), DEMO_ABLATE (teach: the inner loop without
+# Environment: DEMO_ITERS (5), DEMO_ABLATE (teach: the inner loop without
 # teach), DEMO_SFT_STEPS (200), DEMO_TASKS (50 train tasks per iteration),
 # DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (2), DEMO_LR (1e-4), DEMO_QUICK (1: skip
 # stages 2-4), DEMO_UPTO (stop after that stage), DEMO_DRILLS_MAX (tasks made
@@ -40,7 +40,7 @@ PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
-iters=${DEMO_ITERS:-8}
+iters=${DEMO_ITERS:-5}
 ablate=${DEMO_ABLATE:-}
 sft_steps=${DEMO_SFT_STEPS:-200}
 ntasks=${DEMO_TASKS:-50}
