@@ -67,15 +67,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$ckpt" ] && [ -n "$tasks" ] && [ -n "$store" ] && [ -n "$out" ] || usage
-stage=$here/fw-stage
 mkdir -p "$out"
-keep() {
-  f=$1 name=$2; shift 2
-  [ -e "$f" ] && return 0
-  rm -f "$f.tmp"
-  "$stage" "$name" -o "$f.tmp" -- "$@" -o "$f.tmp"
-  mv "$f.tmp" "$f"
-}
+. "$here/keep.sh"
 
 if [ ! -e "$out/eval.tasks" ]; then
   if [ -n "$retired" ] && [ -s "$retired" ]; then
@@ -121,7 +114,7 @@ if [ -n "$retire" ] && [ ! -e "$out/retired.msgpack" ]; then
   cat "$out/retired.msgpack" >> "$retired"
   echo "eval.sh: $nret tasks retired as saturated (pass rate >= $retire over the last $recent checkpoints)" >&2
   if [ "$nret" -gt 0 ] && [ -n "$harder" ]; then
-    "$stage" harder-tasks -o "$out/harder.msgpack" -- sh -c "$harder" < "$out/retired.msgpack" \
+    "$here/fw-stage" harder-tasks -o "$out/harder.msgpack" -- sh -c "$harder" < "$out/retired.msgpack" \
       > "$out/harder.raw"
     rec json "$out/harder.raw" | jq -c '.split = "eval"' | rec from-json > "$out/harder.msgpack"
     rm -f "$out/harder.raw"

@@ -60,20 +60,10 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$ckpt" ] && [ -n "$tasks" ] && [ -n "$store" ] && [ -n "$out" ] || usage
 [ -n "$objective" ] || { [ $teach = 1 ] && objective=pg,distill || objective=pg; }
-stage=$here/fw-stage
 mkdir -p "$out"
-# done FILE: the stage that writes FILE has finished
-done_() { [ -e "$1" ]; }
-# keep FILE CMD...: run CMD with -o FILE.tmp, then move it into place
-keep() {
-  f=$1 name=$2; shift 2
-  done_ "$f" && return 0
-  rm -f "$f.tmp"
-  "$stage" "$name" -o "$f.tmp" -- "$@" -o "$f.tmp"
-  mv "$f.tmp" "$f"
-}
+. "$here/keep.sh"
 
-if ! done_ "$out/train.tasks"; then
+if [ ! -e "$out/train.tasks" ]; then
   # this iteration's share of the training tasks: all, or N of them in an
   # order drawn from the seed (a different N each iteration)
   traj-filter -e '.split == "train"' "$tasks" > "$out/train.tasks.tmp"
@@ -96,7 +86,7 @@ if [ $teach = 1 ]; then
 else
   keep "$out/taught.msgpack" teach-skipped rec cat "$out/graded.msgpack"
 fi
-if ! done_ "$out/ckpt"; then
+if [ ! -e "$out/ckpt" ]; then
   n=$(rec count "$out/taught.msgpack")
   bs=$(( (n + steps - 1) / steps ))
   rm -rf "$out/run"
