@@ -1194,13 +1194,19 @@ out:
 
 struct fw_gen {
 	struct fw_model *m;
-	int nseq, maxT, R;
+	int nseq, maxT, R;         /* R: rows of the row buffers */
+	int rows;                  /* rows per fw_gen_score pass */
 	float *kc, *vc;            /* (L, nseq, maxT, nkv, hd) */
 	float *x, *ln, *q, *k, *v, *y, *tmp, *gate, *up, *h, *rs, *rsq, *rsk;
 	float *scr, *last, *logits;
 	int32_t *pos;              /* (R) position of each row being run */
 	int32_t *len;              /* (nseq) positions each sequence holds */
 	void *block;
+	/* fw_gen_score's scratch, allocated on its first scoring call:
+	 * logits (CHUNK, V), log-probs, log-sum-exps and targets (rows) */
+	float *slog, *slp, *slse;
+	int32_t *stgt;
+	void *sblock;
 };
 
 void fw_gen_free(struct fw_gen *g)
@@ -1208,21 +1214,30 @@ void fw_gen_free(struct fw_gen *g)
 	if (!g)
 		return;
 	free(g->block);
+	free(g->sblock);
 	free(g);
 }
 
 struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
 			  size_t errlen)
 {
+	return fw_gen_new_rows(m, nseq, maxT, CHUNK, err, errlen);
+}
+
+struct fw_gen *fw_gen_new_rows(struct fw_model *m, int nseq, int maxT,
+			       int rows, char *err, size_t errlen)
+{
 	const struct fw_config *c = &m->cfg;
 	struct fw_gen *g;
-	size_t R, C = c->C, I = c->I, qd = (size_t)c->nh * c->hd,
+	size_t R, R0, C = c->C, I = c->I, qd = (size_t)c->nh * c->hd,
 	       kd = (size_t)c->nkv * c->hd, off = 0;
 	char *base = NULL;
 
-	if (nseq <= 0 || maxT <= 0 || maxT > c->max_pos) {
+	if (nseq <= 0 || maxT <= 0 || maxT > c->max_pos || rows < 1 ||
+	    rows > 4096) {
 		seterr(err, errlen, "bad decoding shape: %d sequences of %d "
-		       "positions (max_position_embeddings %d)", nseq, maxT, c->max_pos);
+		       "positions (max_position_embeddings %d), %d rows a pass",
+		       nseq, maxT, c->max_pos, rows);
 		return NULL;
 	}
 	if (!(g = calloc(1, sizeof(*g)))) {
@@ -1232,7 +1247,11 @@ struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
 	g->m = m;
 	g->nseq = nseq;
 	g->maxT = maxT;
-	g->R = (int)(R = nseq > CHUNK ? nseq : CHUNK);
+	/* the row buffers hold a step of every sequence, a prefill chunk
+	 * and a scoring pass; attention runs at most R0 rows at a time */
+	R0 = nseq > CHUNK ? nseq : CHUNK;
+	g->R = (int)(R = R0 > (size_t)rows ? R0 : (size_t)rows);
+	g->rows = rows;
 	for (int pass = 0; pass < 2; pass++) {
 		off = 0;
 		g->kc = carve(base, &off, (size_t)c->L * nseq * maxT * kd);
@@ -1250,7 +1269,7 @@ struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
 		g->rs = carve(base, &off, R);
 		g->rsq = carve(base, &off, R * c->nh);
 		g->rsk = carve(base, &off, R * c->nkv);
-		g->scr = carve(base, &off, R * c->nh * (size_t)maxT);
+		g->scr = carve(base, &off, R0 * c->nh * (size_t)maxT);
 		g->last = carve(base, &off, (size_t)nseq * C);
 		g->logits = carve(base, &off, (size_t)nseq * c->vocab);
 		g->pos = (int32_t *)carve(base, &off, R);
@@ -1263,15 +1282,16 @@ struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
 		}
 	}
 	g->block = base;
+	memset(g->len, 0, sizeof(int32_t) * nseq);
 	return g;
 }
 
 /* Runs Tq new tokens (B, Tq) of sequences s0 .. s0+B-1, each b at
- * positions g->len[s0+b].., through the model against the cache, writing
- * their keys and values into it and the logits of each sequence's last new
- * token into its row of g->logits.  Lengths are not advanced here. */
-static void gen_run(struct fw_gen *g, const int32_t *tok, int s0, int B,
-		    int Tq)
+ * positions g->len[s0+b].., through the model's layers against the cache,
+ * writing their keys and values into it; the last layer's output of each
+ * row is left in g->x (B*Tq, C).  Lengths are not advanced here. */
+static void gen_layers(struct fw_gen *g, const int32_t *tok, int s0, int B,
+		       int Tq)
 {
 	struct fw_model *m = g->m;
 	const struct fw_config *c = &m->cfg;
@@ -1303,7 +1323,21 @@ static void gen_run(struct fw_gen *g, const int32_t *tok, int s0, int B,
 			memcpy(kc + at, g->k + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
 			memcpy(vc + at, g->v + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
 		}
-		fw_attn_cached_pos(g->y, g->scr, g->q, kc, vc, pos0, B, Tq, T, nh, nkv, hd);
+		if (B > 1 || Tq <= CHUNK) {
+			fw_attn_cached_pos(g->y, g->scr, g->q, kc, vc, pos0, B, Tq, T, nh,
+					   nkv, hd);
+		} else {
+			/* one sequence's scoring pass: by CHUNK query rows, so
+			 * the scratch stays (CHUNK, nh, maxT) */
+			for (int t0 = 0; t0 < Tq; t0 += CHUNK) {
+				int32_t p = pos0[0] + t0;
+
+				fw_attn_cached_pos(g->y + (size_t)t0 * qd, g->scr,
+						   g->q + (size_t)t0 * qd, kc, vc, &p, 1,
+						   Tq - t0 < CHUNK ? Tq - t0 : CHUNK, T,
+						   nh, nkv, hd);
+			}
+		}
 		fw_matmul_fwd(g->tmp, g->y, w->wo, w->bo, N, qd, C);
 		add3(g->x, g->x, g->tmp, (long)N * C);
 		fw_rmsnorm_fwd(g->ln, g->rs, g->x, w->ln2, N, C, c->eps);
@@ -1313,12 +1347,31 @@ static void gen_run(struct fw_gen *g, const int32_t *tok, int s0, int B,
 		fw_matmul_fwd(g->tmp, g->h, w->wd, NULL, N, I, C);
 		add3(g->x, g->x, g->tmp, (long)N * C);
 	}
+}
+
+/* After gen_layers: the logits of each sequence's last new row into its
+ * row of g->logits. */
+static void gen_head(struct fw_gen *g, int s0, int B, int Tq)
+{
+	struct fw_model *m = g->m;
+	const struct fw_config *c = &m->cfg;
+	int C = c->C;
+
 	for (int b = 0; b < B; b++)
 		memcpy(g->last + (size_t)b * C, g->x + ((size_t)b * Tq + Tq - 1) * C,
 		       sizeof(float) * C);
 	fw_rmsnorm_fwd(g->last, g->rs, g->last, m->norm, B, C, c->eps);
 	fw_matmul_fwd(g->logits + (size_t)s0 * c->vocab, g->last, m->lm_head, NULL,
 		      B, C, c->vocab);
+}
+
+/* gen_layers, then the logits of each sequence's last new token into its
+ * row of g->logits. */
+static void gen_run(struct fw_gen *g, const int32_t *tok, int s0, int B,
+		    int Tq)
+{
+	gen_layers(g, tok, s0, B, Tq);
+	gen_head(g, s0, B, Tq);
 }
 
 static int check_ids(const struct fw_model *m, const int32_t *t, int n,
@@ -1408,6 +1461,107 @@ int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
 	gen_run(g, tok, 0, g->nseq, 1);
 	for (int b = 0; b < g->nseq; b++)
 		g->len[b]++;
+	return 0;
+}
+
+/* After gen_layers over k rows of one sequence: logp[i] = log p(tgt[i])
+ * under row i's logits where tgt[i] >= 0, else 0.  Only the scored rows go
+ * through the final norm and lm_head. */
+static void gen_score_rows(struct fw_gen *g, const int32_t *tgt, int k,
+			   float *logp)
+{
+	struct fw_model *m = g->m;
+	const struct fw_config *c = &m->cfg;
+	int C = c->C, V = c->vocab, n = 0;
+
+	for (int i = 0; i < k; i++) {
+		logp[i] = 0;
+		if (tgt[i] < 0)
+			continue;
+		memcpy(g->ln + (size_t)n * C, g->x + (size_t)i * C, sizeof(float) * C);
+		g->stgt[n++] = tgt[i];
+	}
+	if (!n)
+		return;
+	fw_rmsnorm_fwd(g->ln, g->rs, g->ln, m->norm, n, C, c->eps);
+	/* CHUNK rows of logits at a time, as a no_grad forward goes */
+	for (int r = 0; r < n; r += CHUNK) {
+		int k2 = n - r < CHUNK ? n - r : CHUNK;
+
+		fw_matmul_fwd(g->slog, g->ln + (size_t)r * C, m->lm_head, NULL, k2, C, V);
+		fw_xent_fwd(g->slp + r, g->slse + r, g->slog, g->stgt + r, k2, V);
+	}
+	n = 0;
+	for (int i = 0; i < k; i++)
+		if (tgt[i] >= 0)
+			logp[i] = g->slp[n++];
+}
+
+int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
+		 const int32_t *tgt, int n, float *logp, char *err,
+		 size_t errlen)
+{
+	int V = g->m->cfg.vocab;
+
+	if (seq < 0 || seq >= g->nseq || n <= 0 || !tgt != !logp) {
+		seterr(err, errlen, "bad score: sequence %d of %d, %d tokens%s",
+		       seq, g->nseq, n, !tgt != !logp ? ", targets without "
+		       "log-probs or log-probs without targets" : "");
+		return -1;
+	}
+	if (g->len[seq] + n > g->maxT) {
+		seterr(err, errlen, "%d more tokens do not fit the cache (%d of "
+		       "%d positions held)", n, g->len[seq], g->maxT);
+		return -1;
+	}
+	if (check_ids(g->m, tok, n, err, errlen))
+		return -1;
+	for (int i = 0; tgt && i < n; i++)
+		if (tgt[i] >= V) {
+			seterr(err, errlen, "target %d at %d is outside the "
+			       "vocabulary (%d)", tgt[i], i, V);
+			return -1;
+		}
+	if (tgt && !g->sblock) {
+		size_t off = 0;
+		char *base = NULL;
+
+		for (int pass = 0; pass < 2; pass++) {
+			off = 0;
+			g->slog = carve(base, &off, (size_t)CHUNK * V);
+			g->slp = carve(base, &off, g->rows);
+			g->slse = carve(base, &off, g->rows);
+			g->stgt = (int32_t *)carve(base, &off, g->rows);
+			if (!pass && !(base = aligned_alloc(64, off))) {
+				seterr(err, errlen, "out of memory for the scoring "
+				       "scratch (%zu MB)", off >> 20);
+				return -1;
+			}
+		}
+		g->sblock = base;
+	}
+	for (int p = 0; p < n; p += g->rows) {
+		int k = n - p < g->rows ? n - p : g->rows;
+
+		gen_layers(g, tok + p, seq, 1, k);
+		if (tgt)
+			gen_score_rows(g, tgt + p, k, logp + p);
+		if (p + k == n)
+			gen_head(g, seq, 1, k);
+		g->len[seq] += k;
+	}
+	return 0;
+}
+
+int fw_gen_truncate(struct fw_gen *g, int seq, int n, char *err,
+		    size_t errlen)
+{
+	if (seq < 0 || seq >= g->nseq || n < 0 || n > g->len[seq]) {
+		seterr(err, errlen, "bad truncate: sequence %d of %d to %d "
+		       "positions", seq, g->nseq, n);
+		return -1;
+	}
+	g->len[seq] = n;
 	return 0;
 }
 

@@ -234,10 +234,18 @@ struct fw_gen;
 
 /* Decoding state for nseq sequences of up to maxT positions (maxT <=
  * max_position_embeddings): key-value cache and every buffer a step needs.
- * The model must outlive it.  Returns a state (fw_gen_free), or NULL with
+ * Every sequence starts empty.  The model must outlive it.  Returns a state (fw_gen_free), or NULL with
  * err filled. */
 struct fw_gen *fw_gen_new(struct fw_model *m, int nseq, int maxT, char *err,
 			  size_t errlen);
+
+/* As fw_gen_new, with fw_gen_score running rows positions a pass (1 to
+ * 4096; fw_gen_new: 64): more rows, fewer and larger kernel calls, row
+ * buffers of rows * (3 hidden + 2 query + 2 key + 3 intermediate) floats.
+ * Attention still goes 64 query rows at a time, so the scratch does not
+ * grow with rows.  Prefill, append and step run as under fw_gen_new. */
+struct fw_gen *fw_gen_new_rows(struct fw_model *m, int nseq, int maxT,
+			       int rows, char *err, size_t errlen);
 
 /* Frees g.  fw_gen_free(NULL) does nothing. */
 void fw_gen_free(struct fw_gen *g);
@@ -261,6 +269,33 @@ int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
  * prefill, not enough room, bad id). */
 int fw_gen_append(struct fw_gen *g, int seq, const int32_t *tok, int n,
 		  char *err, size_t errlen);
+
+/*
+ * Appends n tokens tok to sequence seq alone and scores them: logp[i] =
+ * log p(tgt[i] | the sequence through tok[i]) for each i with tgt[i] >= 0,
+ * 0 where tgt[i] < 0; tgt and logp are (n).  Only the scored rows and the
+ * last one go through lm_head.  tgt and logp may both be NULL: the tokens
+ * only fill the cache (a prefix to branch from).  Unlike fw_gen_append, seq may be empty (fresh from fw_gen_new, or
+ * truncated to 0): its tokens then start at position 0.  The tokens run
+ * in passes of the state's rows (fw_gen_new_rows) counted from the
+ * sequence's length at the call, so the same call on the same cache gives
+ * the same bits.  Afterwards seq's row of fw_gen_logits holds its next
+ * logits, as after fw_gen_append.  The first call with tgt allocates a
+ * (64, V) scratch kept in g.  Returns 0, or -1
+ * with err filled (no such seq, n <= 0, not enough room, bad id or target,
+ * out of memory).
+ */
+int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
+		 const int32_t *tgt, int n, float *logp, char *err,
+		 size_t errlen);
+
+/* Sets sequence seq back to its first n positions (0 <= n <= its length),
+ * a branch point: the next fw_gen_score or fw_gen_append continues from
+ * position n and overwrites what the cache held beyond it.  seq's row of
+ * fw_gen_logits is stale until then.  Returns 0, or -1 with err filled (no
+ * such seq, n out of range). */
+int fw_gen_truncate(struct fw_gen *g, int seq, int n, char *err,
+		    size_t errlen);
 
 /* Logits (nseq, V) for the next position of each sequence. */
 const float *fw_gen_logits(const struct fw_gen *g);
