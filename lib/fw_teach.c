@@ -324,7 +324,8 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 		seq[j++] = hid.ids[i];
 	for (long i = first; i < ntk; i++)
 		seq[j++] = (int32_t)tk[i];
-	if (fw_teacher_score(T, seq, N, logp, err, errlen))
+	/* the prompt before the hint is the rollout's own: shared */
+	if (fw_teacher_score_from(T, seq, N, first, logp, err, errlen))
 		goto out;
 	/* token i of the rollout sits at i + shift in seq; its log-prob is at
 	 * the position before it */
@@ -364,10 +365,12 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 	struct fw_mpv turns, v, x;
 	struct fw_mp_iter it;
 	int64_t nturns;
-	long *cnt = NULL, nasst = 0, npol = 0, first_h = -1;
+	long *cnt = NULL, nasst = 0, npol = 0, first_h = -1, P = 0;
+	int64_t h0 = -1;
+	const uint8_t *t0 = NULL, *th = NULL;
 	double *lp = NULL;
-	struct fw_buf nt = { 0 }, hint = { 0 };
-	struct fw_tok_ids ids = { 0 };
+	struct fw_buf nt = { 0 }, hint = { 0 }, pb = { 0 };
+	struct fw_tok_ids ids = { 0 }, pre = { 0 };
 	float *logp = NULL;
 	int rc = 1, tmpl;
 	msgpack_packer pk;
@@ -439,12 +442,19 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 	for (int64_t i = 0; fw_mp_iter_next(&it, &v) == 1; i++) {
 		int asst = is_role(v, "assistant");
 
+		if (!i)
+			t0 = v.p;
+
 		fw_buf_reset(&hint);
 		for (size_t j = 0; j < hs->n; j++)
 			if (hs->h[j].turn == i &&
 			    fw_buf_printf(&hint, "%s%s", hint.n ? "\n" : "Hint: ", hs->h[j].text))
 				goto oom;
 		if (hint.n) {
+			if (h0 < 0) {
+				h0 = i;
+				th = v.p;
+			}
 			if (asst && first_h < 0)
 				first_h = k;
 			if (msgpack_pack_map(&pk, 2) || msgpack_pack_str(&pk, 4) ||
@@ -487,7 +497,31 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 		}
 		goto oom;
 	}
-	if (fw_teacher_score(T, ids.ids, N, logp, err, errlen))
+	/* the unchanged prefix: the turns before the first hint rendered, as
+	 * far as the hinted rendering starts with them */
+	if (h0 > 0) {
+		msgpack_packer pp;
+
+		fw_buf_packer(&pp, &pb);
+		if (msgpack_pack_array(&pp, (size_t)h0) || fw_buf_append(&pb, t0, (size_t)(th - t0)))
+			goto oom;
+		struct fw_mpv pv = { pb.p, pb.n };
+
+		if (fw_chat_render_mp(t, (enum fw_chat_template)tmpl, &pv, 0, &pre, err, errlen))
+			goto out;
+		while (P < (long)pre.n && P < N && pre.ids[P] == ids.ids[P])
+			P++;
+	}
+	/* and never past the first log-prob that counts: the one before the
+	 * first token of the first hinted assistant turn */
+	ids.mask[0] = 0;
+	for (long i = 1, r = -1; i < N; i++)
+		if (ids.mask[i] && !ids.mask[i - 1] && ++r == first_h) {
+			if (P > i - 1)
+				P = i - 1;
+			break;
+		}
+	if (fw_teacher_score_from(T, ids.ids, N, P, logp, err, errlen))
 		goto out;
 	/* runs of mask 1 are the assistant turns in order; the first cnt[r]
 	 * tokens of run r are the turn's own */
@@ -539,7 +573,9 @@ out:
 	free(logp);
 	fw_buf_free(&nt);
 	fw_buf_free(&hint);
+	fw_buf_free(&pb);
 	fw_tok_ids_release(&ids);
+	fw_tok_ids_release(&pre);
 	return rc;
 }
 

@@ -95,6 +95,52 @@ int fw_teacher_score(struct fw_teacher *T, const int32_t *seq, long N, float *lo
 		     size_t errlen);
 
 /*
+ * As fw_teacher_score, for a sequence whose first P tokens (0 <= P < N)
+ * are the unchanged prefix of a rollout (the tokens before the first
+ * hint): logp[i] is computed for P <= i < N-1 only, and is 0 below P.  A
+ * builtin teacher keeps the key-value cache of the last prefix it saw
+ * (fw_kvscore below), so the records of a group that share a prompt run it
+ * once, and each runs only the hint and what follows through the model; an
+ * http teacher scores the whole sequence.  Returns as fw_teacher_score.
+ */
+int fw_teacher_score_from(struct fw_teacher *T, const int32_t *seq, long N, long P,
+			  float *logp, char *err, size_t errlen);
+
+/*
+ * Prefix-shared scoring on a model, with its incremental decoding state
+ * (fw_gen_score, fw_gen_truncate of fw_model.h): the key-value cache of
+ * the last prefix scored is kept; a sequence that starts with the same
+ * tokens branches from it, and only its remaining tokens run, through
+ * lm_head only where a log-prob is wanted.  The prefix runs in passes of
+ * 256 positions aligned at multiples of 256 and the rest in passes from P,
+ * and a cached prefix is reused only down to what the same passes give,
+ * so the numbers for a sequence are the same bits whatever was scored
+ * before it (teach -j N writes the bytes -j 1 does).  They equal a full
+ * forward pass (fw_model_forward) within float rounding.  Used by one
+ * thread at a time.
+ */
+struct fw_kvscore;
+
+/* A scorer for model m, which must outlive it.  The cache is allocated on
+ * the first fw_kvscore_run and grown for longer sequences, up to
+ * max_position_embeddings.  Returns it (fw_kvscore_free), or NULL with err
+ * filled (out of memory). */
+struct fw_kvscore *fw_kvscore_new(struct fw_model *m, char *err, size_t errlen);
+
+/* Frees s.  NULL does nothing. */
+void fw_kvscore_free(struct fw_kvscore *s);
+
+/*
+ * Scores seq[0..N) (2 <= N <= max_position_embeddings) whose first P
+ * tokens (0 <= P < N) are the prefix to share: logp (N floats) gets
+ * logp[i] = log p(seq[i+1] | seq[0..i]) for P <= i < N-1, 0 elsewhere.
+ * Returns 0, or -1 with err filled (bad sizes, an id outside the
+ * vocabulary, out of memory).
+ */
+int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, float *logp,
+		   char *err, size_t errlen);
+
+/*
  * Reads the prompt log-probs of a completions answer (body, len bytes) to
  * the scoring request for seq[0..N): choices[0].logprobs.token_logprobs (N
  * values, the first null; choices[0].token_ids, when present, must be seq)

@@ -32,6 +32,7 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 
 struct fw_teacher {
 	struct fw_builtin *b;   /* builtin, or NULL */
+	struct fw_kvscore *ks;  /* builtin: its scorer, made on first use */
 	struct fw_http *h;      /* http: completions (hints) */
 	CURL *c;                /* http: scoring requests */
 	char *url, *model;      /* http: BASE/completions, the model or NULL */
@@ -93,6 +94,7 @@ void fw_teacher_free(struct fw_teacher *T)
 {
 	if (!T)
 		return;
+	fw_kvscore_free(T->ks);
 	fw_builtin_free(T->b);
 	fw_http_free(T->h);
 	if (T->c)
@@ -112,40 +114,117 @@ int fw_teacher_max_pos(const struct fw_teacher *T)
 	return T->b ? T->b->m->cfg.max_pos : 0;
 }
 
-/* The builtin's scoring: the batch is padded to a multiple of 64 positions
- * (ignored targets) so that the kernels see aligned shapes and records of
- * similar length share one activation plan. */
-static int score_builtin(struct fw_model *m, const int32_t *seq, long N, float *logp, char *err,
-			 size_t errlen)
-{
-	long T = (N + 63) / 64 * 64;
-	int32_t *tok, *tgt;
-	float *lp;
-	int rc = -1;
+/* ---- prefix-shared scoring ------------------------------------------------- */
 
-	if (T > m->cfg.max_pos)
-		T = N;
-	tok = malloc(sizeof(int32_t) * (size_t)T);
-	tgt = malloc(sizeof(int32_t) * (size_t)T);
-	lp = malloc(sizeof(float) * (size_t)T);
-	if (!tok || !tgt || !lp) {
+/* The positions one scoring pass runs (fw_gen_new_rows): large enough for
+ * good matrix shapes and few kernel calls, small enough that the row
+ * buffers stay a fraction of the cache. */
+enum { ROWS = 256 };
+
+struct fw_kvscore {
+	struct fw_model *m;
+	struct fw_gen *g;   /* one sequence of maxT positions, or NULL */
+	int maxT;
+	int32_t *pre;       /* the prefix whose cache g holds (npre ids) */
+	long npre, cap;
+	int32_t *tgt;       /* targets of the part after the prefix */
+	long tcap;
+};
+
+struct fw_kvscore *fw_kvscore_new(struct fw_model *m, char *err, size_t errlen)
+{
+	struct fw_kvscore *s = calloc(1, sizeof *s);
+
+	if (!s) {
 		seterr(err, errlen, "out of memory");
-		goto out;
+		return NULL;
 	}
-	for (long i = 0; i < T; i++) {
-		tok[i] = i < N ? seq[i] : 0;
-		tgt[i] = i + 1 < N ? seq[i + 1] : -1;
+	s->m = m;
+	return s;
+}
+
+void fw_kvscore_free(struct fw_kvscore *s)
+{
+	if (!s)
+		return;
+	fw_gen_free(s->g);
+	free(s->pre);
+	free(s->tgt);
+	free(s);
+}
+
+/* Grows a to hold n ids.  0, or -1 when out of memory. */
+static int grow_ids(int32_t **a, long *cap, long n)
+{
+	int32_t *p;
+
+	if (n <= *cap)
+		return 0;
+	if (!(p = realloc(*a, sizeof(int32_t) * (size_t)n)))
+		return -1;
+	*a = p;
+	*cap = n;
+	return 0;
+}
+
+int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, float *logp,
+		   char *err, size_t errlen)
+{
+	int max_pos = s->m->cfg.max_pos;
+	long keep = 0;
+
+	if (N < 2 || N > max_pos || P < 0 || P >= N) {
+		seterr(err, errlen, "cannot score %ld tokens from %ld (the model takes %d)", N, P,
+		       max_pos);
+		return -1;
 	}
-	m->no_grad = 1;
-	if (fw_model_forward(m, tok, tgt, NULL, 1, (int)T, 0, lp, NULL, err, errlen))
-		goto out;
-	memcpy(logp, lp, sizeof(float) * (size_t)N);
-	rc = 0;
-out:
-	free(tok);
-	free(tgt);
-	free(lp);
-	return rc;
+	if (!s->g || s->maxT < N) {
+		/* room for this sequence and some growth: a cache of
+		 * max_position_embeddings can be far larger than rollouts */
+		long want = (N + 1023) / 1024 * 1024;
+
+		if (want < 2L * s->maxT)
+			want = 2L * s->maxT;
+		if (want > max_pos)
+			want = max_pos;
+		fw_gen_free(s->g);
+		s->npre = 0;
+		s->maxT = 0;
+		if (!(s->g = fw_gen_new_rows(s->m, 1, (int)want, ROWS, err, errlen)))
+			return -1;
+		s->maxT = (int)want;
+	}
+	/* What of the cached prefix serves: all of it when it is this very
+	 * prefix; else its common start, down to a multiple of ROWS, where
+	 * its passes end as a fresh run's would. */
+	while (keep < P && keep < s->npre && s->pre[keep] == seq[keep])
+		keep++;
+	if (!(keep == P && s->npre == P))
+		keep = keep / ROWS * ROWS;
+	if (grow_ids(&s->pre, &s->cap, P) || grow_ids(&s->tgt, &s->tcap, N - P)) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	s->npre = 0;
+	if (fw_gen_truncate(s->g, 0, (int)keep, err, errlen) ||
+	    (P > keep && fw_gen_score(s->g, 0, seq + keep, NULL, (int)(P - keep), NULL, err,
+				      errlen)))
+		return -1;
+	memcpy(s->pre, seq, sizeof(int32_t) * (size_t)P);
+	s->npre = P;
+	for (long i = P; i < N; i++)
+		s->tgt[i - P] = i + 1 < N ? seq[i + 1] : -1;
+	memset(logp, 0, sizeof(float) * (size_t)P);
+	return fw_gen_score(s->g, 0, seq + P, s->tgt, (int)(N - P), logp + P, err, errlen);
+}
+
+/* The builtin's scoring: through its kvscore, made on first use. */
+static int score_builtin(struct fw_teacher *T, const int32_t *seq, long N, long P, float *logp,
+			 char *err, size_t errlen)
+{
+	if (!T->ks && !(T->ks = fw_kvscore_new(T->b->m, err, errlen)))
+		return -1;
+	return fw_kvscore_run(T->ks, seq, N, P, logp, err, errlen);
 }
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ctx)
@@ -341,15 +420,29 @@ out:
 	return rc;
 }
 
-int fw_teacher_score(struct fw_teacher *T, const int32_t *seq, long N, float *logp, char *err,
-		     size_t errlen)
+int fw_teacher_score_from(struct fw_teacher *T, const int32_t *seq, long N, long P,
+			  float *logp, char *err, size_t errlen)
 {
 	if (N < 2) {
 		seterr(err, errlen, "nothing to score");
 		return -1;
 	}
-	return T->b ? score_builtin(T->b->m, seq, N, logp, err, errlen)
-		    : score_http(T, seq, N, logp, err, errlen);
+	if (P < 0 || P >= N) {
+		seterr(err, errlen, "a prefix of %ld tokens in %ld", P, N);
+		return -1;
+	}
+	if (T->b)
+		return score_builtin(T, seq, N, P, logp, err, errlen);
+	if (score_http(T, seq, N, logp, err, errlen))
+		return -1;
+	memset(logp, 0, sizeof(float) * (size_t)P);
+	return 0;
+}
+
+int fw_teacher_score(struct fw_teacher *T, const int32_t *seq, long N, float *logp, char *err,
+		     size_t errlen)
+{
+	return fw_teacher_score_from(T, seq, N, 0, logp, err, errlen);
 }
 
 /* Where a hint's line ends: the first newline after a non-blank byte. */
