@@ -210,7 +210,8 @@ int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, flo
 	    (P > keep && fw_gen_score(s->g, 0, seq + keep, NULL, (int)(P - keep), NULL, err,
 				      errlen)))
 		return -1;
-	memcpy(s->pre, seq, sizeof(int32_t) * (size_t)P);
+	if (P)
+		memcpy(s->pre, seq, sizeof(int32_t) * (size_t)P);
 	s->npre = P;
 	for (long i = P; i < N; i++)
 		s->tgt[i - P] = i + 1 < N ? seq[i + 1] : -1;
