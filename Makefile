@@ -76,7 +76,7 @@ GPU_SRCS    := $(wildcard tests/gpu/*.c)
 LIBFW       := $(O)/libflywheel.a
 MANS        := $(wildcard man/*.[157])
 
-.PHONY: all deps test check unit bats demo install uninstall clean fuzz asan manlint \
+.PHONY: all deps test check learn unit bats demo install uninstall clean fuzz asan manlint \
 	bench gpu-check outer-loop inner-loop eval status
 .DEFAULT_GOAL := all
 
@@ -132,7 +132,13 @@ test: deps
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory test
-	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz
+	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn
+
+# The demo's learning criterion at reduced size (tests/slow/learning.bats,
+# about 8 minutes on 2 cores): too long for `make test`.
+learn: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BIN_DIR=$(B) tests/run tests/slow/learning.bats
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps

@@ -22,8 +22,11 @@
 # Then a table per iteration, out/summary.json, and PNG plots (gnuplot).
 #
 # Environment: DEMO_ITERS (5), DEMO_ABLATE (teach: the inner loop without
-# teach), DEMO_SFT_STEPS (200), DEMO_TASKS (50 train tasks per iteration),
-# DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (2), DEMO_LR (1e-4), DEMO_QUICK (1: skip
+# teach), DEMO_SFT_STEPS (500), DEMO_TASKS (80: train tasks per iteration at
+# most, a share of the train split drawn from the iteration's seed),
+# DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (1), DEMO_LR (1e-4), DEMO_STEPS
+# (8: optimizer steps per iteration), DEMO_DISTILL (0.1: the weight of
+# teach's credit against GRPO's), DEMO_QUICK (1: skip
 # stages 2-4), DEMO_UPTO (stop after that stage), DEMO_DRILLS_MAX (tasks made
 # from the drills at most, 1000).  FW_BIN names the tools' directory (default bin/ beside this
 # script).
@@ -42,11 +45,13 @@ PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 iters=${DEMO_ITERS:-5}
 ablate=${DEMO_ABLATE:-}
-sft_steps=${DEMO_SFT_STEPS:-200}
-ntasks=${DEMO_TASKS:-50}
+sft_steps=${DEMO_SFT_STEPS:-500}
+ntasks=${DEMO_TASKS:-80}
 k=${DEMO_SAMPLES:-4}
-ek=${DEMO_EVAL_SAMPLES:-2}
+ek=${DEMO_EVAL_SAMPLES:-1}
 lr=${DEMO_LR:-1e-4}
+steps=${DEMO_STEPS:-8}
+distill=${DEMO_DISTILL:-0.1}
 quick=${DEMO_QUICK:-0}
 upto=${DEMO_UPTO:-7}
 dmax=${DEMO_DRILLS_MAX:-1000}
@@ -156,7 +161,7 @@ ckpt info "$out/model" | grep -E 'architecture|parameters|layers' | sed 's/^/   
 # answer starts beyond them are skipped), then the drills corpus
 rec head -n 40 "$out/outer-loop/sft.msgpack" > "$work/thumbs-up.msgpack"
 run train-step --ckpt "$out/model" --out "$out/boot/run" --objective sft --steps 10 \
-  --batch-size 8 --lr 3e-3 --warmup 2 --truncate --skip-bad --seed 1 \
+  --batch-size 8 --lr 3e-4 --warmup 2 --truncate --skip-bad --seed 1 \
   -o "$out/boot/metrics-chat.msgpack" "$work/thumbs-up.msgpack"
 run train-step --ckpt "$out/boot/run/latest" --out "$out/boot/run" --objective sft \
   --steps "$sft_steps" --batch-size 32 --lr 3e-3 --warmup 10 --decay-steps "$sft_steps" \
@@ -176,7 +181,8 @@ for i in $(seq 1 "$iters"); do
   ti=$(date +%s)
   d=$out/iter-$i
   "$here/pipelines/inner-loop.sh" -c "$ck" -t "$tasks" -s "$store" -o "$d" --seed "$i" \
-    --samples "$k" --tasks "$ntasks" --lr "$lr" --context 80 ${ablate:+--no-teach} >> "$log" 2>&1 \
+    --samples "$k" --tasks "$ntasks" --lr "$lr" --steps "$steps" --context 80 \
+    ${ablate:+--no-teach} ${ablate:---objective pg,distill:$distill} >> "$log" 2>&1 \
     || { echo "demo: iteration $i failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
   ck=$(cat "$d/ckpt")
   pipelines_eval -c "$ck" -o "$d/eval" --seed 1 > /dev/null

@@ -8,15 +8,22 @@
                            train-step reads
 
 Every drill is a function of an integer x with a one-line docstring that says
-what it returns ("Return x times 3.") and a one-line body; its test checks it
+what it returns ("Return x times 13.") and a one-line body; its test checks it
 on six inputs around its constant.  There are ten operations, each worded in
-four ways ("Return x times 3.", "Return the product of x and 3.", "Return x
-multiplied by 3.", "Return x scaled by 3."), with the constants 2 to 9.  The
-bootstrap corpus holds the first wording of each; the repository the other
-three (240 drills).  A model bootstrapped on the corpus knows every operation
-and constant but none of the repository's wordings: what it learns of them
-it learns from rewards, in the inner loop, and the held-out split measures
-whether that carries over to drills it never trained on.
+four ways ("Return x times 13.", "Return the product of x and 13.", "Return
+x multiplied by 13.", "Return x scaled by 13."), each wording with its own
+spelling of the code, and the constants 2 to 33: 1,280 kinds of drill.  The
+repository holds 320 of them, drawn at random; the bootstrap corpus holds the
+other 960, twice each, in other contexts.  So every drill of the repository
+(and of its held-out split) is one the corpus never showed: to pass, a model
+must read the operation from the wording and copy the constant.
+
+The corpus is also imperfect the way scraped code is: about a third of its
+bodies print the value instead of returning it ("print(x * 13)"), a bug the
+repository's tests catch.  A model bootstrapped on it writes that bug about as
+often; the inner loop's reward (the tests pass) is what teaches it not to, and
+the held-out split measures whether the lesson carries over to drills it never
+trained on.
 
 Prompts are what `rollout --context 80` shows of a file before a body (the
 files hold ten drills each), and so are the corpus's.  The repository's tests
@@ -32,13 +39,15 @@ import sys
 
 PER_FILE = 10   # drills per file
 CONTEXT = 80    # bytes of a file before a body that a policy is shown
-COPIES = 4      # each bootstrap drill this many times, in other contexts
-CONSTS = range(2, 10)
+COPIES = 2      # each bootstrap drill this many times, in other contexts
+CONSTS = range(2, 34)
+NREPO = 320     # drills in the repository; the other kinds make the corpus
+BUG = 0.35      # share of the corpus's bodies that print instead of return
 
 # the operations, each in four wordings, each with its spelling of the code:
-# (wording, code, ...); {a} is the constant.  The repository's three
-# spellings differ so that no body is written twice in it, where it would
-# give the answer away.
+# (wording, code, ...); {a} is the constant.  The fourth spelling is the
+# first without spaces, so that no body is written twice in the repository,
+# where it would give the answer away.
 OPS = [
     ("Return x times {a}.", "x * {a}",
      "Return the product of x and {a}.", "{a} * x",
@@ -85,15 +94,17 @@ OPS = [
 
 def split_kinds():
     """(corpus, repository) drills as (docstring, expression, constant):
-    the corpus holds the first wording of each operation with every
-    constant, the repository the three other wordings."""
-    corpus, repo = [], []
-    for first, code1, *others in OPS:
+    every kind, in a fixed shuffled order; the first NREPO make the
+    repository, the others the corpus."""
+    kinds = []
+    for row in OPS:
         for a in CONSTS:
-            corpus.append((first.format(a=a), code1.format(a=a), a))
-            for doc, code in zip(others[::2], others[1::2]):
-                repo.append((doc.format(a=a), code.format(a=a), a))
-    return corpus, repo
+            for j, (doc, code) in enumerate(zip(row[::2], row[1::2])):
+                if j == 3:
+                    code = code.replace(" ", "")
+                kinds.append((doc.format(a=a), code.format(a=a), a))
+    random.Random(5).shuffle(kinds)
+    return kinds[NREPO:], kinds[:NREPO]
 
 
 def inputs(a):
@@ -234,7 +245,7 @@ def write_corpus(f):
     """The bootstrap drills as fill examples, written as the repository's
     files are, each prompt what rollout --context CONTEXT shows of such a
     file before the body."""
-    rng = random.Random(11)
+    rng, bug = random.Random(11), random.Random(12)
     steps = split_kinds()[0] * COPIES
     rng.shuffle(steps)
     names = iter(NAMES[len(drills()):])
@@ -243,7 +254,7 @@ def write_corpus(f):
         if i % PER_FILE == 0:
             text = '"""Drills."""\n'
         text += f'\n\ndef {next(names)}(x):\n    """{doc}"""\n'
-        body = f"    return {expr}\n"
+        body = f"    print({expr})\n" if bug.random() < BUG else f"    return {expr}\n"
         f.write(json.dumps({"prompt": last_lines(text, CONTEXT), "completion": body}) + "\n")
         text += body
 
