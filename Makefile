@@ -134,8 +134,8 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory test
 	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn
 
-# The demo's learning criterion at reduced size (tests/slow/learning.bats,
-# about 8 minutes on 2 cores): too long for `make test`.
+# The demo's learning criterion (tests/slow/learning.bats,
+# about 11 minutes on 2 cores): too long for `make test`.
 learn: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BIN_DIR=$(B) tests/run tests/slow/learning.bats
