@@ -174,7 +174,12 @@ for s in 1 2 3; do
   pipelines_eval -c "$(cat "$out/boot/ckpt")" -o "$out/boot/eval-s$s" --seed "$s"
 done
 
-stage "7/7 inner loop: $iters iterations of rollout -> grade -> ${ablate:+(no teach) }${ablate:-teach -> }train-step -> eval"
+if [ -n "$ablate" ]; then
+  loop_args=--no-teach via="(no teach) "
+else
+  loop_args="--objective pg,distill:$distill" via="teach -> "
+fi
+stage "7/7 inner loop: $iters iterations of rollout -> grade -> ${via}train-step -> eval"
 ck=$(cat "$out/boot/ckpt")
 printf '%-5s %-12s %-22s %-9s %-9s %s\n' iter "train reward" "eval pass [95% CI]" "loss" "tok/s" "time"
 for i in $(seq 1 "$iters"); do
@@ -182,7 +187,7 @@ for i in $(seq 1 "$iters"); do
   d=$out/iter-$i
   "$here/pipelines/inner-loop.sh" -c "$ck" -t "$tasks" -s "$store" -o "$d" --seed "$i" \
     --samples "$k" --tasks "$ntasks" --lr "$lr" --steps "$steps" --context 80 \
-    ${ablate:+--no-teach} ${ablate:---objective pg,distill:$distill} >> "$log" 2>&1 \
+    $loop_args >> "$log" 2>&1 \
     || { echo "demo: iteration $i failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
   ck=$(cat "$d/ckpt")
   pipelines_eval -c "$ck" -o "$d/eval" --seed 1 > /dev/null

@@ -55,10 +55,15 @@ setup() {
   rec json "$O/iter-2/rollouts.msgpack" | head -1 | jq -e --arg c "$(cat "$O/iter-1/ckpt")" '.policy.ckpt == $c'
   [ "$(rec json "$O/iter-1/taught.msgpack" | jq -s '[.[] | select(.teach == null)] | length')" = 0 ]
   [ "$(wc -l < "$O/curve.tsv")" = 3 ]
-  # DEMO_ABLATE takes only teach (the run without teach is inner-loop.sh
-  # --no-teach, tested in loops.bats)
+  # DEMO_ABLATE takes only teach; with it, the same loop without teach
   run env FW_BIN="$BIN_DIR" DEMO_ABLATE=grade "$ROOT/pipelines/demo.sh" "$BATS_TEST_TMPDIR/x"
   assert_failure 2
+  run --separate-stderr env FW_BIN="$BIN_DIR" DEMO_ABLATE=teach DEMO_QUICK=1 DEMO_DRILLS_MAX=24 \
+    DEMO_SFT_STEPS=20 DEMO_ITERS=1 DEMO_TASKS=6 DEMO_SAMPLES=2 "$ROOT/pipelines/demo.sh" "$O/ablate-teach"
+  assert_success
+  assert_line --partial "rollout -> grade -> (no teach) train-step -> eval"
+  [ "$(rec json "$O/ablate-teach/iter-1/taught.msgpack" | jq -s '[.[] | select(.teach != null)] | length')" = 0 ]
+  [ "$(rec json "$O/ablate-teach/iter-1/metrics.msgpack" | jq -s '[.[].loss_distill] | add')" = 0 ]
   if command -v gnuplot > /dev/null; then
     for f in eval reward loss; do [ -s "$O/$f.png" ]; done
   fi
