@@ -237,11 +237,11 @@ $(LOOP)/boot/ckpt $(LOOP_TASKS):
 define loop_iter
 $(LOOP)/iter-$(1)/ckpt: $(call loop_prev,$(1)) $(LOOP_TASKS) | all
 	$$(Q)$$(LOOP_ENV) pipelines/inner-loop.sh -c "$$$$(cat $$<)" -t $$(LOOP_TASKS) -s $$(LOOP_STORE) \
-	  -o $(LOOP)/iter-$(1) --seed $(1) --tasks 50
+	  -o $(LOOP)/iter-$(1) --seed $(1) --tasks 80 --steps 8 --context 80 --objective pg,distill:0.1
 $(LOOP)/iter-$(1)/eval/pass.json: $(LOOP)/iter-$(1)/ckpt
 	$$(Q)touch $(LOOP)/retired.msgpack
 	$$(Q)$$(LOOP_ENV) pipelines/eval.sh -c "$$$$(cat $$<)" -t $$(LOOP_TASKS) -s $$(LOOP_STORE) \
-	  -o $(LOOP)/iter-$(1)/eval --retire-at $$(RETIRE_AT) --retired $(LOOP)/retired.msgpack \
+	  -o $(LOOP)/iter-$(1)/eval --context 80 --samples 1 --retire-at $$(RETIRE_AT) --retired $(LOOP)/retired.msgpack \
 	  --history $(LOOP)/eval-history.msgpack \
 	  --harder 'task-mutate --test-cmd "python3 -S run_tests.py" --store $$(abspath $$(LOOP_STORE)) --strategy delete-feature --max 20 --seed $(1) $$(abspath $(LOOP))/drills/repo'
 	$$(Q)cat $(LOOP)/iter-$(1)/eval/graded.msgpack >> $(LOOP)/eval-history.msgpack
