@@ -28,7 +28,8 @@
 # (8: optimizer steps per iteration), DEMO_DISTILL (0.1: the weight of
 # teach's credit against GRPO's), DEMO_QUICK (1: skip
 # stages 2-4), DEMO_UPTO (stop after that stage), DEMO_DRILLS_MAX (tasks made
-# from the drills at most, 1000).  FW_BIN names the tools' directory (default bin/ beside this
+# from the drills at most, 1000), DEMO_MODEL (the model's config,
+# samples/models/drills-llama.json).  FW_BIN names the tools' directory (default bin/ beside this
 # script).
 #
 # Outputs in OUTDIR: outer-loop/, tasks.msgpack, graded.msgpack,
@@ -55,12 +56,16 @@ distill=${DEMO_DISTILL:-0.1}
 quick=${DEMO_QUICK:-0}
 upto=${DEMO_UPTO:-7}
 dmax=${DEMO_DRILLS_MAX:-1000}
+model=${DEMO_MODEL:-$here/samples/models/drills-llama.json}
+[ -r "$model" ] || { echo "demo: DEMO_MODEL: cannot read '$model'" >&2; exit 2; }
 case $ablate in ''|teach) ;; *) echo "demo: DEMO_ABLATE must be teach or empty" >&2; exit 2 ;; esac
 [ "$iters" -ge 1 ] 2> /dev/null || { echo "demo: DEMO_ITERS must be 1 or more" >&2; exit 2; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# grading's workspaces on a tmpfs when there is one with room (fast-tmp.sh)
+. "$here/pipelines/fast-tmp.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/fw-demo.XXXXXX")
-trap 'rm -rf "$work"' EXIT INT TERM
+trap 'rm -rf "$work" ${FW_FAST_TMP:+"$FW_FAST_TMP"}' EXIT INT TERM
 log=$out/demo.log
 : > "$log"
 
@@ -154,7 +159,7 @@ tasks=$out/drills/tasks.msgpack
 stage "6/7 bootstrap: a small Llama-style model, SFT on the drills corpus and thumbs-up data"
 rm -rf "$out/model" "$out/boot" "$out"/iter-*
 mkdir -p "$out/boot"
-run ckpt init "$here/samples/models/drills-llama.json" "$out/model" --seed 1
+run ckpt init "$model" "$out/model" --seed 1
 ckpt info "$out/model" | grep -E 'architecture|parameters|layers' | sed 's/^/    /'
 "$PY" "$here/samples/drills/gen.py" corpus | rec from-json > "$work/corpus.msgpack"
 # first the thumbs-up chats, cut to the model's positions (those whose first
