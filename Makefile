@@ -135,7 +135,8 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn
 
 # The demo's learning criterion (tests/slow/learning.bats,
-# about 11 minutes on 2 cores): too long for `make test`.
+# 5-7 minutes on 2 cores): too long for `make test`, which checks the
+# criterion at reduced size (tests/demo.bats).
 learn: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BIN_DIR=$(B) tests/run tests/slow/learning.bats

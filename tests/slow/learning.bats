@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The demo's learning criterion (make check, about 11 minutes on 2 cores):
+# The demo's learning criterion (make check, 5-7 minutes on 2 cores):
 # the demo's stages 1 and 5-7 (DEMO_QUICK), five inner-loop iterations on
 # the drills with teach; the eval pass rate after them must exceed the
 # bootstrap's by more than the seed-to-seed spread that the demo measures.
