@@ -34,7 +34,8 @@
 #                   harder tasks: it gets the retired tasks on standard input
 #                   and writes task records to standard output, which are
 #                   appended to TASKS as split "eval" (e.g. task-mutate with
-#                   a stronger strategy on the same repositories)
+#                   a stronger strategy on the same repositories); a task
+#                   whose id TASKS or the retired set holds is left out
 # FW_BIN names the tools' directory.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -116,7 +117,15 @@ if [ -n "$retire" ] && [ ! -e "$out/retired.msgpack" ]; then
   if [ "$nret" -gt 0 ] && [ -n "$harder" ]; then
     "$here/fw-stage" harder-tasks -o "$out/harder.msgpack" -- sh -c "$harder" < "$out/retired.msgpack" \
       > "$out/harder.raw"
-    rec json "$out/harder.raw" | jq -c '.split = "eval"' | rec from-json > "$out/harder.msgpack"
+    # a task already in TASKS or retired (a maker run again on the same
+    # repository makes the same ids) is not added twice
+    { rec get .id "$tasks"; rec get .id "$retired"; } | jq -R . | jq -sc 'map({(.): true}) | add // {}' \
+      > "$out/have.json"
+    rec json "$out/harder.raw" | jq -cn --slurpfile have "$out/have.json" '
+      foreach inputs as $t ({seen: $have[0]};
+        if .seen[$t.id] then .emit = null else .seen[$t.id] = true | .emit = ($t | .split = "eval") end;
+        .emit // empty)' | rec from-json > "$out/harder.msgpack"
+    rm -f "$out/have.json"
     rm -f "$out/harder.raw"
     cat "$out/harder.msgpack" >> "$tasks"
     echo "eval.sh: $(rec count "$out/harder.msgpack") harder tasks added to $tasks" >&2

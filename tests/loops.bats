@@ -137,6 +137,16 @@ mtime() { stat -c %Y.%y "$@"; }
     -o "$BATS_TEST_TMPDIR/e2" --samples 1 --retired "$BATS_TEST_TMPDIR/retired.msgpack"
   assert_success
   [ "$(jq .tasks "$BATS_TEST_TMPDIR/e2/pass.json")" = 2 ]
+  # retired in their turn, the maker run again makes the same tasks: they are
+  # not added again (nor a task it writes twice)
+  n=$(rec count "$T")
+  run "$ROOT/pipelines/eval.sh" -c "$(cat "$L/boot/ckpt")" -t "$T" -s "$L/drills/store.git" \
+    -o "$BATS_TEST_TMPDIR/e4" --samples 1 --retire-at 0 --retired "$BATS_TEST_TMPDIR/retired.msgpack" \
+    --harder "cat > /dev/null; rec cat '$BATS_TEST_TMPDIR/spare.msgpack' '$BATS_TEST_TMPDIR/spare.msgpack'; rec json '$T' | head -1 | jq -c '.id = \"new-1\"' | rec from-json; rec json '$T' | head -1 | jq -c '.id = \"new-1\"' | rec from-json"
+  assert_success
+  [ "$(rec count "$BATS_TEST_TMPDIR/retired.msgpack")" = $((neval + 2)) ]
+  [ "$(rec count "$T")" = $((n + 1)) ]
+  [ "$(rec json "$T" | jq -c 'select(.id == "new-1" and .split == "eval")' | wc -l)" = 1 ]
   # with a threshold no task reaches, nothing is retired
   : > "$BATS_TEST_TMPDIR/r2.msgpack"
   run "$ROOT/pipelines/eval.sh" -c "$(cat "$L/boot/ckpt")" -t "$L/drills/tasks.msgpack" \
