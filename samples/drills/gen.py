@@ -9,14 +9,14 @@
 
 Every drill is a function of an integer x with a one-line docstring that says
 what it returns ("Return x times 13.") and a one-line body; its test checks it
-on six inputs around its constant.  There are ten operations, each worded in
-four ways ("Return x times 13.", "Return the product of x and 13.", "Return
-x multiplied by 13.", "Return x scaled by 13."), each wording with its own
-spelling of the code, and the constants 2 to 33: 1,280 kinds of drill.  The
-repository holds 320 of them, drawn at random; the bootstrap corpus holds the
-other 960, twice each, in other contexts.  So every drill of the repository
-(and of its held-out split) is one the corpus never showed: to pass, a model
-must read the operation from the wording and copy the constant.
+on up to six inputs around its constant (five for 2).  Ten operations, each
+worded in four ways ("Return x times 13.", "Return the product of x and 13.",
+"Return x multiplied by 13.", "Return x scaled by 13."), each wording with its
+own spelling of the code, and the constants 2 to 33: 1,280 kinds of drill.
+The repository holds 320 of them, drawn at random; the bootstrap corpus holds
+the other 960, twice each, in other contexts.  So every drill of the
+repository (and of its held-out split) is one the corpus never showed: to
+pass, a model must read the operation from the wording and copy the constant.
 
 The corpus is also imperfect the way scraped code is: about a third of its
 bodies print the value instead of returning it ("print(x * 13)"), a bug the
