@@ -1,0 +1,897 @@
+/*
+ * fw_judge.c — rubrics, judges, mixed rewards and agreement (see
+ * fw_judge.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fw_grade.h"
+#include "fw_json.h"
+#include "fw_judge.h"
+#include "fw_stats.h"
+#include "fw_stream.h"
+#include "fw_teach.h"
+#include "fw_tok.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static const char *const yesno_labels[] = { "yes", "no" };
+static const char *const likert_labels[] = { "1", "2", "3", "4", "5" };
+
+/* ---- rubrics ------------------------------------------------------------- */
+
+/* The JSON object of a msgpack value (jansson), or NULL with err filled. */
+static json_t *to_json(struct fw_mpv v, char *err, size_t errlen)
+{
+	struct fw_buf b = { 0 };
+	json_error_t je;
+	json_t *j;
+
+	if (fw_json_from_mp(&b, v, err, errlen) < 0) {
+		fw_buf_free(&b);
+		return NULL;
+	}
+	j = json_loadb((const char *)b.p, b.n, 0, &je);
+	fw_buf_free(&b);
+	if (!j)
+		seterr(err, errlen, "%s", je.text);
+	return j;
+}
+
+static char *dup_str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s && *s ? strdup(s) : NULL;
+}
+
+static int name_ok(const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-' || *s == '.'))
+			return 0;
+	return 1;
+}
+
+static int set_scale(struct fw_criterion *c, const char *scale)
+{
+	if (!strcmp(scale, "yes/no")) {
+		c->nlabels = 2;
+		for (int i = 0; i < 2; i++) {
+			c->labels[i] = yesno_labels[i];
+			c->values[i] = 1 - i;
+		}
+		return 0;
+	}
+	if (!strcmp(scale, "1-5")) {
+		c->nlabels = 5;
+		for (int i = 0; i < 5; i++) {
+			c->labels[i] = likert_labels[i];
+			c->values[i] = i + 1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+void fw_rubric_free(struct fw_rubric *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->n; i++) {
+		free(r->c[i].name);
+		free(r->c[i].question);
+		free(r->c[i].instruction);
+		free(r->c[i].reference);
+	}
+	free(r->c);
+	free(r->id);
+	free(r->name);
+	free(r);
+}
+
+/* Reference answers: a string, or a list of strings, joined by newlines. */
+static char *references(json_t *v)
+{
+	if (json_is_string(v))
+		return json_string_length(v) ? strdup(json_string_value(v)) : NULL;
+	if (!json_is_array(v) || !json_array_size(v))
+		return NULL;
+	struct fw_buf b = { 0 };
+	size_t i;
+	json_t *x;
+	json_array_foreach(v, i, x)
+	{
+		const char *s = json_string_value(x);
+		if (!s)
+			continue;
+		if ((b.n && fw_buf_puts(&b, "\n") < 0) || fw_buf_puts(&b, s) < 0) {
+			fw_buf_free(&b);
+			return NULL;
+		}
+	}
+	if (!b.n || fw_buf_append(&b, "", 1) < 0) {
+		fw_buf_free(&b);
+		return NULL;
+	}
+	return (char *)b.p;
+}
+
+struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen)
+{
+	json_t *j = to_json(rec, err, errlen), *cs;
+	struct fw_rubric *r = NULL;
+	size_t i;
+
+	if (!j)
+		return NULL;
+	if (!json_is_object(j) || !json_is_string(json_object_get(j, "kind")) ||
+	    strcmp(json_string_value(json_object_get(j, "kind")), "rubric")) {
+		seterr(err, errlen, "not a rubric record (kind is not 'rubric')");
+		goto fail;
+	}
+	cs = json_object_get(j, "criteria");
+	if (!json_is_array(cs) || !json_array_size(cs)) {
+		seterr(err, errlen, "rubric has no criteria (want a non-empty list 'criteria')");
+		goto fail;
+	}
+	if (!(r = calloc(1, sizeof *r)) || !(r->c = calloc(json_array_size(cs), sizeof *r->c))) {
+		seterr(err, errlen, "out of memory");
+		goto fail;
+	}
+	r->id = dup_str(j, "id");
+	r->name = dup_str(j, "name");
+	for (i = 0; i < json_array_size(cs); i++) {
+		json_t *c = json_array_get(cs, i);
+		struct fw_criterion *k = &r->c[r->n];
+		const char *scale = json_string_value(json_object_get(c, "scale"));
+
+		if (!json_is_object(c)) {
+			seterr(err, errlen, "criterion %zu: not a map", i + 1);
+			goto fail;
+		}
+		k->name = dup_str(c, "name");
+		r->n++;
+		if (!name_ok(k->name)) {
+			seterr(err, errlen, "criterion %zu: name '%s' is not [A-Za-z0-9_.-]+", i + 1,
+			       k->name ? k->name : "");
+			goto fail;
+		}
+		if (fw_rubric_find(r, k->name) != r->n - 1) {
+			seterr(err, errlen, "criterion %zu: name '%s' is used twice", i + 1, k->name);
+			goto fail;
+		}
+		if (!(k->question = dup_str(c, "question"))) {
+			seterr(err, errlen, "criterion %zu ('%s'): no question", i + 1, k->name);
+			goto fail;
+		}
+		if (!scale || set_scale(k, scale) < 0) {
+			seterr(err, errlen, "criterion %zu ('%s'): scale '%s' is not yes/no or 1-5",
+			       i + 1, k->name, scale ? scale : "");
+			goto fail;
+		}
+		k->instruction = dup_str(c, "instruction");
+		k->reference = references(json_object_get(c, "reference"));
+	}
+	json_decref(j);
+	return r;
+fail:
+	json_decref(j);
+	fw_rubric_free(r);
+	return NULL;
+}
+
+struct fw_rubric *fw_rubric_load(const char *path, char *err, size_t errlen)
+{
+	struct fw_reader *rd = fw_reader_open(path, NULL, err, errlen);
+	struct fw_rubric *r = NULL;
+	struct fw_rec rec;
+	int k;
+
+	if (!rd)
+		return NULL;
+	while ((k = fw_reader_next(rd, &rec)) == 1) {
+		struct fw_mpv kind;
+		if (fw_mp_get(rec.v, "kind", &kind) == 0 && fw_mp_str_eq(kind, "rubric", 6)) {
+			char e[200];
+			if (!(r = fw_rubric_parse(rec.v, e, sizeof e)))
+				seterr(err, errlen, "%s: record %llu: %s", path,
+				       (unsigned long long)rec.index + 1, e);
+			break;
+		}
+	}
+	if (k < 0)
+		seterr(err, errlen, "%s: record %llu: %s", path,
+		       (unsigned long long)fw_reader_index(rd) + 1, fw_reader_error(rd));
+	else if (k == 0)
+		seterr(err, errlen, "%s: no rubric record", path);
+	fw_reader_close(rd);
+	return r;
+}
+
+int fw_rubric_find(const struct fw_rubric *r, const char *name)
+{
+	for (int i = 0; i < r->n; i++)
+		if (r->c[i].name && !strcmp(r->c[i].name, name))
+			return i;
+	return -1;
+}
+
+/* ---- the judge prompt ----------------------------------------------------- */
+
+static const char *jstr(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+/* The transcript of a record's turns, one block per turn. */
+static int transcript(struct fw_buf *b, json_t *turns)
+{
+	size_t i;
+	json_t *t;
+
+	json_array_foreach(turns, i, t)
+	{
+		const char *role = jstr(t, "role"), *text = jstr(t, "text");
+		json_t *calls = json_object_get(t, "calls"), *c;
+		size_t k;
+
+		if (fw_buf_printf(b, "[%s] %s\n", *role ? role : "?", text) < 0)
+			return -1;
+		json_array_foreach(calls, k, c)
+		{
+			if (fw_buf_printf(b, "[%s calls %s] %s\n", role, jstr(c, "name"),
+					  jstr(c, "args")) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+int fw_judge_prompt(struct fw_buf *out, const struct fw_rubric *r, int ci, struct fw_mpv rec,
+		    size_t max_chars)
+{
+	const struct fw_criterion *c = &r->c[ci];
+	struct fw_buf head = { 0 }, body = { 0 }, tail = { 0 };
+	char e[200];
+	json_t *j = to_json(rec, e, sizeof e), *task;
+	const char *request = "", *patch;
+	int rc = -1;
+
+	if (!j)
+		return -1;
+	task = json_object_get(j, "task");
+	if (json_is_object(task))
+		request = jstr(task, "prompt");
+	patch = jstr(j, "patch");
+	if (fw_buf_printf(&head, "You are a judge of a coding agent's work.%s%s\n\n",
+			  c->instruction ? " " : "", c->instruction ? c->instruction : "") < 0 ||
+	    (*request && fw_buf_printf(&head, "The request:\n%s\n\n", request) < 0) ||
+	    fw_buf_puts(&body, "The transcript:\n") < 0 ||
+	    transcript(&body, json_object_get(j, "turns")) < 0 ||
+	    (*patch && fw_buf_printf(&body, "\nThe patch:\n%s\n", patch) < 0) ||
+	    (c->reference && fw_buf_printf(&tail, "\nReference answers:\n%s\n", c->reference) < 0) ||
+	    fw_buf_printf(&tail, "\nQuestion: %s\nAnswer with one of:", c->question) < 0)
+		goto done;
+	for (int i = 0; i < c->nlabels; i++)
+		if (fw_buf_printf(&tail, " %s", c->labels[i]) < 0)
+			goto done;
+	if (fw_buf_puts(&tail, ".\nAnswer:") < 0)
+		goto done;
+	size_t skip = 0, fixed = head.n + tail.n;
+	/* the transcript gives way from its start: the question, the
+	 * request and the end of the work stay */
+	if (max_chars && fixed + body.n > max_chars)
+		skip = fixed >= max_chars ? body.n : body.n - (max_chars - fixed);
+	if (fw_buf_append(out, head.p, head.n) < 0 ||
+	    (skip && fw_buf_puts(out, "[… transcript cut …]\n") < 0) ||
+	    fw_buf_append(out, body.p + skip, body.n - skip) < 0 ||
+	    fw_buf_append(out, tail.p, tail.n) < 0)
+		goto done;
+	rc = 0;
+done:
+	fw_buf_free(&head);
+	fw_buf_free(&body);
+	fw_buf_free(&tail);
+	json_decref(j);
+	return rc;
+}
+
+/* ---- judges ----------------------------------------------------------------- */
+
+struct fw_judge {
+	struct fw_teacher *T;  /* builtin: or http: */
+	struct fw_tok *tok;    /* http: the tokenizer loaded from tok_dir */
+	char *prog;            /* exec: */
+	double timeout_s;
+};
+
+struct fw_judge *fw_judge_open(const char *spec, const char *tok_dir, double timeout_s,
+			       int retries, char *err, size_t errlen)
+{
+	struct fw_judge *j = calloc(1, sizeof *j);
+
+	if (!j) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	j->timeout_s = timeout_s;
+	if (!strncmp(spec, "exec:", 5)) {
+		if (!spec[5] || !(j->prog = strdup(spec + 5))) {
+			seterr(err, errlen, "exec: needs a program");
+			goto fail;
+		}
+		return j;
+	}
+	if (!strncmp(spec, "http:", 5)) {
+		char path[4096];
+		if (!tok_dir) {
+			seterr(err, errlen, "an http judge needs a tokenizer (--judge-tokenizer DIR)");
+			goto fail;
+		}
+		snprintf(path, sizeof path, "%s/tokenizer.json", tok_dir);
+		if (!(j->tok = fw_tok_load(path, err, errlen)))
+			goto fail;
+	} else if (strncmp(spec, "builtin:", 8)) {
+		seterr(err, errlen, "want builtin:DIR, http:URL[#MODEL] or exec:PROG, not '%s'",
+		       spec);
+		goto fail;
+	}
+	if (!(j->T = fw_teacher_open(spec, timeout_s, retries, err, errlen)))
+		goto fail;
+	return j;
+fail:
+	fw_judge_free(j);
+	return NULL;
+}
+
+void fw_judge_free(struct fw_judge *j)
+{
+	if (!j)
+		return;
+	fw_teacher_free(j->T);
+	fw_tok_free(j->tok);
+	free(j->prog);
+	free(j);
+}
+
+/* p over the labels from their log-probabilities (a softmax). */
+static void finish(struct fw_verdict *v, const struct fw_criterion *c, const double *lp)
+{
+	double mx = -INFINITY, z = 0;
+
+	for (int i = 0; i < c->nlabels; i++)
+		if (lp[i] > mx)
+			mx = lp[i];
+	for (int i = 0; i < c->nlabels; i++)
+		z += v->p[i] = exp(lp[i] - mx);
+	v->label = 0;
+	v->score = 0;
+	for (int i = 0; i < c->nlabels; i++) {
+		v->p[i] /= z;
+		v->score += v->p[i] * c->values[i];
+		if (v->p[i] > v->p[v->label])
+			v->label = i;
+	}
+}
+
+static int model_score(struct fw_judge *j, const struct fw_criterion *c, const char *prompt,
+		       size_t plen, struct fw_verdict *v, char *err, size_t errlen)
+{
+	const struct fw_tok *t = j->tok ? j->tok : fw_teacher_tok(j->T);
+	struct fw_tok_ids p = { 0 }, s = { 0 };
+	int maxpos = fw_teacher_max_pos(j->T), rc = -1;
+	double lp[FW_JUDGE_MAX_LABELS];
+	float *logp = NULL;
+
+	if (fw_tok_encode(t, prompt, plen, FW_TOK_ADD_BOS, 0, &p) < 0)
+		goto oom;
+	for (int i = 0; i < c->nlabels; i++) {
+		char lab[64];
+		size_t keep, cut;
+
+		snprintf(lab, sizeof lab, " %s", c->labels[i]);
+		s.n = 0;
+		if (fw_tok_encode(t, lab, strlen(lab), 0, 1, &s) < 0)
+			goto oom;
+		size_t L = s.n, P = p.n, start = 0;
+		/* the prompt gives way from its start (after a BOS) so that it
+		 * and the label fit the model's positions */
+		keep = P;
+		if (maxpos > 0 && P + L > (size_t)maxpos) {
+			if (L + 2 > (size_t)maxpos) {
+				seterr(err, errlen, "the label '%s' does not fit %d positions",
+				       c->labels[i], maxpos);
+				goto done;
+			}
+			keep = (size_t)maxpos - L;
+			start = P - keep;
+		}
+		long N = (long)(keep + L);
+		int32_t *seq = malloc((size_t)N * sizeof *seq);
+		float *lg = realloc(logp, (size_t)N * sizeof *logp);
+		if (!seq || !lg) {
+			free(seq);
+			if (lg)
+				logp = lg;
+			goto oom;
+		}
+		logp = lg;
+		cut = start && p.n && fw_tok_bos(t) >= 0 && p.ids[0] == fw_tok_bos(t);
+		if (cut) {
+			seq[0] = p.ids[0];
+			memcpy(seq + 1, p.ids + start + 1, (keep - 1) * sizeof *seq);
+		} else {
+			memcpy(seq, p.ids + start, keep * sizeof *seq);
+		}
+		memcpy(seq + keep, s.ids, L * sizeof *seq);
+		int k = fw_teacher_score(j->T, seq, N, logp, err, errlen);
+		free(seq);
+		if (k < 0)
+			goto done;
+		lp[i] = 0;
+		for (size_t q = 0; q < L; q++)
+			lp[i] += logp[keep - 1 + q];
+	}
+	finish(v, c, lp);
+	snprintf(v->rationale, sizeof v->rationale, "p(%s) = %.3f from the judge's log-probs",
+		 c->labels[v->label], v->p[v->label]);
+	rc = 0;
+	goto done;
+oom:
+	seterr(err, errlen, "out of memory");
+done:
+	free(logp);
+	fw_tok_ids_release(&p);
+	fw_tok_ids_release(&s);
+	return rc;
+}
+
+/* Runs prog with in on its stdin; its stdout (at most 1 MiB) into out.
+ * Returns 0 when it exits 0 within timeout_s, else -1 with err filled. */
+static int run_prog(const char *prog, const char *in, size_t inlen, double timeout_s,
+		    struct fw_buf *out, char *err, size_t errlen)
+{
+	int pin[2], pout[2], status;
+	pid_t pid;
+	size_t off = 0;
+	struct timespec t0, t1;
+
+	if (pipe2(pin, O_CLOEXEC) < 0) {
+		seterr(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	if (pipe2(pout, O_CLOEXEC) < 0) {
+		seterr(err, errlen, "pipe: %s", strerror(errno));
+		close(pin[0]);
+		close(pin[1]);
+		return -1;
+	}
+	if ((pid = fork()) < 0) {
+		seterr(err, errlen, "fork: %s", strerror(errno));
+		close(pin[0]), close(pin[1]), close(pout[0]), close(pout[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		dup2(pin[0], 0);
+		dup2(pout[1], 1);
+		execl("/bin/sh", "sh", "-c", prog, (char *)NULL);
+		_exit(127);
+	}
+	close(pin[0]);
+	close(pout[1]);
+	fcntl(pin[1], F_SETFL, O_NONBLOCK);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int wfd = pin[1], rfd = pout[0], rc = -1;
+	if (!inlen) {
+		close(wfd);
+		wfd = -1;
+	}
+	while (rfd >= 0) {
+		struct pollfd fds[2] = { { rfd, POLLIN, 0 }, { wfd, POLLOUT, 0 } };
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double left = timeout_s - ((double)(t1.tv_sec - t0.tv_sec) +
+					   (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+		if (timeout_s > 0 && left <= 0) {
+			seterr(err, errlen, "'%s' took more than %g s", prog, timeout_s);
+			kill(pid, SIGKILL);
+			goto reap;
+		}
+		if (poll(fds, wfd >= 0 ? 2 : 1, timeout_s > 0 ? (int)(left * 1000) + 1 : -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			seterr(err, errlen, "poll: %s", strerror(errno));
+			kill(pid, SIGKILL);
+			goto reap;
+		}
+		if (wfd >= 0 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+			ssize_t w = write(wfd, in + off, inlen - off);
+			if (w > 0)
+				off += (size_t)w;
+			if (w < 0 && errno != EAGAIN && errno != EINTR)
+				off = inlen; /* the program stopped reading: let it answer */
+			if (off == inlen) {
+				close(wfd);
+				wfd = -1;
+			}
+		}
+		if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			char buf[8192];
+			ssize_t n = read(rfd, buf, sizeof buf);
+			if (n > 0) {
+				if (out->n + (size_t)n > (1u << 20)) {
+					seterr(err, errlen, "'%s' answered more than 1 MiB", prog);
+					kill(pid, SIGKILL);
+					goto reap;
+				}
+				if (fw_buf_append(out, buf, (size_t)n) < 0) {
+					seterr(err, errlen, "out of memory");
+					kill(pid, SIGKILL);
+					goto reap;
+				}
+			} else if (n == 0 || errno != EINTR) {
+				close(rfd);
+				rfd = -1;
+			}
+		}
+	}
+	rc = 0;
+reap:
+	if (wfd >= 0)
+		close(wfd);
+	if (rfd >= 0)
+		close(rfd);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+		seterr(err, errlen, "'%s' failed (%s %d)", prog,
+		       WIFEXITED(status) ? "exit status" : "signal",
+		       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		rc = -1;
+	}
+	return rc;
+}
+
+static int exec_score(struct fw_judge *j, const struct fw_rubric *r, int ci, struct fw_mpv rec,
+		      const char *prompt, struct fw_verdict *v, char *err, size_t errlen)
+{
+	const struct fw_criterion *c = &r->c[ci];
+	json_t *req = json_object(), *crit = json_object(), *labels = json_array(), *ans = NULL;
+	char *text = NULL;
+	struct fw_buf out = { 0 };
+	json_error_t je;
+	int rc = -1;
+
+	json_t *recj = to_json(rec, err, errlen);
+	if (!recj)
+		goto done;
+	for (int i = 0; i < c->nlabels; i++)
+		json_array_append_new(labels, json_string(c->labels[i]));
+	json_object_set_new(crit, "name", json_string(c->name));
+	json_object_set_new(crit, "question", json_string(c->question));
+	json_object_set_new(crit, "instruction", c->instruction ? json_string(c->instruction)
+							      : json_null());
+	json_object_set_new(crit, "reference", c->reference ? json_string(c->reference)
+							  : json_null());
+	json_object_set_new(crit, "labels", labels);
+	labels = NULL;
+	json_object_set_new(req, "rubric", r->id ? json_string(r->id) : json_null());
+	json_object_set_new(req, "criterion", crit);
+	crit = NULL;
+	json_object_set_new(req, "prompt", json_string(prompt));
+	json_object_set_new(req, "record", recj);
+	if (!(text = json_dumps(req, JSON_COMPACT))) {
+		seterr(err, errlen, "out of memory");
+		goto done;
+	}
+	if (run_prog(j->prog, text, strlen(text), j->timeout_s, &out, err, errlen) < 0)
+		goto done;
+	if (!(ans = json_loadb((const char *)out.p, out.n, 0, &je)) || !json_is_object(ans)) {
+		seterr(err, errlen, "'%s' did not answer a JSON object%s%s", j->prog,
+		       ans ? "" : ": ", ans ? "" : je.text);
+		goto done;
+	}
+	const char *verdict = json_string_value(json_object_get(ans, "verdict"));
+	int vi = -1;
+	for (int i = 0; verdict && i < c->nlabels; i++)
+		if (!strcmp(verdict, c->labels[i]))
+			vi = i;
+	if (vi < 0) {
+		seterr(err, errlen, "'%s' answered verdict '%s' for '%s', not a label of its scale",
+		       j->prog, verdict ? verdict : "", c->name);
+		goto done;
+	}
+	json_t *p = json_object_get(ans, "p");
+	double lp[FW_JUDGE_MAX_LABELS], z = 0;
+	for (int i = 0; i < c->nlabels; i++) {
+		double x = i == vi;
+		if (json_is_object(p)) {
+			json_t *pv = json_object_get(p, c->labels[i]);
+			x = pv ? json_number_value(pv) : 0;
+			if (pv && !json_is_number(pv))
+				x = -1;
+		}
+		if (!isfinite(x) || x < 0) {
+			seterr(err, errlen, "'%s' answered p['%s'] that is not a probability",
+			       j->prog, c->labels[i]);
+			goto done;
+		}
+		lp[i] = x;
+		z += x;
+	}
+	if (z <= 0) {
+		seterr(err, errlen, "'%s' answered probabilities that sum to 0", j->prog);
+		goto done;
+	}
+	for (int i = 0; i < c->nlabels; i++)
+		lp[i] = lp[i] > 0 ? log(lp[i] / z) : -INFINITY;
+	finish(v, c, lp);
+	/* the verdict is the program's own, even where p ties */
+	v->label = vi;
+	snprintf(v->rationale, sizeof v->rationale, "%s", jstr(ans, "rationale"));
+	rc = 0;
+done:
+	json_decref(req);
+	json_decref(crit);
+	json_decref(labels);
+	json_decref(ans);
+	free(text);
+	fw_buf_free(&out);
+	return rc;
+}
+
+int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct fw_mpv rec,
+		   struct fw_verdict *v, char *err, size_t errlen)
+{
+	struct fw_buf p = { 0 };
+	int rc;
+
+	memset(v, 0, sizeof *v);
+	if (fw_judge_prompt(&p, r, c, rec, 0) < 0 || fw_buf_append(&p, "", 1) < 0) {
+		seterr(err, errlen, "out of memory or a record that is not valid UTF-8");
+		fw_buf_free(&p);
+		return -1;
+	}
+	rc = j->prog ? exec_score(j, r, c, rec, (const char *)p.p, v, err, errlen)
+		     : model_score(j, &r->c[c], (const char *)p.p, p.n - 1, v, err, errlen);
+	fw_buf_free(&p);
+	return rc;
+}
+
+static void pack_str(msgpack_packer *pk, const char *s, int *e)
+{
+	size_t n = strlen(s);
+	*e |= msgpack_pack_str(pk, n);
+	*e |= msgpack_pack_str_body(pk, s, n);
+}
+
+int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw_verdict *v)
+{
+	int e = msgpack_pack_map(pk, (size_t)r->n);
+
+	for (int i = 0; i < r->n; i++) {
+		const struct fw_criterion *c = &r->c[i];
+		pack_str(pk, c->name, &e);
+		e |= msgpack_pack_map(pk, 4);
+		pack_str(pk, "score", &e);
+		e |= msgpack_pack_double(pk, v[i].score);
+		pack_str(pk, "verdict", &e);
+		pack_str(pk, c->labels[v[i].label], &e);
+		pack_str(pk, "p", &e);
+		e |= msgpack_pack_map(pk, (size_t)c->nlabels);
+		for (int k = 0; k < c->nlabels; k++) {
+			pack_str(pk, c->labels[k], &e);
+			e |= msgpack_pack_double(pk, v[i].p[k]);
+		}
+		pack_str(pk, "rationale", &e);
+		pack_str(pk, v[i].rationale, &e);
+	}
+	return e;
+}
+
+/* ---- mixed rewards -------------------------------------------------------------- */
+
+void fw_mix_clear(struct fw_mix *m)
+{
+	for (int i = 0; i < m->n; i++)
+		free(m->crit[i]);
+	memset(m, 0, sizeof *m);
+}
+
+int fw_mix_parse(struct fw_mix *m, const char *s, char *err, size_t errlen)
+{
+	char *copy, *save = NULL, *tok;
+	int have_test = 0;
+	double sum = 0;
+
+	memset(m, 0, sizeof *m);
+	if (strncmp(s, "mix:", 4) || !s[4]) {
+		seterr(err, errlen, "want mix:TEST=W,CRITERION=W,..., not '%s'", s);
+		return -1;
+	}
+	if (!(copy = strdup(s + 4))) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '='), *end;
+		double w;
+		if (!eq || eq == tok) {
+			seterr(err, errlen, "'%s' is not NAME=WEIGHT", tok);
+			goto fail;
+		}
+		*eq = 0;
+		w = strtod(eq + 1, &end);
+		if (end == eq + 1 || *end || !isfinite(w) || w < 0) {
+			seterr(err, errlen, "weight '%s' of '%s' is not a number >= 0", eq + 1, tok);
+			goto fail;
+		}
+		int t = fw_reward_parse(tok);
+		if (t >= 0) {
+			if (have_test++) {
+				seterr(err, errlen, "more than one test reward in '%s'", s);
+				goto fail;
+			}
+			m->test = t;
+			m->w_test = w;
+		} else {
+			if (!name_ok(tok)) {
+				seterr(err, errlen, "'%s' is not a test reward or a criterion name", tok);
+				goto fail;
+			}
+			if (m->n == 16) {
+				seterr(err, errlen, "more than 16 criteria in '%s'", s);
+				goto fail;
+			}
+			if (!(m->crit[m->n] = strdup(tok))) {
+				seterr(err, errlen, "out of memory");
+				goto fail;
+			}
+			m->w[m->n++] = w;
+		}
+		sum += w;
+	}
+	if (!have_test)
+		m->test = FW_REWARD_RESOLVED;
+	if (!(sum > 0)) {
+		seterr(err, errlen, "the weights of '%s' sum to 0", s);
+		goto fail;
+	}
+	free(copy);
+	return 0;
+fail:
+	free(copy);
+	fw_mix_clear(m);
+	return -1;
+}
+
+double fw_mix_reward(const struct fw_mix *m, double T, const struct fw_rubric *r,
+		     const struct fw_verdict *v, char *err, size_t errlen)
+{
+	double num = m->w_test * T, den = m->w_test;
+
+	for (int i = 0; i < m->n; i++) {
+		int k = fw_rubric_find(r, m->crit[i]);
+		if (k < 0) {
+			seterr(err, errlen, "criterion '%s' is not in the rubric", m->crit[i]);
+			return -1;
+		}
+		const struct fw_criterion *c = &r->c[k];
+		double lo = c->values[0], hi = c->values[0];
+		for (int q = 1; q < c->nlabels; q++) {
+			lo = fmin(lo, c->values[q]);
+			hi = fmax(hi, c->values[q]);
+		}
+		num += m->w[i] * (v[k].score - lo) / (hi - lo);
+		den += m->w[i];
+	}
+	return num / den;
+}
+
+/* ---- agreement -------------------------------------------------------------------- */
+
+double fw_kappa(const int *human, const int *judge, long n, int k)
+{
+	long rows[FW_JUDGE_MAX_LABELS] = { 0 }, cols[FW_JUDGE_MAX_LABELS] = { 0 }, same = 0;
+	double po, pe = 0;
+
+	if (n <= 0)
+		return 0;
+	for (long i = 0; i < n; i++) {
+		rows[human[i]]++;
+		cols[judge[i]]++;
+		same += human[i] == judge[i];
+	}
+	po = (double)same / (double)n;
+	for (int q = 0; q < k; q++)
+		pe += ((double)rows[q] / (double)n) * ((double)cols[q] / (double)n);
+	/* every pair in one label on both sides: agreement by construction,
+	 * nothing beyond chance to measure */
+	if (pe >= 1)
+		return 0;
+	return (po - pe) / (1 - pe);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double quantile(const double *s, unsigned n, double q)
+{
+	double h = q * (double)(n - 1);
+	unsigned i = (unsigned)h;
+	if (i + 1 >= n)
+		return s[n - 1];
+	return s[i] + (h - (double)i) * (s[i + 1] - s[i]);
+}
+
+int fw_agree_compute(struct fw_agree *a, const int *human, const int *judge, long n, int k,
+		     unsigned resamples, uint64_t seed)
+{
+	int *h2 = NULL, *j2 = NULL;
+	double *ks = NULL;
+	long same = 0;
+
+	memset(a, 0, sizeof *a);
+	if (n <= 0 || k < 2 || k > FW_JUDGE_MAX_LABELS || !resamples)
+		return -1;
+	for (long i = 0; i < n; i++) {
+		if (human[i] < 0 || human[i] >= k || judge[i] < 0 || judge[i] >= k)
+			return -1;
+		a->confusion[human[i]][judge[i]]++;
+		same += human[i] == judge[i];
+	}
+	a->n = n;
+	a->accuracy = (double)same / (double)n;
+	a->kappa = fw_kappa(human, judge, n, k);
+	h2 = malloc((size_t)n * sizeof *h2);
+	j2 = malloc((size_t)n * sizeof *j2);
+	ks = malloc(resamples * sizeof *ks);
+	if (!h2 || !j2 || !ks) {
+		free(h2), free(j2), free(ks);
+		return -1;
+	}
+	uint64_t st = seed;
+	for (unsigned b = 0; b < resamples; b++) {
+		for (long i = 0; i < n; i++) {
+			long q = (long)(fw_rand64(&st) % (uint64_t)n);
+			h2[i] = human[q];
+			j2[i] = judge[q];
+		}
+		ks[b] = fw_kappa(h2, j2, n, k);
+	}
+	qsort(ks, resamples, sizeof *ks, cmp_double);
+	a->lo = quantile(ks, resamples, 0.025);
+	a->hi = quantile(ks, resamples, 0.975);
+	a->chance = a->lo <= 0;
+	free(h2), free(j2), free(ks);
+	return 0;
+}

@@ -1,0 +1,187 @@
+/*
+ * fw_judge.h — model-graded evals: rubrics, judges that score a rollout
+ * on each criterion of a rubric, rewards that mix test results with
+ * judge scores, and the agreement of a judge with people.
+ *
+ * A rubric (a `rubric` record, flywheel-records(5)) names criteria; each is
+ * a question with a scale — "yes/no" (labels yes, no; values 1, 0) or "1-5"
+ * (labels 1 … 5; values 1 … 5) — an instruction for the judge, and optional
+ * reference answers.
+ *
+ * A judge is one of:
+ *   builtin:DIR         a flywheel checkpoint;
+ *   http:URL[#MODEL]    an OpenAI-compatible server that scores given token
+ *                       ids (serve(1), vLLM), tokenized with a local
+ *                       tokenizer;
+ *   exec:PROG           a program: one JSON request on its stdin, one JSON
+ *                       answer on its stdout (see fw_judge_score()).
+ * A model judge reads the judge prompt (fw_judge_prompt()) followed by each
+ * label of the scale and scores the label's tokens; the probabilities of
+ * the labels, renormalised over the scale, are the verdict's p (they sum
+ * to 1), the verdict is the most probable label, and the score is the
+ * expected value Σ p·value.  No free text is parsed.
+ */
+#ifndef FW_JUDGE_H
+#define FW_JUDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fw_mp.h"
+
+#define FW_JUDGE_MAX_LABELS 5
+
+struct fw_criterion {
+	char *name;        /* key in grade.judge: [A-Za-z0-9_.-]+ */
+	char *question;
+	char *instruction; /* may be NULL */
+	char *reference;   /* reference answers joined by newlines, or NULL */
+	int nlabels;
+	const char *labels[FW_JUDGE_MAX_LABELS];
+	double values[FW_JUDGE_MAX_LABELS];
+};
+
+struct fw_rubric {
+	char *id, *name;
+	int n;
+	struct fw_criterion *c;
+};
+
+/*
+ * Parses the rubric record rec (a msgpack map with kind "rubric").
+ * Returns a rubric the caller frees with fw_rubric_free(), or NULL with err
+ * naming the fault ("criterion 2 ('tone'): scale '1-7' is not yes/no or
+ * 1-5", a missing question, a duplicate name, out of memory).
+ */
+struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen);
+
+/*
+ * Reads the first rubric record of a record stream file.  Returns the
+ * rubric, or NULL with err filled (the file does not read, holds no
+ * rubric record, or the rubric is bad).
+ */
+struct fw_rubric *fw_rubric_load(const char *path, char *err, size_t errlen);
+
+/* Frees r.  NULL does nothing. */
+void fw_rubric_free(struct fw_rubric *r);
+
+/* Index of the criterion called name in r, or -1.  Cannot fail. */
+int fw_rubric_find(const struct fw_rubric *r, const char *name);
+
+/*
+ * Appends to out the judge prompt for criterion c of r on the record rec
+ * (a rollout or a traj): the instruction, the task's request, the
+ * transcript (each turn's role, text, tool calls and results), the patch of
+ * a rollout, the reference answers, the question and the labels, ending
+ * in "Answer:".  The transcript is cut from its start to keep the prompt
+ * within max_chars bytes (0: no limit), so the question is always there.
+ * Returns 0, or -1 when memory runs out.
+ */
+int fw_judge_prompt(struct fw_buf *out, const struct fw_rubric *r, int c, struct fw_mpv rec,
+		    size_t max_chars);
+
+/* One criterion's judgement. */
+struct fw_verdict {
+	double p[FW_JUDGE_MAX_LABELS]; /* over the criterion's labels; sums to 1 */
+	int label;                     /* index of the verdict */
+	double score;                  /* Σ p[i]·values[i] */
+	char rationale[512];
+};
+
+struct fw_judge;
+
+/*
+ * Opens the judge spec names (see above).  tok_dir is a checkpoint
+ * directory whose tokenizer.json an http judge uses (required for http:,
+ * ignored otherwise).  timeout_s and retries as for a teacher (fw_teach.h).
+ * Returns the judge (fw_judge_free), or NULL with err filled.
+ */
+struct fw_judge *fw_judge_open(const char *spec, const char *tok_dir, double timeout_s,
+			       int retries, char *err, size_t errlen);
+
+/* Frees j.  NULL does nothing. */
+void fw_judge_free(struct fw_judge *j);
+
+/*
+ * Judges criterion c of rubric r on record rec into *v.  A model judge
+ * scores the prompt (cut from its start to fit the model's positions)
+ * followed by " LABEL" for each label.  An exec judge gets on stdin
+ * {"rubric": ID, "criterion": {name, question, instruction, reference,
+ * labels}, "prompt": TEXT, "record": REC} and answers {"verdict": LABEL,
+ * "p": {LABEL: PROB, …} (optional: one-hot on the verdict when absent),
+ * "rationale": TEXT (optional)}; p is renormalised over the labels.
+ * Returns 0, or -1 with err filled (the model or server failed, the
+ * program failed or answered a label not on the scale, or a negative or
+ * non-finite probability).  Used by one thread at a time.
+ */
+int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct fw_mpv rec,
+		   struct fw_verdict *v, char *err, size_t errlen);
+
+/*
+ * Packs the map {CRITERION: {score, verdict, p: {LABEL: PROB}, rationale}}
+ * for the n criteria of r with verdicts v[0..n) into pk.  Cannot fail
+ * beyond the packer's own errors (returns the sum of their return codes).
+ */
+int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw_verdict *v);
+
+/* ---- rewards that mix tests and judges ---------------------------------- */
+
+/*
+ * A mixed reward: w_test·T + Σ w_k·s_k over the listed criteria, divided by
+ * the sum of the weights, where T is the test reward (resolved, f2p or
+ * shaped, as grade --reward) and s_k is criterion k's score scaled to [0, 1]
+ * ((score − min value) / (max value − min value)).
+ */
+struct fw_mix {
+	int test;      /* an enum fw_reward value (fw_grade.h) */
+	double w_test;
+	int n;
+	char *crit[16];
+	double w[16];
+};
+
+/*
+ * Parses "mix:TEST=W,CRITERION=W,…" (TEST one of resolved, f2p, shaped,
+ * at most once; weights finite and >= 0, not all 0).  Returns 0, or -1 with
+ * err filled.  Free the names with fw_mix_clear().
+ */
+int fw_mix_parse(struct fw_mix *m, const char *s, char *err, size_t errlen);
+
+/* Frees m's names and zeroes it.  Cannot fail. */
+void fw_mix_clear(struct fw_mix *m);
+
+/*
+ * The mixed reward for test reward T in [0, 1] and verdicts v of rubric r.
+ * Returns it in [0, 1], or -1 with err filled when a criterion of m is not
+ * in r.
+ */
+double fw_mix_reward(const struct fw_mix *m, double T, const struct fw_rubric *r,
+		     const struct fw_verdict *v, char *err, size_t errlen);
+
+/* ---- agreement with people ------------------------------------------------ */
+
+/*
+ * Agreement of a judge with human labels on one criterion of k labels:
+ * pairs (human[i], judge[i]) of label indices in [0, k), i < n.
+ */
+struct fw_agree {
+	long n;
+	double accuracy;   /* observed agreement p_o */
+	double kappa;      /* Cohen's (p_o − p_e) / (1 − p_e); 0 when p_e = 1 */
+	double lo, hi;     /* bootstrap 95% percentile interval of kappa */
+	long confusion[FW_JUDGE_MAX_LABELS][FW_JUDGE_MAX_LABELS]; /* [human][judge] */
+	int chance;        /* 1 when lo <= 0: no better than chance */
+};
+
+/*
+ * Fills *a for the n pairs, with `resamples` bootstrap resamples of the
+ * pairs drawn from seed (same seed, same interval).  k is 2..5.  Returns
+ * 0, or -1 when n is 0, a label is out of range or memory runs out.
+ */
+int fw_agree_compute(struct fw_agree *a, const int *human, const int *judge, long n, int k,
+		     unsigned resamples, uint64_t seed);
+
+/* Cohen's kappa of n pairs over k labels.  Cannot fail (0 when n is 0). */
+double fw_kappa(const int *human, const int *judge, long n, int k);
+
+#endif
