@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -217,7 +218,7 @@ struct fw_rubric *fw_rubric_load(const char *path, char *err, size_t errlen)
 		return NULL;
 	while ((k = fw_reader_next(rd, &rec)) == 1) {
 		struct fw_mpv kind;
-		if (fw_mp_get(rec.v, "kind", &kind) == 0 && fw_mp_str_eq(kind, "rubric", 6)) {
+		if (fw_mp_get(rec.v, "kind", &kind) == 1 && fw_mp_str_eq(kind, "rubric", 6)) {
 			char e[200];
 			if (!(r = fw_rubric_parse(rec.v, e, sizeof e)))
 				seterr(err, errlen, "%s: record %llu: %s", path,
@@ -381,24 +382,30 @@ void fw_judge_free(struct fw_judge *j)
 	free(j);
 }
 
-/* p over the labels from their log-probabilities (a softmax). */
+/* The verdict from probabilities p over the labels that sum to z > 0. */
+static void finish_p(struct fw_verdict *v, const struct fw_criterion *c, const double *p, double z)
+{
+	v->label = 0;
+	v->score = 0;
+	for (int i = 0; i < c->nlabels; i++) {
+		v->p[i] = p[i] / z;
+		v->score += v->p[i] * c->values[i];
+		if (v->p[i] > v->p[v->label])
+			v->label = i;
+	}
+}
+
+/* The verdict from the labels' log-probabilities (a softmax). */
 static void finish(struct fw_verdict *v, const struct fw_criterion *c, const double *lp)
 {
-	double mx = -INFINITY, z = 0;
+	double mx = -INFINITY, z = 0, p[FW_JUDGE_MAX_LABELS];
 
 	for (int i = 0; i < c->nlabels; i++)
 		if (lp[i] > mx)
 			mx = lp[i];
 	for (int i = 0; i < c->nlabels; i++)
-		z += v->p[i] = exp(lp[i] - mx);
-	v->label = 0;
-	v->score = 0;
-	for (int i = 0; i < c->nlabels; i++) {
-		v->p[i] /= z;
-		v->score += v->p[i] * c->values[i];
-		if (v->p[i] > v->p[v->label])
-			v->label = i;
-	}
+		z += p[i] = exp(lp[i] - mx);
+	finish_p(v, c, p, z);
 }
 
 static int model_score(struct fw_judge *j, const struct fw_criterion *c, const char *prompt,
@@ -531,7 +538,18 @@ static int run_prog(const char *prog, const char *in, size_t inlen, double timeo
 			goto reap;
 		}
 		if (wfd >= 0 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+			/* a program that stops reading must not kill the caller:
+			 * SIGPIPE is held for the write and a pending one taken */
+			sigset_t pipe_set, old;
+			sigemptyset(&pipe_set);
+			sigaddset(&pipe_set, SIGPIPE);
+			pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 			ssize_t w = write(wfd, in + off, inlen - off);
+			if (w < 0 && errno == EPIPE) {
+				struct timespec zero = { 0, 0 };
+				sigtimedwait(&pipe_set, NULL, &zero);
+			}
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
 			if (w > 0)
 				off += (size_t)w;
 			if (w < 0 && errno != EAGAIN && errno != EINTR)
@@ -649,9 +667,7 @@ static int exec_score(struct fw_judge *j, const struct fw_rubric *r, int ci, str
 		seterr(err, errlen, "'%s' answered probabilities that sum to 0", j->prog);
 		goto done;
 	}
-	for (int i = 0; i < c->nlabels; i++)
-		lp[i] = lp[i] > 0 ? log(lp[i] / z) : -INFINITY;
-	finish(v, c, lp);
+	finish_p(v, c, lp, z);
 	/* the verdict is the program's own, even where p ties */
 	v->label = vi;
 	snprintf(v->rationale, sizeof v->rationale, "%s", jstr(ans, "rationale"));

@@ -15,13 +15,15 @@
 
 #include "fw_cli.h"
 #include "fw_grade.h"
+#include "fw_judge.h"
 #include "fw_mp.h"
 #include "fw_stream.h"
 
 static const char usage_text[] =
 	"usage: grade [--store DIR] [--reward resolved|f2p|shaped] [--hacks zero|warn]\n"
 	"             [-j N] [--shard K/N] [--timeout SEC] [--no-time] [-o OUT] [-z]\n"
-	"             [--progress] [FILE...]\n"
+	"             [--progress] [--judge SPEC --rubric FILE [--judge-tokenizer DIR]]\n"
+	"             [FILE...]\n"
 	"       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]\n"
 	"             [FILE...]\n"
 	"       grade -h | --help | --version\n";
@@ -34,6 +36,9 @@ struct opts {
 	double retire_at;
 	uint64_t recent;
 	const char *out;
+	const char *judge, *rubric, *judge_tok;
+	struct fw_mix mix;
+	int have_mix;
 	char **files;
 	int nfiles;
 };
@@ -113,7 +118,85 @@ struct run {
 	uint64_t written, graded, errors, passed;
 	int status;
 	int fatal;
+	struct fw_judge *judge;
+	struct fw_rubric *rubric;
+	struct fw_verdict *verdicts;
+	struct fw_buf jbuf, gbuf, rbuf;
 };
+
+/* A grade reward as a double (the sub-map's "reward"), or 0. */
+static double field_double(struct fw_mpv m, const char *key)
+{
+	struct fw_mpv v;
+	double x = 0;
+	if (fw_mp_get(m, key, &v) == 1)
+		fw_mp_double(v, &x);
+	return x;
+}
+
+/*
+ * Adds grade.judge to the graded record in s->out: every criterion of the
+ * rubric judged; with a mixed reward, grade.reward becomes the mix and
+ * grade.reward_tests keeps the tests' own.  Returns 0, or -1 with s->err
+ * filled.
+ */
+static int judge_record(struct run *r, struct slot *s)
+{
+	const struct opts *o = r->pool.o;
+	struct fw_mpv rec = fw_mp_view(s->out.p, s->out.p + s->out.n), g, hacks;
+	msgpack_packer pk;
+
+	if (fw_mp_get(rec, "grade", &g) != 1) {
+		snprintf(s->err, sizeof s->err, "graded record without a grade map");
+		return -1;
+	}
+	for (int c = 0; c < r->rubric->n; c++)
+		if (fw_judge_score(r->judge, r->rubric, c, rec, &r->verdicts[c], s->err,
+				   sizeof s->err) < 0)
+			return -1;
+	fw_buf_reset(&r->jbuf);
+	fw_buf_packer(&pk, &r->jbuf);
+	size_t jn, rn = 0, tn = 0;
+	if (fw_judge_pack(&pk, r->rubric, r->verdicts) != 0)
+		goto oom;
+	jn = r->jbuf.n;
+	if (o->have_mix) {
+		double T = field_double(g, "reward"), R;
+		int64_t nh = 0;
+		struct fw_mp_iter it;
+		if (fw_mp_get(g, "hacks", &hacks) == 1)
+			nh = fw_mp_iter_init(&it, hacks);
+		R = fw_mix_reward(&o->mix, T, r->rubric, r->verdicts, s->err, sizeof s->err);
+		if (R < 0)
+			return -1;
+		/* a hack the tests zeroed stays zero: a judge cannot buy it back */
+		if (nh > 0 && !o->g.hacks_warn)
+			R = 0;
+		if (msgpack_pack_double(&pk, R) || msgpack_pack_double(&pk, T))
+			goto oom;
+		rn = tn = 9;
+	}
+	struct fw_field f[3] = {
+		{ "judge", 5, fw_mp_view(r->jbuf.p, r->jbuf.p + jn) },
+		{ "reward", 6, fw_mp_view(r->jbuf.p + jn, r->jbuf.p + jn + rn) },
+		{ "reward_tests", 12, fw_mp_view(r->jbuf.p + jn + rn, r->jbuf.p + r->jbuf.n) },
+	};
+	fw_buf_reset(&r->gbuf);
+	if (fw_rec_set(&r->gbuf, g, f, o->have_mix ? 3 : 1) < 0)
+		goto oom;
+	struct fw_field fg = { "grade", 5, fw_mp_view(r->gbuf.p, r->gbuf.p + r->gbuf.n) };
+	fw_buf_reset(&r->rbuf);
+	if (fw_rec_set(&r->rbuf, rec, &fg, 1) < 0)
+		goto oom;
+	fw_buf_reset(&s->out);
+	if (fw_buf_append(&s->out, r->rbuf.p, r->rbuf.n) < 0)
+		goto oom;
+	(void)tn;
+	return 0;
+oom:
+	snprintf(s->err, sizeof s->err, "out of memory");
+	return -1;
+}
 
 /* Writes the finished prefix; with wait, blocks until slot seq `until`
  * is written.  Returns 0, or -1 on a write error or a fatal grading error. */
@@ -148,7 +231,12 @@ static int drain(struct run *r, uint64_t until, int wait)
 				r->errors++;
 			}
 			r->graded++;
-			rc = fw_writer_put(r->w, s->out.p, s->out.n);
+			if (r->judge && judge_record(r, s) < 0) {
+				fw_warn_rec(s->file, s->index, s->offset, "judge: %s", s->err);
+				r->fatal = 1;
+			} else {
+				rc = fw_writer_put(r->w, s->out.p, s->out.n);
+			}
 		}
 		if (rc < 0) {
 			fw_warn("write error: %s", fw_writer_error(r->w));
@@ -216,6 +304,28 @@ static int grade_main(struct opts *o)
 	pthread_cond_init(&p->cv_work, NULL);
 	pthread_cond_init(&p->cv_done, NULL);
 	char err[512];
+	if (o->judge) {
+		if (!(r.rubric = fw_rubric_load(o->rubric, err, sizeof err)) ||
+		    !(r.judge = fw_judge_open(o->judge, o->judge_tok, o->g.timeout_s > 0 ? o->g.timeout_s : 600, 2,
+					      err, sizeof err)) ||
+		    !(r.verdicts = calloc((size_t)r.rubric->n, sizeof *r.verdicts))) {
+			fw_warn("%s", r.rubric && r.judge ? "out of memory" : err);
+			fw_judge_free(r.judge);
+			fw_rubric_free(r.rubric);
+			free(p->slots);
+			return FW_EXIT_DATA;
+		}
+		for (int i = 0; o->have_mix && i < o->mix.n; i++)
+			if (fw_rubric_find(r.rubric, o->mix.crit[i]) < 0) {
+				fw_warn("--reward: criterion '%s' is not in %s", o->mix.crit[i],
+					o->rubric);
+				fw_judge_free(r.judge);
+				fw_rubric_free(r.rubric);
+				free(r.verdicts);
+				free(p->slots);
+				return FW_EXIT_DATA;
+			}
+	}
 	r.w = fw_writer_open(o->out, o->level, err, sizeof err);
 	if (!r.w || !p->slots) {
 		fw_warn("%s", r.w ? "out of memory" : err);
@@ -279,6 +389,12 @@ static int grade_main(struct opts *o)
 		fw_buf_free(&p->slots[i].out);
 	}
 	free(p->slots);
+	fw_judge_free(r.judge);
+	fw_rubric_free(r.rubric);
+	free(r.verdicts);
+	fw_buf_free(&r.jbuf);
+	fw_buf_free(&r.gbuf);
+	fw_buf_free(&r.rbuf);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv_work);
 	pthread_cond_destroy(&p->cv_done);
@@ -544,7 +660,8 @@ int main(int argc, char **argv)
 	struct opts o = { .jobs = 1, .level = -1, .retire_at = 0.9, .recent = 3 };
 	o.g.reward = FW_REWARD_RESOLVED;
 	enum { O_STORE = 256, O_REWARD, O_HACKS, O_SHARD, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
-	       O_SUMMARY, O_RETIRE_AT, O_RECENT, O_RECORDS, O_VERSION };
+	       O_SUMMARY, O_RETIRE_AT, O_RECENT, O_RECORDS, O_VERSION, O_JUDGE, O_RUBRIC,
+	       O_JUDGE_TOK };
 	static const struct option longopts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "reward", required_argument, NULL, O_REWARD },
@@ -559,6 +676,9 @@ int main(int argc, char **argv)
 		{ "retire-at", required_argument, NULL, O_RETIRE_AT },
 		{ "recent", required_argument, NULL, O_RECENT },
 		{ "records", no_argument, NULL, O_RECORDS },
+		{ "judge", required_argument, NULL, O_JUDGE },
+		{ "rubric", required_argument, NULL, O_RUBRIC },
+		{ "judge-tokenizer", required_argument, NULL, O_JUDGE_TOK },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -568,9 +688,20 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case O_STORE: o.g.store = optarg; grade_only = 1; break;
 		case O_REWARD:
-			if ((k = fw_reward_parse(optarg)) < 0)
-				return usage_error("unknown reward '%s' (resolved, f2p, shaped)", optarg);
-			o.g.reward = (enum fw_reward)k;
+			if (!strncmp(optarg, "mix:", 4)) {
+				char e[200];
+				fw_mix_clear(&o.mix);
+				if (fw_mix_parse(&o.mix, optarg, e, sizeof e) < 0)
+					return usage_error("bad reward: %s", e);
+				o.have_mix = 1;
+				o.g.reward = (enum fw_reward)o.mix.test;
+			} else if ((k = fw_reward_parse(optarg)) < 0) {
+				return usage_error("unknown reward '%s' (resolved, f2p, shaped, mix:...)",
+						   optarg);
+			} else {
+				o.g.reward = (enum fw_reward)k;
+				o.have_mix = 0;
+			}
 			grade_only = 1;
 			break;
 		case O_HACKS:
@@ -598,6 +729,9 @@ int main(int argc, char **argv)
 			grade_only = 1;
 			break;
 		case O_NO_TIME: o.g.no_time = 1; grade_only = 1; break;
+		case O_JUDGE: o.judge = optarg; grade_only = 1; break;
+		case O_RUBRIC: o.rubric = optarg; grade_only = 1; break;
+		case O_JUDGE_TOK: o.judge_tok = optarg; grade_only = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
 		case O_PROGRESS: o.progress = 1; break;
@@ -623,9 +757,14 @@ int main(int argc, char **argv)
 		return usage_error("%s", "--summary takes no grading options");
 	if (!o.summary && summary_only)
 		return usage_error("%s", "--retire-at, --recent and --records need --summary");
+	if (!o.judge != !o.rubric)
+		return usage_error("%s", "--judge and --rubric go together");
+	if (o.have_mix && !o.judge)
+		return usage_error("%s", "a mix: reward needs --judge and --rubric");
 	o.files = argv + optind;
 	o.nfiles = argc - optind;
 	int status = o.summary ? summary_main(&o) : grade_main(&o);
+	fw_mix_clear(&o.mix);
 	if (fw_close_stdout() < 0)
 		status = FW_EXIT_DATA;
 	return status;

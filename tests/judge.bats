@@ -1,0 +1,120 @@
+#!/usr/bin/env bats
+# grade --judge: rubric criteria scored by a judge beside the tests.
+#
+# One task from the Python sample (stub-body of textkit's `percent`); four
+# rollouts: the solution with a clarifying question first, the solution
+# without one, an empty patch that asks, an empty patch that does not.
+
+bats_require_minimum_version 1.5.0
+
+PYTEST='python3 -m pytest -q -p no:cacheprovider --junitxml=$FW_REPORT'
+J="$BATS_TEST_DIRNAME/../samples/judge"
+
+setup_file() {
+  export LC_ALL=C
+  F="$BATS_FILE_TMPDIR"
+  export TMPDIR="$F/tmp"
+  mkdir -p "$TMPDIR"
+  cp -r "$BATS_TEST_DIRNAME/../samples/repos/textkit" "$F/textkit"
+  "$BATS_TEST_DIRNAME/../samples/repos/commit.sh" "$F/textkit"
+  task-mutate --test-cmd "$PYTEST" --store "$F/st.git" --strategy stub-body --max 1 \
+    -o "$F/task.mp" "$F/textkit" 2>/dev/null
+  rec json "$F/task.mp" > "$F/task.json"
+  jq -r .solution "$F/task.json" > "$F/solution.diff"
+  : > "$F/empty.diff"
+  roll() { # ID PATCH FIRST-REPLY
+    jq -c --arg id "$1" --rawfile p "$2" --arg a "$3" '{kind: "rollout", id: $id, v: 1,
+      task: del(.solution), policy: {backend: "test", ckpt: "c1"}, sample: 0, patch: $p,
+      turns: [{role: "user", text: "make percent work"}, {role: "assistant", text: $a},
+              {role: "assistant", text: "Done: percent() now returns the share in percent."}]}' "$F/task.json"
+  }
+  { roll ask-fix "$F/solution.diff" "Do you want it rounded?"
+    roll fix "$F/solution.diff" "On it."
+    roll ask-none "$F/empty.diff" "Which percent do you mean?"
+    roll none "$F/empty.diff" "Looking."; } | rec from-json -o "$F/rollouts.mp"
+  rec from-json -o "$F/rubric.mp" "$J/rubric.jsonl"
+  ckpt init "$BATS_TEST_DIRNAME/../samples/models/tiny-llama.json" "$F/ckpt" --seed 5 >/dev/null
+  grade --store "$F/st.git" --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" \
+    -o "$F/exec.mp" "$F/rollouts.mp" 2>"$F/exec.err"
+  rec json "$F/exec.mp" > "$F/exec.json"
+}
+
+setup() { F="$BATS_FILE_TMPDIR"; }
+
+@test "an exec judge's verdicts land in grade.judge beside the test reward" {
+  run -0 jq -r '[.id, .grade.reward, .grade.judge.asks.verdict, .grade.judge.acts.verdict,
+                 .grade.judge.clarity.verdict] | @tsv' "$F/exec.json"
+  [ "${lines[0]}" = "$(printf 'ask-fix\t1\tyes\tyes\t4')" ]
+  [ "${lines[1]}" = "$(printf 'fix\t1\tno\tyes\t4')" ]
+  [ "${lines[2]}" = "$(printf 'ask-none\t0\tyes\tno\t4')" ]
+  [ "${lines[3]}" = "$(printf 'none\t0\tno\tno\t4')" ]
+  # p as the judge gave it; one-hot where it gave only a verdict
+  run -0 jq -c 'select(.id == "ask-fix") | .grade.judge | [.asks.p, .asks.score, .acts.p, .clarity.score]' "$F/exec.json"
+  [ "$output" = '[{"yes":0.9,"no":0.1},0.9,{"yes":1,"no":0},4]' ]
+  run -0 jq -r 'select(.id == "fix") | .grade.judge.asks.rationale' "$F/exec.json"
+  [ "$output" = "the first reply asks nothing" ]
+}
+
+@test "a builtin judge's scores come from its log-probs and sum to 1 over the scale" {
+  run -0 grade --store "$F/st.git" --judge "builtin:$F/ckpt" --rubric "$F/rubric.mp" \
+    -o "$F/builtin.mp" "$F/rollouts.mp"
+  rec json "$F/builtin.mp" > "$F/builtin.json"
+  # sums of 2 or 5 doubles each in [0, 1]: rounding below 1e-12
+  run -0 jq -r '.grade.judge | to_entries[] | (.value.p | add) | (. - 1) | fabs < 1e-12' "$F/builtin.json"
+  [ "${#lines[@]}" -eq 12 ]
+  ! printf '%s\n' "${lines[@]}" | grep -v true
+  # the score is the expected value over the scale, the verdict its mode
+  run -0 jq -r '.grade.judge.clarity | ((.score - ([.p["1"], .p["2"], .p["3"], .p["4"], .p["5"]]
+               | to_entries | map((.key + 1) * .value) | add)) | fabs < 1e-12),
+               (.verdict == (.p | to_entries | max_by(.value) | .key))' "$F/builtin.json"
+  ! printf '%s\n' "${lines[@]}" | grep -v true
+  # an untrained model is unsure, not certain: every p strictly inside (0, 1)
+  run -0 jq '[.grade.judge[].p[] | select(. <= 0 or . >= 1)] | length' "$F/builtin.json"
+  ! printf '%s\n' "${lines[@]}" | grep -v '^0$'
+}
+
+@test "a mix: reward weighs the tests' reward with judge scores, and keeps the tests' own" {
+  run -0 grade --store "$F/st.git" --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" \
+    --reward mix:resolved=3,asks=1 -o "$F/mix.mp" "$F/rollouts.mp"
+  run -0 bash -c "rec json '$F/mix.mp' | jq -r '[.id, .grade.reward, .grade.reward_tests] | @tsv'"
+  # (3*1 + 1*0.9)/4, (3*1 + 0.1)/4, (0 + 0.9)/4, (0 + 0.1)/4
+  [ "${lines[0]}" = "$(printf 'ask-fix\t0.975\t1')" ]
+  [ "${lines[1]}" = "$(printf 'fix\t0.775\t1')" ]
+  [ "${lines[2]}" = "$(printf 'ask-none\t0.225\t0')" ]
+  [ "${lines[3]}" = "$(printf 'none\t0.025\t0')" ]
+}
+
+@test "a rubric with a bad scale is refused with the criterion named" {
+  jq -c '.criteria[1].scale = "1-7"' "$J/rubric.jsonl" | rec from-json -o "$F/bad.mp"
+  run -1 --separate-stderr grade --store "$F/st.git" --judge "exec:$J/rules-judge" \
+    --rubric "$F/bad.mp" "$F/rollouts.mp"
+  [[ "$stderr" == *"criterion 2 ('acts'): scale '1-7' is not yes/no or 1-5"* ]]
+  [ -z "$output" ]
+}
+
+@test "judge options are checked before anything runs" {
+  run -2 grade --judge "exec:true" "$F/rollouts.mp"
+  [[ "$output" == *"--judge and --rubric go together"* ]]
+  run -2 grade --reward mix:resolved=1,asks=1 "$F/rollouts.mp"
+  [[ "$output" == *"needs --judge"* ]]
+  run -2 grade --reward mix:resolved=0 --judge "exec:true" --rubric "$F/rubric.mp" "$F/rollouts.mp"
+  [[ "$output" == *"sum to 0"* ]]
+  run -1 grade --store "$F/st.git" --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" \
+    --reward mix:resolved=1,tone=1 "$F/rollouts.mp"
+  [[ "$output" == *"criterion 'tone' is not in"* ]]
+}
+
+@test "a judge that fails stops grading with the record named, earlier records kept" {
+  cat > "$F/flaky" <<'EOF2'
+#!/bin/sh
+req=$(cat)
+printf '%s' "$req" | grep -q '"id":"fix"' && exit 4
+printf '%s' "$req" | "$1"
+EOF2
+  chmod +x "$F/flaky"
+  run -1 --separate-stderr grade --store "$F/st.git" --judge "exec:$F/flaky $J/rules-judge" \
+    --rubric "$F/rubric.mp" -o "$F/part.mp" "$F/rollouts.mp"
+  [[ "$stderr" == *"record 2"*"judge:"*"exit status 4"* ]]
+  run -0 rec count "$F/part.mp"
+  [ "$output" = 1 ]
+}
