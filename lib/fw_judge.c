@@ -911,3 +911,276 @@ int fw_agree_compute(struct fw_agree *a, const int *human, const int *judge, lon
 	free(h2), free(j2), free(ks);
 	return 0;
 }
+
+/* ---- agreement over a set of records ---------------------------------------- */
+
+struct agree_item {
+	char *id, *crit, *label;
+};
+
+struct agree_list {
+	struct agree_item *v;
+	size_t n, cap;
+};
+
+struct fw_agree_set {
+	struct agree_list judged, human;
+};
+
+struct fw_agree_set *fw_agree_set_new(void)
+{
+	return calloc(1, sizeof(struct fw_agree_set));
+}
+
+static void list_free(struct agree_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].id);
+		free(l->v[i].crit);
+		free(l->v[i].label);
+	}
+	free(l->v);
+}
+
+void fw_agree_set_free(struct fw_agree_set *s)
+{
+	if (!s)
+		return;
+	list_free(&s->judged);
+	list_free(&s->human);
+	free(s);
+}
+
+static int list_add(struct agree_list *l, const char *id, size_t idn, const char *c, size_t cn,
+		    const char *lab, size_t ln)
+{
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 64;
+		struct agree_item *nv = realloc(l->v, nc * sizeof *nv);
+		if (!nv)
+			return -1;
+		l->v = nv;
+		l->cap = nc;
+	}
+	struct agree_item *it = &l->v[l->n];
+	it->id = strndup(id, idn);
+	it->crit = strndup(c, cn);
+	it->label = strndup(lab, ln);
+	if (!it->id || !it->crit || !it->label) {
+		free(it->id), free(it->crit), free(it->label);
+		return -1;
+	}
+	l->n++;
+	return 0;
+}
+
+int fw_agree_set_judged(struct fw_agree_set *s, struct fw_mpv rec, char *err, size_t errlen)
+{
+	struct fw_mpv idv, g, j, k, v, verdict;
+	const char *id, *c, *lab;
+	size_t idn, cn, ln;
+	struct fw_mp_iter it;
+	int added = 0;
+
+	if (fw_mp_get(rec, "grade", &g) != 1 || fw_mp_get(g, "judge", &j) != 1)
+		return 0;
+	if (fw_mp_get(rec, "id", &idv) != 1 || fw_mp_str(idv, &id, &idn) < 0) {
+		seterr(err, errlen, "a judged record without a string id");
+		return -1;
+	}
+	if (fw_mp_iter_init(&it, j) < 0) {
+		seterr(err, errlen, "grade.judge is not a map");
+		return -1;
+	}
+	while (fw_mp_iter_next(&it, &k) == 1) {
+		if (fw_mp_iter_next(&it, &v) != 1 || fw_mp_str(k, &c, &cn) < 0 ||
+		    fw_mp_get(v, "verdict", &verdict) != 1 || fw_mp_str(verdict, &lab, &ln) < 0) {
+			seterr(err, errlen, "grade.judge: an entry without a string verdict");
+			return -1;
+		}
+		if (list_add(&s->judged, id, idn, c, cn, lab, ln) < 0) {
+			seterr(err, errlen, "out of memory");
+			return -1;
+		}
+		added++;
+	}
+	return added;
+}
+
+long fw_agree_set_labels(struct fw_agree_set *s, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	long n = 0, lineno = 0;
+
+	if (!f) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		lineno++;
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = 0;
+		if (!len || line[0] == '#')
+			continue;
+		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+		if (!t1 || !t2 || t1 == line || t2 == t1 + 1 || !t2[1] || strchr(t2 + 1, '\t')) {
+			seterr(err, errlen, "%s: line %ld: want ID<TAB>CRITERION<TAB>LABEL", path,
+			       lineno);
+			n = -1;
+			break;
+		}
+		if (list_add(&s->human, line, (size_t)(t1 - line), t1 + 1, (size_t)(t2 - t1 - 1),
+			     t2 + 1, strlen(t2 + 1)) < 0) {
+			seterr(err, errlen, "out of memory");
+			n = -1;
+			break;
+		}
+		n++;
+	}
+	free(line);
+	fclose(f);
+	return n;
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+	const struct agree_item *x = a, *y = b;
+	int c = strcmp(x->crit, y->crit);
+	return c ? c : strcmp(x->id, y->id);
+}
+
+/* Index of label in the criterion's label list, added if new; -1 when full. */
+static int label_index(const char **labels, int *n, const char *label)
+{
+	for (int i = 0; i < *n; i++)
+		if (!strcmp(labels[i], label))
+			return i;
+	if (*n == FW_JUDGE_MAX_LABELS)
+		return -1;
+	labels[*n] = label;
+	return (*n)++;
+}
+
+/* Puts the labels in their scale's order when they are all of one scale. */
+static void order_labels(const char **labels, int n, int *map)
+{
+	const char *const *scale = NULL;
+	int m = 0, all = 1;
+
+	for (int pass = 0; pass < 2 && !scale; pass++) {
+		const char *const *sc = pass ? likert_labels : yesno_labels;
+		int sn = pass ? 5 : 2;
+		all = 1;
+		for (int i = 0; i < n && all; i++) {
+			int found = 0;
+			for (int q = 0; q < sn; q++)
+				found |= !strcmp(labels[i], sc[q]);
+			all = found;
+		}
+		if (all) {
+			scale = sc;
+			m = sn;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		map[i] = i;
+	if (!scale)
+		return;
+	/* rank of each label within the scale */
+	for (int i = 0; i < n; i++) {
+		int r = 0;
+		for (int q = 0; q < m; q++)
+			if (!strcmp(labels[i], scale[q]))
+				r = q;
+		int rank = 0;
+		for (int k = 0; k < n; k++)
+			for (int q = 0; q < r; q++)
+				if (!strcmp(labels[k], scale[q]))
+					rank++;
+		map[i] = rank;
+	}
+}
+
+int fw_agree_set_report(struct fw_agree_set *s, unsigned resamples, uint64_t seed,
+			struct fw_buf *out, int *flagged, char *err, size_t errlen)
+{
+	struct agree_list *J = &s->judged, *H = &s->human;
+	int *hv = NULL, *jv = NULL, reported = 0;
+	size_t i = 0, h = 0;
+
+	*flagged = 0;
+	qsort(J->v, J->n, sizeof *J->v, cmp_item);
+	qsort(H->v, H->n, sizeof *H->v, cmp_item);
+	if (!(hv = malloc((J->n + 1) * sizeof *hv)) || !(jv = malloc((J->n + 1) * sizeof *jv)))
+		goto oom;
+	while (i < J->n) {
+		const char *crit = J->v[i].crit;
+		const char *labels[FW_JUDGE_MAX_LABELS];
+		int nl = 0, map[FW_JUDGE_MAX_LABELS];
+		long n = 0;
+
+		for (; i < J->n && !strcmp(J->v[i].crit, crit); i++) {
+			while (h < H->n && cmp_item(&H->v[h], &J->v[i]) < 0)
+				h++;
+			if (h == H->n || cmp_item(&H->v[h], &J->v[i]))
+				continue;
+			int a = label_index(labels, &nl, H->v[h].label);
+			int b = label_index(labels, &nl, J->v[i].label);
+			if (a < 0 || b < 0) {
+				seterr(err, errlen, "criterion '%s' has more than %d labels", crit,
+				       FW_JUDGE_MAX_LABELS);
+				free(hv), free(jv);
+				return -1;
+			}
+			hv[n] = a;
+			jv[n] = b;
+			n++;
+		}
+		if (!n)
+			continue;
+		if (nl < 2)
+			labels[nl] = labels[0][0] == 'y' ? "no" : labels[0][0] == 'n' ? "yes" : "-",
+			nl = 2;
+		order_labels(labels, nl, map);
+		for (long q = 0; q < n; q++) {
+			hv[q] = map[hv[q]];
+			jv[q] = map[jv[q]];
+		}
+		const char *sorted[FW_JUDGE_MAX_LABELS];
+		for (int q = 0; q < nl; q++)
+			sorted[map[q]] = labels[q];
+		struct fw_agree a;
+		if (fw_agree_compute(&a, hv, jv, n, nl, resamples, seed) < 0)
+			goto oom;
+		if (fw_buf_printf(out, "%s\tn %ld\taccuracy %.3f\tkappa %.3f [%.3f, %.3f]%s\n", crit,
+				  n, a.accuracy, a.kappa, a.lo, a.hi,
+				  a.chance ? "\tno better than chance" : "") < 0 ||
+		    fw_buf_puts(out, "  human\\judge") < 0)
+			goto oom;
+		for (int q = 0; q < nl; q++)
+			if (fw_buf_printf(out, "\t%s", sorted[q]) < 0)
+				goto oom;
+		for (int r = 0; r < nl; r++) {
+			if (fw_buf_printf(out, "\n  %s", sorted[r]) < 0)
+				goto oom;
+			for (int q = 0; q < nl; q++)
+				if (fw_buf_printf(out, "\t%ld", a.confusion[r][q]) < 0)
+					goto oom;
+		}
+		if (fw_buf_puts(out, "\n") < 0)
+			goto oom;
+		*flagged += a.chance;
+		reported++;
+	}
+	free(hv);
+	free(jv);
+	return reported;
+oom:
+	seterr(err, errlen, "out of memory");
+	free(hv);
+	free(jv);
+	return -1;
+}

@@ -184,4 +184,43 @@ int fw_agree_compute(struct fw_agree *a, const int *human, const int *judge, lon
 /* Cohen's kappa of n pairs over k labels.  Cannot fail (0 when n is 0). */
 double fw_kappa(const int *human, const int *judge, long n, int k);
 
+/*
+ * A set of judge verdicts and human labels, joined on (record id,
+ * criterion) into an agreement table per criterion (fb-report --judge).
+ */
+struct fw_agree_set;
+
+/* A new empty set (fw_agree_set_free), or NULL when out of memory. */
+struct fw_agree_set *fw_agree_set_new(void);
+
+/* Frees s.  NULL does nothing. */
+void fw_agree_set_free(struct fw_agree_set *s);
+
+/*
+ * Adds the verdicts of rec's grade.judge under rec's id.  A record without
+ * grade.judge adds nothing.  Returns the number of verdicts added, or -1
+ * with err filled (no id, a verdict that is not a string, out of memory).
+ */
+int fw_agree_set_judged(struct fw_agree_set *s, struct fw_mpv rec, char *err, size_t errlen);
+
+/*
+ * Adds the human labels of a text file: lines "ID<TAB>CRITERION<TAB>LABEL"
+ * (blank lines and lines starting with '#' skipped).  Returns the number of
+ * labels read, or -1 with err naming the file and line of a fault.
+ */
+long fw_agree_set_labels(struct fw_agree_set *s, const char *path, char *err, size_t errlen);
+
+/*
+ * Appends to out the agreement per criterion that has both verdicts and
+ * labels, in criterion order: a line "CRITERION n N accuracy A kappa K
+ * [LO, HI]" followed by "no better than chance" when LO <= 0, and the
+ * confusion table (rows human, columns judge).  Labels are ordered as
+ * their scale (yes, no; 1..5), else as first seen.  *flagged counts the
+ * criteria no better than chance.  Returns the number of criteria
+ * reported, or -1 with err filled (a criterion with more than
+ * FW_JUDGE_MAX_LABELS labels, out of memory).
+ */
+int fw_agree_set_report(struct fw_agree_set *s, unsigned resamples, uint64_t seed,
+			struct fw_buf *out, int *flagged, char *err, size_t errlen);
+
 #endif

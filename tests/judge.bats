@@ -118,3 +118,38 @@ EOF2
   run -0 rec count "$F/part.mp"
   [ "$output" = 1 ]
 }
+
+# judged N RULE: N records whose grade.judge.asks.verdict is RULE (jq, on $i)
+judged() {
+  jq -nc --argjson n "$1" "range(\$n) as \$i | {kind: \"rollout\", id: \"r\(\$i)\",
+    grade: {judge: {asks: {verdict: ($2)}}}}" | rec from-json
+}
+
+@test "fb-report --judge measures agreement with people: accuracy, kappa, interval, confusion" {
+  # people say yes on even items; the judge gets items 0, 20 (yes) and 5, 25 (no) wrong
+  for i in $(seq 0 39); do
+    printf 'r%d\tasks\t%s\n' "$i" "$([ $((i % 2)) = 0 ] && echo yes || echo no)"
+  done > "$F/labels.tsv"
+  judged 40 'if ($i % 20 == 0 or $i % 20 == 5) then (if $i % 2 == 0 then "no" else "yes" end)
+             elif $i % 2 == 0 then "yes" else "no" end' > "$F/judged.mp"
+  run -0 --separate-stderr fb-report --judge "$F/labels.tsv" "$F/judged.mp"
+  # 36 of 40 agree; both sides 20 yes 20 no: p_e = 0.5, kappa = (0.9-0.5)/0.5
+  [[ "${lines[0]}" == "$(printf 'asks\tn 40\taccuracy 0.900\tkappa 0.800 [')"* ]]
+  [[ "${lines[0]}" != *"chance"* ]]
+  [ "${lines[1]}" = "$(printf '  human\\judge\tyes\tno')" ]
+  [ "${lines[2]}" = "$(printf '  yes\t18\t2')" ]
+  [ "${lines[3]}" = "$(printf '  no\t2\t18')" ]
+}
+
+@test "fb-report --judge flags a judge whose answers are constant (kappa 0) and exits 1" {
+  judged 40 '"yes"' > "$F/const.mp"
+  run -1 --separate-stderr fb-report --judge "$F/labels.tsv" "$F/const.mp"
+  [[ "${lines[0]}" == "$(printf 'asks\tn 40\taccuracy 0.500\tkappa 0.000 [0.000, 0.000]\tno better than chance')" ]]
+  [[ "$stderr" == *"1 criterion is no better than chance"* ]]
+}
+
+@test "fb-report --judge names a bad labels line" {
+  printf 'r1\tasks\tyes\nr2 asks no\n' > "$F/bad.tsv"
+  run -1 --separate-stderr fb-report --judge "$F/bad.tsv" "$F/const.mp"
+  [[ "$stderr" == *"bad.tsv: line 2: want ID<TAB>CRITERION<TAB>LABEL"* ]]
+}

@@ -15,13 +15,15 @@
 #include "fw_cli.h"
 #include "fw_fbcat.h"
 #include "fw_json.h"
+#include "fw_judge.h"
 #include "fw_mp.h"
 #include "fw_stats.h"
 #include "fw_stream.h"
 
 static const char usage_text[] =
 	"usage: fb-report [--by PATH] [--paired-by PATH] [--records] [--seed S]\n"
-	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [FILE...]\n";
+	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [FILE...]\n"
+	"       fb-report --judge LABELS [--seed S] [--resamples N] [FILE...]\n";
 
 static void usage(FILE *f)
 {
@@ -802,7 +804,71 @@ out:
 	return rc;
 }
 
-enum { OPT_BY = 256, OPT_PAIRED, OPT_RECORDS, OPT_SEED, OPT_RESAMPLES, OPT_SKIP_BAD, OPT_VERSION };
+enum { OPT_BY = 256, OPT_PAIRED, OPT_RECORDS, OPT_SEED, OPT_RESAMPLES, OPT_SKIP_BAD, OPT_VERSION,
+       OPT_JUDGE };
+
+/*
+ * fb-report --judge: the agreement of the judge verdicts in the records'
+ * grade.judge with the human labels of the file `labels`.  Prints one block
+ * per criterion; exit 1 when a criterion is no better than chance.
+ */
+static int judge_main(const char *labels, char **files, int nfiles, uint64_t seed,
+		      unsigned resamples)
+{
+	struct fw_agree_set *set = fw_agree_set_new();
+	struct fw_buf text = { 0 };
+	char err[512];
+	int status = 0, flagged = 0, k;
+	long nl;
+
+	if (!set) {
+		fw_warn("out of memory");
+		return FW_EXIT_DATA;
+	}
+	if ((nl = fw_agree_set_labels(set, labels, err, sizeof err)) < 0) {
+		fw_warn("%s", err);
+		fw_agree_set_free(set);
+		return FW_EXIT_DATA;
+	}
+	for (int i = 0; i < nfiles; i++) {
+		struct fw_reader *r = fw_reader_open(files[i], NULL, err, sizeof err);
+		struct fw_rec rec;
+		int rc;
+		if (!r) {
+			fw_warn("%s", err);
+			status = FW_EXIT_DATA;
+			continue;
+		}
+		while ((rc = fw_reader_next(r, &rec)) == 1)
+			if (fw_agree_set_judged(set, rec.v, err, sizeof err) < 0) {
+				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", err);
+				status = FW_EXIT_DATA;
+			}
+		if (rc < 0) {
+			fw_warn_reader(r);
+			status = FW_EXIT_DATA;
+		}
+		fw_reader_close(r);
+	}
+	k = fw_agree_set_report(set, resamples, seed, &text, &flagged, err, sizeof err);
+	if (k < 0) {
+		fw_warn("%s", err);
+		status = FW_EXIT_DATA;
+	} else if (k == 0) {
+		fw_warn("no judged record has a label in %s", labels);
+		status = FW_EXIT_DATA;
+	} else {
+		fwrite(text.p, 1, text.n, stdout);
+		if (flagged) {
+			fw_warn("%d criteri%s no better than chance", flagged,
+				flagged == 1 ? "on is" : "a are");
+			status = FW_EXIT_DATA;
+		}
+	}
+	fw_buf_free(&text);
+	fw_agree_set_free(set);
+	return status;
+}
 
 int main(int argc, char **argv)
 {
@@ -817,9 +883,11 @@ int main(int argc, char **argv)
 		{"skip-bad", no_argument, NULL, OPT_SKIP_BAD},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
+		{"judge", required_argument, NULL, OPT_JUDGE},
 		{NULL, 0, NULL, 0},
 	};
 	static struct state st;
+	const char *judge_labels = NULL;
 	const char *out = NULL;
 	int level = -1, skip_bad = 0, c;
 	uint64_t u;
@@ -842,6 +910,7 @@ int main(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'z': level = 3; break;
 		case OPT_SKIP_BAD: skip_bad = 1; break;
+		case OPT_JUDGE: judge_labels = optarg; break;
 		case 'h':
 			usage(stdout);
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
@@ -852,6 +921,15 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return FW_EXIT_USAGE;
 		}
+	}
+	if (judge_labels) {
+		static char *stdin_one[] = {"-"};
+		int js = judge_main(judge_labels, optind < argc ? argv + optind : stdin_one,
+				    optind < argc ? argc - optind : 1, st.seed,
+				    st.resamples ? st.resamples : 2000);
+		if (fw_close_stdout() < 0)
+			js = FW_EXIT_DATA;
+		return js;
 	}
 	if (!(st.by = fw_path_parse(st.by_src, err, sizeof err)))
 		return usage_error("--by: %s", err);
