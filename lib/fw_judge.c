@@ -19,6 +19,7 @@
 
 #include "fw_grade.h"
 #include "fw_json.h"
+#include "fw_model.h"
 #include "fw_judge.h"
 #include "fw_stats.h"
 #include "fw_stream.h"
@@ -330,6 +331,7 @@ struct fw_judge {
 	struct fw_teacher *T;  /* builtin: or http: */
 	struct fw_tok *tok;    /* http: the tokenizer loaded from tok_dir */
 	char *prog;            /* exec: */
+	int max_pos;           /* http: the positions of tok_dir's config.json, or 0 */
 	double timeout_s;
 };
 
@@ -359,6 +361,11 @@ struct fw_judge *fw_judge_open(const char *spec, const char *tok_dir, double tim
 		snprintf(path, sizeof path, "%s/tokenizer.json", tok_dir);
 		if (!(j->tok = fw_tok_load(path, err, errlen)))
 			goto fail;
+		/* the server's model is tok_dir's: its positions bound the prompt */
+		struct fw_config cfg;
+		snprintf(path, sizeof path, "%s/config.json", tok_dir);
+		if (access(path, R_OK) == 0 && fw_config_load(&cfg, path, NULL, 0) == 0)
+			j->max_pos = cfg.max_pos;
 	} else if (strncmp(spec, "builtin:", 8)) {
 		seterr(err, errlen, "want builtin:DIR, http:URL[#MODEL] or exec:PROG, not '%s'",
 		       spec);
@@ -413,7 +420,7 @@ static int model_score(struct fw_judge *j, const struct fw_criterion *c, const c
 {
 	const struct fw_tok *t = j->tok ? j->tok : fw_teacher_tok(j->T);
 	struct fw_tok_ids p = { 0 }, s = { 0 };
-	int maxpos = fw_teacher_max_pos(j->T), rc = -1;
+	int maxpos = j->tok ? j->max_pos : fw_teacher_max_pos(j->T), rc = -1;
 	double lp[FW_JUDGE_MAX_LABELS];
 	float *logp = NULL;
 

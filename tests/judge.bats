@@ -153,3 +153,26 @@ judged() {
   run -1 --separate-stderr fb-report --judge "$F/bad.tsv" "$F/const.mp"
   [[ "$stderr" == *"bad.tsv: line 2: want ID<TAB>CRITERION<TAB>LABEL"* ]]
 }
+
+@test "a judge over serve gives the builtin judge's scores" {
+  serve --port 0 --ckpt "j=$F/ckpt" > "$F/serve.url" 2> "$F/serve.err" &
+  local pid=$!
+  for _ in $(seq 100); do [ -s "$F/serve.url" ] && break; sleep 0.05; done
+  run -0 grade --store "$F/st.git" --judge "http:$(cat "$F/serve.url")/v1#j" \
+    --judge-tokenizer "$F/ckpt" --rubric "$F/rubric.mp" -o "$F/http.mp" "$F/rollouts.mp"
+  kill "$pid"
+  [ -s "$F/builtin.json" ] || grade --store "$F/st.git" --judge "builtin:$F/ckpt" \
+    --rubric "$F/rubric.mp" "$F/rollouts.mp" | rec json > "$F/builtin.json"
+  # p is a softmax over sums of float32 log-probs (|log p| < 20, so each is
+  # good to about 20 * 2^-23 = 2.4e-6 between two forward passes that group
+  # sums differently); the softmax moves p by at most a quarter of the
+  # difference of its inputs, so 1e-4 leaves a factor of ten for a
+  # five-token label
+  run -0 jq -n --slurpfile a "$F/builtin.json" --slurpfile b <(rec json "$F/http.mp") '
+    [range($a | length) as $i | $a[$i].grade.judge | to_entries[] | .key as $k | .value.p
+     | to_entries[] | (.value - $b[$i].grade.judge[$k].p[.key]) | fabs] | max < 1e-4'
+  [ "$output" = true ]
+  run -0 jq -n --slurpfile a "$F/builtin.json" --slurpfile b <(rec json "$F/http.mp") \
+    '[$a[].grade.judge[].verdict] == [$b[].grade.judge[].verdict]'
+  [ "$output" = true ]
+}
