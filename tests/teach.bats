@@ -445,4 +445,13 @@ s.serve_forever()' > "$T/bad.url" &
     [ "$(jq -c --arg id "$id" 'select(.id == $id) | .teach.adv' "$T/t.json" | wc -c)" -gt 3 ]
     close_to "$(jq -c --arg id "$id" 'select(.id == $id) | .teach.adv' "$T/t.json")" "$(cat "$T/want")"
   done
+  # a tokenizer with a BOS (<|begin_of_text|>, 259): the prompt's BOS stays
+  jq -c '.post_processor = {type: "TemplateProcessing", single: [{SpecialToken: {id: "<|begin_of_text|>", type_id: 0}}, {Sequence: {id: "A", type_id: 0}}]}' \
+    "$T/ck/tokenizer.json" > "$T/tj" && mv "$T/tj" "$T/ck/tokenizer.json"
+  rec json "$T/long.mp" | jq -c 'select(.id == "p") | .tokens = [259] + .tokens | .mask = [0] + .mask' |
+    rec from-json | teach 2> /dev/null | rec json > "$T/b.json"
+  p=$(jq -c --argjson k "$((keep - 1))" '.tokens[-($k + 2):-2]' "$T/b.json" | tr -d '[]')
+  echo "{\"tokens\":[259,$p,$h,53,257]}" | rec from-json | ckpt score "$T/ck" |
+    rec json | jq -c '.logprobs[-2:] | [(.[0] + 1.0), (.[1] + 2.0)] | map(if . > 5 then 5 elif . < -5 then -5 else . end)' > "$T/want"
+  close_to "$(jq -c .teach.adv "$T/b.json")" "$(cat "$T/want")"
 }
