@@ -233,6 +233,53 @@ static long num_array(struct fw_mpv v, double **out)
 	return k;
 }
 
+/* Replaces ids with the encoding of "\nHint: " and as many whole lines of
+ * hint (text ending in '\n') as fit in room tokens; when not even the first
+ * line fits, the first room tokens of the full encoding.  Returns 0, or -1
+ * out of memory. */
+static int fit_hint(const struct fw_tok *t, const struct fw_buf *hint, long room,
+		    struct fw_tok_ids *ids)
+{
+	struct fw_tok_ids best = { 0 }, try = { 0 };
+	const char *s = (const char *)hint->p;
+	size_t n = 0;
+
+	for (;;) {
+		const char *nl = memchr(s + n, '\n', hint->n - n);
+
+		if (!nl)
+			break;
+		size_t m = (size_t)(nl - s) + 1;
+
+		try.n = 0;
+		if (fw_tok_encode(t, "\nHint: ", 7, 0, 0, &try) || fw_tok_encode(t, s, m, 0, 0, &try))
+			goto oom;
+		if ((long)try.n > room)
+			break;
+		struct fw_tok_ids x = best;
+
+		best = try;
+		try = x;
+		n = m;
+		if (n == hint->n)
+			break;
+	}
+	if (n) {
+		fw_tok_ids_release(ids);
+		*ids = best;
+		best = (struct fw_tok_ids){ 0 };
+	} else if ((long)ids->n > room) {
+		ids->n = room > 0 ? (size_t)room : 0;
+	}
+	fw_tok_ids_release(&best);
+	fw_tok_ids_release(&try);
+	return 0;
+oom:
+	fw_tok_ids_release(&best);
+	fw_tok_ids_release(&try);
+	return -1;
+}
+
 int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			 const struct fw_teach_hints *hs, double clip, float **adv,
 			 long *nadv, char *err, size_t errlen)
@@ -303,33 +350,64 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 		seterr(err, errlen, "out of memory");
 		goto out;
 	}
-	long N = ntk + (long)hid.n;
+	long N = ntk + (long)hid.n, C = ntk - first;
 	int max_pos = fw_teacher_max_pos(T);
+	/* what the teacher reads: BOS (b of them), the last p prompt tokens,
+	 * h hint tokens, the completion */
+	long b = 0, p = first, h = (long)hid.n;
 
 	if (max_pos && N > max_pos) {
-		rc = 1;
-		seterr(err, errlen, "%ld tokens with the hint, more than the model's %d", N, max_pos);
-		goto out;
+		if (C >= max_pos) {
+			rc = 1;
+			seterr(err, errlen, "%ld-token completion, more than the model's %d",
+			       C, max_pos);
+			goto out;
+		}
+		b = fw_tok_bos(t) >= 0 && (int32_t)tk[0] == fw_tok_bos(t);
+		long room = max_pos - C - b; /* for prompt and hint */
+
+		p = first - b;
+		if (p + h > room)
+			p = room > h ? room - h : 0;
+		if (h > room && fit_hint(t, &hint, room, &hid)) {
+			seterr(err, errlen, "out of memory");
+			goto out;
+		}
+		h = (long)hid.n;
+		/* what a shortened hint leaves goes back to the prompt */
+		if (p + h < room)
+			p = first - b < room - h ? first - b : room - h;
+		N = b + p + h + C;
 	}
-	seq = malloc(sizeof(int32_t) * (size_t)N);
-	logp = malloc(sizeof(float) * (size_t)N);
+	seq = malloc(sizeof(int32_t) * (size_t)(N ? N : 1));
+	logp = malloc(sizeof(float) * (size_t)(N ? N : 1));
 	if (!seq || !logp) {
 		seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	long j = 0;
-	for (long i = 0; i < first; i++)
+	for (long i = 0; i < b; i++)
 		seq[j++] = (int32_t)tk[i];
-	for (size_t i = 0; i < hid.n; i++)
+	for (long i = first - p; i < first; i++)
+		seq[j++] = (int32_t)tk[i];
+	for (long i = 0; i < h; i++)
 		seq[j++] = hid.ids[i];
 	for (long i = first; i < ntk; i++)
 		seq[j++] = (int32_t)tk[i];
-	/* the prompt before the hint is the rollout's own: shared */
-	if (fw_teacher_score_from(T, seq, N, first, logp, err, errlen))
+	/* the prompt before the hint is the rollout's own: shared, up to the
+	 * log-prob of the first completion token */
+	long P = b + p < b + p + h - 1 ? b + p : b + p + h - 1;
+
+	if (N < 2) {
+		rc = 1;
+		seterr(err, errlen, "nothing to score");
+		goto out;
+	}
+	if (fw_teacher_score_from(T, seq, N, P, logp, err, errlen))
 		goto out;
 	/* token i of the rollout sits at i + shift in seq; its log-prob is at
 	 * the position before it */
-	long k = 0, shift = (long)hid.n;
+	long k = 0, shift = b + p + h - first;
 	for (long i = first; i < ntk; i++) {
 		if (mk[i] == 0)
 			continue;

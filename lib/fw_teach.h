@@ -234,9 +234,15 @@ int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
  * On success *adv receives malloc'd values, one per policy token, and
  * *nadv their number: clip(log p_teacher - log p_student, +-clip), 0 when
  * there is no hint on the turn.
+ * When prompt, hint and completion are more than T's positions, the prompt
+ * is cut from its far end (a leading BOS of t stays, and the tokens nearest
+ * the completion), then, if still needed, the hint to its first whole lines
+ * (to its first tokens when not even one line fits); what a shortened hint
+ * leaves goes back to the prompt.  The completion is never cut.
  * Returns 0; 1 when credit cannot be given for this record, with the
- * reason in err (no tokens, no log-probs, counts that disagree, too long for
- * the model); -1 on failure of the teacher or memory, err filled.
+ * reason in err (no tokens, no log-probs, counts that disagree, a
+ * completion alone as long as the model's positions); -1 on failure of the
+ * teacher or memory, err filled.
  */
 int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			 const struct fw_teach_hints *hs, double clip, float **adv,

@@ -408,3 +408,50 @@ s.serve_forever()' > "$T/bad.url" &
   assert_output 1
   [[ $stderr == *"teach: <stdin>: record 2 (byte 211): not msgpack"* ]]
 }
+
+@test "too long for the model: the prompt is cut from its far end, then the hint to its first lines; credit omitted only when the completion alone does not fit" {
+  fill
+  R=$(printf 'r%.0s' $(seq 200))
+  rec json "$T/f.mp" | jq -c --arg r "$R" '
+    ([range(300) | 50, 43] + [61]) as $p |
+    # a prompt of 601 tokens: only its last ones fit with the hint
+    (.id = "p" | .tokens = $p + [53, 257] | .mask = [$p[] | 0] + [1, 1]),
+    # four failing tests of 215-byte lines: the hint alone does not fit
+    (.id = "h" | .grade.reason = $r | .grade.tests = {t1: "fail", t2: "fail", t3: "fail", t4: "fail"}),
+    # a 512-token completion: nothing fits
+    (.id = "c" | .tokens = [50] + [range(512) | 53] | .mask = [0] + [range(512) | 1] |
+     .turns[1].logprobs = [range(512) | -1.0])' | rec from-json > "$T/long.mp"
+  run -0 --separate-stderr teach -o "$T/t.mp" "$T/long.mp"
+  assert_equal "$stderr" "$(printf '%s\n' 'teach: credit for 2 of 3 failing rollouts (66.7%)' \
+    "teach: omitted for 1: N-token completion, more than the model's N")"
+  rec json "$T/t.mp" > "$T/t.json"
+  run -0 jq -c '[.id, (.teach.adv | length), .teach.adv_omitted]' "$T/t.json"
+  assert_line --index 0 '["p",2,null]'
+  assert_line --index 1 '["h",2,null]'
+  assert_line --index 2 '["c",0,"512-token completion, more than the model'"'"'s 512"]'
+  # ckpt score on what the teacher was to read: the prompt's last tokens
+  # (512 in all), or the prompt and the hint's first two lines
+  hint=$(jq -r 'select(.id == "p") | .teach.hints[0].text' "$T/t.json")
+  h=$(printf '\nHint: %s\n' "$hint" | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//;s/,$//')
+  keep=$((512 - 2 - $(printf '\nHint: %s\n' "$hint" | wc -c)))
+  two=$(jq -r 'select(.id == "h") | .teach.hints[0:2] | map(.text) | join("\n")' "$T/t.json")
+  [ "${#two}" -eq 433 ]
+  h2=$(printf '\nHint: %s\n' "$two" | od -An -tu1 -v | tr -s ' \n' ',,' | sed 's/^,//;s/,$//')
+  for c in "p:$(jq -c --argjson k "$keep" 'select(.id == "p") | .tokens[-($k + 2):-2]' "$T/t.json" | tr -d '[]'),$h" \
+           "h:50,43,50,61,$h2"; do
+    id=${c%%:*}
+    echo "{\"tokens\":[${c#*:},53,257]}" | rec from-json | ckpt score "$T/ck" |
+      rec json | jq -c '.logprobs[-2:] | [(.[0] + 1.0), (.[1] + 2.0)] | map(if . > 5 then 5 elif . < -5 then -5 else . end)' > "$T/want"
+    [ "$(jq -c --arg id "$id" 'select(.id == $id) | .teach.adv' "$T/t.json" | wc -c)" -gt 3 ]
+    close_to "$(jq -c --arg id "$id" 'select(.id == $id) | .teach.adv' "$T/t.json")" "$(cat "$T/want")"
+  done
+  # a tokenizer with a BOS (<|begin_of_text|>, 259): the prompt's BOS stays
+  jq -c '.post_processor = {type: "TemplateProcessing", single: [{SpecialToken: {id: "<|begin_of_text|>", type_id: 0}}, {Sequence: {id: "A", type_id: 0}}]}' \
+    "$T/ck/tokenizer.json" > "$T/tj" && mv "$T/tj" "$T/ck/tokenizer.json"
+  rec json "$T/long.mp" | jq -c 'select(.id == "p") | .tokens = [259] + .tokens | .mask = [0] + .mask' |
+    rec from-json | teach 2> /dev/null | rec json > "$T/b.json"
+  p=$(jq -c --argjson k "$((keep - 1))" '.tokens[-($k + 2):-2]' "$T/b.json" | tr -d '[]')
+  echo "{\"tokens\":[259,$p,$h,53,257]}" | rec from-json | ckpt score "$T/ck" |
+    rec json | jq -c '.logprobs[-2:] | [(.[0] + 1.0), (.[1] + 2.0)] | map(if . > 5 then 5 elif . < -5 then -5 else . end)' > "$T/want"
+  close_to "$(jq -c .teach.adv "$T/b.json")" "$(cat "$T/want")"
+}

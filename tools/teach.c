@@ -29,7 +29,7 @@ static const char usage_text[] =
 	"             [--hint-temp X] [--seed N] [--timeout SEC] [-j N] [-o OUT] [FILE ...]\n"
 	"       teach -h | --help | --version\n";
 
-enum { NCACHE = 4 };
+enum { NCACHE = 4, NOMIT = 8 };
 
 /* What one worker thread owns: teachers by spec (most recent first) and
  * the tokenizer of an http teacher's records. */
@@ -128,6 +128,8 @@ struct job {
 	struct fw_buf out;       /* the record to write (n 0: none) */
 	struct fw_buf diag;      /* diagnostics, one a line */
 	int bad, done;
+	int hinted, credited;    /* the record has hints; they gave it credit */
+	char omitted[160];       /* why not, digits as N ("" when credited) */
 };
 
 static void diag(struct job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -161,6 +163,24 @@ static int policy_ckpt(struct fw_mpv v, char *buf, size_t n)
 	return 1;
 }
 
+/* The reason s into buf (size n) with each run of digits as N, so that
+ * reasons differing only in their numbers count together. */
+static void reason_class(char *buf, size_t n, const char *s)
+{
+	size_t j = 0;
+
+	for (; *s && j + 1 < n; s++) {
+		if (*s >= '0' && *s <= '9') {
+			if (j && buf[j - 1] == 'N')
+				continue;
+			buf[j++] = 'N';
+		} else {
+			buf[j++] = *s == '\n' ? ' ' : *s;
+		}
+	}
+	buf[j] = 0;
+}
+
 /* Hints and credit for job J's record into J->out. */
 static void process(const struct ctx *C, struct worker *W, struct job *J)
 {
@@ -173,6 +193,8 @@ static void process(const struct ctx *C, struct worker *W, struct job *J)
 	int has_ckpt = policy_ckpt(v, ckpt, sizeof ckpt);
 
 	fw_buf_reset(&J->out);
+	J->hinted = J->credited = 0;
+	J->omitted[0] = 0;
 	if ((C->use_env && fw_teach_env_hints(v, C->max_chars, &hs, err, sizeof err) < 0) ||
 	    (C->rules && fw_teach_rule_hints(C->rules, v, &hs, err, sizeof err) < 0) ||
 	    (demo.n && fw_teach_demo_hint(v, demo, C->demo_chars, &hs, err, sizeof err) < 0)) {
@@ -242,6 +264,12 @@ static void process(const struct ctx *C, struct worker *W, struct job *J)
 				diag(J, "teacher: %s", why);
 		}
 	}
+	if (!C->no_teacher && hs.n) {
+		J->hinted = 1;
+		J->credited = adv != NULL;
+		if (!adv)
+			reason_class(J->omitted, sizeof J->omitted, reason ? reason : "no credit");
+	}
 	fw_buf_reset(&W->tb);
 	if (fw_teach_pack(&W->tb, &hs, adv, nadv, reason, other, hint_error)) {
 		diag(J, "out of memory");
@@ -273,6 +301,10 @@ struct pool {
 	pthread_cond_t work, ready;
 	struct fw_writer *w;
 	int status, write_failed;
+	/* the share of hinted records that got credit, and why the rest not */
+	uint64_t hinted, credited;
+	struct { char why[160]; uint64_t n; } omit[NOMIT];
+	int nomit;
 };
 
 struct wa { struct pool *P; int i; };
@@ -313,6 +345,20 @@ static void emit(struct pool *P, struct job *J)
 	}
 	if (J->bad)
 		P->status = FW_EXIT_DATA;
+	P->hinted += J->hinted;
+	P->credited += J->credited;
+	if (J->hinted && !J->credited) {
+		int i = 0;
+
+		while (i < P->nomit && strcmp(P->omit[i].why, J->omitted))
+			i++;
+		/* past NOMIT distinct reasons the last slot holds the rest */
+		if (i == P->nomit && P->nomit == NOMIT)
+			snprintf(P->omit[i = NOMIT - 1].why, sizeof P->omit[0].why, "other reasons");
+		else if (i == P->nomit)
+			snprintf(P->omit[P->nomit++].why, sizeof P->omit[0].why, "%s", J->omitted);
+		P->omit[i].n++;
+	}
 	if (J->out.n && !P->write_failed && fw_writer_put(P->w, J->out.p, J->out.n)) {
 		fw_warn("write error: %s", fw_writer_error(P->w));
 		P->status = FW_EXIT_DATA;
@@ -681,6 +727,14 @@ int main(int argc, char **argv)
 		pthread_join(P.th[i], NULL);
 	if (P.status)
 		status = P.status;
+	if (P.hinted) {
+		fprintf(stderr, "%s: credit for %llu of %llu failing rollouts (%.1f%%)\n", fw_prog,
+			(unsigned long long)P.credited, (unsigned long long)P.hinted,
+			100.0 * (double)P.credited / (double)P.hinted);
+		for (int i = 0; i < P.nomit; i++)
+			fprintf(stderr, "%s: omitted for %llu: %s\n", fw_prog,
+				(unsigned long long)P.omit[i].n, P.omit[i].why);
+	}
 	for (uint64_t i = 0; i < P.cap; i++) {
 		fw_buf_free(&P.ring[i].rec);
 		fw_buf_free(&P.ring[i].demo);
