@@ -8,7 +8,7 @@ bats_require_minimum_version 1.5.0
 setup() {
   bats_load_library bats-support
   bats_load_library bats-assert
-  export LC_ALL=C FW_THREADS=2
+  export LC_ALL=C FW_THREADS=${FW_THREADS:-2}
   FX="$BATS_TEST_DIRNAME/fixtures/teach"
   M="$BATS_TEST_DIRNAME/../samples/models"
   T="$BATS_TEST_TMPDIR"

@@ -2,7 +2,7 @@
 """PyTorch reference for train-step's losses and its AdamW step.
 
 usage: train_ref.py make CKPT_DIR N SEED > RECORDS.jsonl
-       train_ref.py same DIR_A DIR_B [--tol R]
+       train_ref.py same DIR_A DIR_B [--tol R] [--ulps K]
        train_ref.py check BEFORE_DIR AFTER_DIR RECORDS.jsonl METRICS.jsonl
                     [--objective LIST] [--lr X] [--clip-grad X] [--weight-decay X]
                     [--beta1 X] [--beta2 X] [--eps X] [--clip-low X] [--clip-high X]
@@ -27,6 +27,9 @@ exits 1 when any fails, 2 on bad usage.
 
 `same` compares the parameters of two checkpoints (relative to each
 tensor's largest value), e.g. a data-parallel run with one process's.
+With --ulps K it compares them in one norm instead: the L2 norm of A - B
+over all parameters must be at most K * u * |B| (u = 2^-24, float32's
+unit roundoff, so K counts roundings of every parameter).
 """
 import argparse
 import json
@@ -237,6 +240,14 @@ def same(a):
     if A.keys() != B.keys():
         print("FAIL the checkpoints hold different tensors")
         return 1
+    if a.ulps is not None:
+        d = sum(((A[k].double() - B[k].double()) ** 2).sum() for k in A).sqrt().item()
+        nb = sum((B[k].double() ** 2).sum() for k in A).sqrt().item()
+        bound = a.ulps * 2.0 ** -24 * nb
+        ok = d <= bound
+        print(f"{'ok  ' if ok else 'FAIL'} parameters, |A - B| = {d:.3g} = {d / (2.0 ** -24 * nb):.3g} "
+              f"u |B| (|B| = {nb:.4g}, bound {a.ulps:g} u |B| = {bound:.3g})")
+        return 0 if ok else 1
     worst, wn = max((rel(A[k].double(), B[k].double()), k) for k in A)
     ok = worst <= a.tol
     print(f"{'ok  ' if ok else 'FAIL'} parameters, worst relative difference ({wn}): "
@@ -276,6 +287,7 @@ def main(argv):
     sm.add_argument("a")
     sm.add_argument("b")
     sm.add_argument("--tol", type=float, default=1e-5)
+    sm.add_argument("--ulps", type=float)
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     return {"make": make, "check": check, "same": same}[a.cmd](a)
