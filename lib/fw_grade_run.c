@@ -2,8 +2,10 @@
  * fw_grade_run.c — grading one rollout in the clean room (see fw_grade.h):
  * workspace, patch, protected files, test run, score, grade sub-map.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,11 +26,38 @@ extern char **environ;
 
 #define MAX_STORES 8
 #define LIT_FILE_MAX (256u << 10)
+/* bytes of one stream of a graded run kept: the report comes on one */
+#define RUN_OUTPUT_CAP (32u << 20)
+/* the largest file a binary patch may write that is still read as text */
+#define BIN_TEXT_MAX (1u << 20)
+
+/*
+ * How the test command runs.  The report comes through descriptor 3, a
+ * pipe to the grader ($FW_REPORT is /dev/fd/3): what the code under test
+ * writes there cannot be taken back, so a report forged after the
+ * runner's own shows as a second one, and there is no report file in the
+ * workspace to rewrite or replace by a link.  The command's stdout goes
+ * to stderr, where the runner's count line is looked for.  TAP reports
+ * are the command's stdout, as before.
+ */
+static const char run_report_wrapper[] = "exec 3>&1 1>&2; exec sh -c \"$1\"";
+/* Python runs as with -P -s and no plugins but the ones the command
+ * names: nothing the patch leaves on the path starts with the runner */
+static const char *const run_env[] = {
+	"FW_REPORT=/dev/fd/3", "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1",
+	"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", NULL,
+};
+static const char *const run_env_tap[] = {
+	"FW_REPORT=/dev/null", "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1",
+	"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", NULL,
+};
 
 struct store_slot {
 	char *path;
 	struct fw_store *s;
 };
+
+static int in_list(const struct fw_strlist *l, const char *s);
 
 struct fw_grader {
 	struct fw_grade_opts o;
@@ -38,6 +67,10 @@ struct fw_grader {
 	char lit_tree[FW_OID_HEX];
 	struct fw_store *lit_store;
 	struct fw_strlist lits;
+	/* top-level names the sandbox's Python imports from its site
+	 * directories (listed once) */
+	struct fw_strlist installed;
+	int have_installed;
 };
 
 struct fw_grader *fw_grader_new(const struct fw_grade_opts *o)
@@ -61,6 +94,7 @@ void fw_grader_free(struct fw_grader *g)
 		fw_store_free(g->stores[i].s);
 	}
 	fw_strlist_free(&g->lits);
+	fw_strlist_free(&g->installed);
 	free(g);
 	git_libgit2_shutdown();
 }
@@ -97,6 +131,51 @@ static struct fw_store *store_for(struct fw_grader *g, const char *path, char *e
 	}
 	g->stores[g->nstores++] = (struct store_slot){ p, s };
 	return s;
+}
+
+/* Lists once the top-level names the sandbox's Python can import from its
+ * site directories (the sandbox binds /usr as the host has it): packages,
+ * modules and extension modules, without their metadata.  Returns 0 or -1
+ * (out of memory). */
+static int list_installed(struct fw_grader *g)
+{
+	if (g->have_installed)
+		return 0;
+	static const char *const pats[] = { "/usr/lib/python3*/dist-packages",
+					    "/usr/lib/python3*/site-packages",
+					    "/usr/local/lib/python3*/dist-packages",
+					    "/usr/local/lib/python3*/site-packages", NULL };
+	for (size_t p = 0; pats[p]; p++) {
+		glob_t gl;
+		if (glob(pats[p], 0, NULL, &gl) != 0)
+			continue;
+		for (size_t i = 0; i < gl.gl_pathc; i++) {
+			DIR *d = opendir(gl.gl_pathv[i]);
+			struct dirent *e;
+			while (d && (e = readdir(d))) {
+				char name[256];
+				snprintf(name, sizeof name, "%s", e->d_name);
+				if (name[0] == '.' || !strcmp(name, "__pycache__") ||
+				    strstr(name, ".dist-info") || strstr(name, ".egg-info") ||
+				    strstr(name, ".pth"))
+					continue;
+				char *dot = strchr(name, '.');
+				if (dot)
+					*dot = '\0';
+				if (name[0] && !in_list(&g->installed, name) &&
+				    fw_strlist_add(&g->installed, name) < 0) {
+					closedir(d);
+					globfree(&gl);
+					return -1;
+				}
+			}
+			if (d)
+				closedir(d);
+		}
+		globfree(&gl);
+	}
+	g->have_installed = 1;
+	return 0;
 }
 
 /* ---- reading the rollout --------------------------------------------------------- */
@@ -210,7 +289,7 @@ static void orig_cache_free(struct orig_cache *c)
 /* Everything one grading holds, released together. */
 struct job {
 	char *task_id, *tree, *orig, *cmd, *report, *store_path, *patch;
-	struct fw_strlist f2p, p2p, xfail;
+	struct fw_strlist f2p, p2p, xfail, scope;
 	char tmp[4096], ws[4200];
 	struct fw_store *s;
 	struct fw_file *ofiles, *tfiles;
@@ -238,6 +317,7 @@ static void job_free(struct job *j)
 	fw_strlist_free(&j->f2p);
 	fw_strlist_free(&j->p2p);
 	fw_strlist_free(&j->xfail);
+	fw_strlist_free(&j->scope);
 	fw_files_free(j->ofiles, j->nofiles);
 	fw_files_free(j->tfiles, j->ntfiles);
 	fw_patch_free(&j->patch_parsed);
@@ -282,6 +362,8 @@ static int read_task(struct fw_grader *g, struct fw_mpv rec, struct job *j)
 		return bad(j, "task 'p2p' is not an array of strings");
 	if (str_array(task, "xfail", &j->xfail) < 0)
 		return bad(j, "task 'xfail' is not an array of strings");
+	if (str_array(task, "scope", &j->scope) < 0)
+		return bad(j, "task 'scope' is not an array of strings");
 	if (dup_str(task, "store", &j->store_path) < 0)
 		return bad(j, "task 'store' is not a string");
 	if (fw_mp_get(rec, "patch", &v) != 1)
@@ -471,14 +553,14 @@ out:
 	return rc;
 }
 
-static int restore_protected(struct job *j, char *err, size_t errlen)
+/* Puts back the protected files: those in t (the paths the patch
+ * touched) and those in which the task tree differs from the original. */
+static int restore_protected(struct job *j, const struct fw_strlist *tl, char *err, size_t errlen)
 {
-	struct fw_strlist t = { 0 };
+	const struct fw_strlist t = *tl;
 	int rc = -1;
-	if (touched(j->ws, &t, err, errlen) < 0)
-		goto out;
 	for (size_t i = 0; i < t.n; i++)
-		if (strcmp(t.v[i], FW_REPORT_PATH) != 0 && restore(j, t.v[i], 1, err, errlen) < 0)
+		if (restore(j, t.v[i], 1, err, errlen) < 0)
 			goto out;
 	/* protected files in which the task tree itself differs */
 	for (size_t i = 0; i < j->nofiles; i++) {
@@ -497,7 +579,92 @@ static int restore_protected(struct job *j, char *err, size_t errlen)
 	}
 	rc = 0;
 out:
-	fw_strlist_free(&t);
+	return rc;
+}
+
+/* patch-scope: every path the patch touched that it may not. */
+static int check_scope(struct fw_grader *g, struct job *j, const struct fw_strlist *t)
+{
+	if (list_installed(g) < 0)
+		return -1;
+	struct fw_scope sc = { &j->scope, j->ofiles, j->nofiles, &g->installed, j->cmd };
+	for (size_t i = 0; i < t->n; i++) {
+		const char *why = fw_scope_why(&sc, t->v[i]);
+		if (why && fw_hacks_add(&j->hacks, FW_HACK_SCOPE, "%s: %s", t->v[i], why) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* 1 when n bytes at d read as text: no NUL in the first 8000 (git's own
+ * test). */
+static int is_text(const char *d, size_t n)
+{
+	return !memchr(d, '\0', n < 8000 ? n : 8000);
+}
+
+/*
+ * binary-patch: a binary patch whose target is text (the original file, or
+ * what the patch wrote).  The text it wrote goes through the detectors
+ * like added lines, so a payload does not hide in a binary hunk.
+ */
+static int check_binary(struct job *j, fw_orig_fn orig, void *arg, const struct fw_strlist *lits)
+{
+	struct fw_patch bin = { 0 };
+	int rc = -1;
+	for (size_t i = 0; i < j->patch_parsed.n; i++) {
+		const struct fw_patch_file *f = &j->patch_parsed.v[i];
+		if (!f->binary)
+			continue;
+		const char *path = f->new_path ? f->new_path : f->old_path;
+		if (!path)
+			continue;
+		const char *o = f->old_path ? orig(arg, f->old_path) : NULL;
+		char full[8400], *d = NULL;
+		size_t n = 0;
+		snprintf(full, sizeof full, "%s/%s", j->ws, path);
+		struct stat st;
+		int wrote = f->new_path && lstat(full, &st) == 0 && S_ISREG(st.st_mode) &&
+			    st.st_size <= BIN_TEXT_MAX && read_file(full, &d, &n) == 0;
+		if (!(o && is_text(o, strlen(o))) && !(wrote && is_text(d, n))) {
+			free(d);
+			continue;
+		}
+		if (fw_hacks_add(&j->hacks, FW_HACK_BINARY, "%s: binary patch of a text file", path) < 0) {
+			free(d);
+			goto out;
+		}
+		if (wrote && is_text(d, n)) {
+			/* the file's lines as a patch that adds them all */
+			struct fw_buf b = { 0 };
+			size_t lines = 0;
+			for (size_t k = 0; k < n; k++)
+				lines += d[k] == '\n';
+			lines += n && d[n - 1] != '\n';
+			int fail = fw_buf_printf(&b, "--- a/%s\n+++ b/%s\n@@ -0,0 +1,%zu @@\n", path,
+						 path, lines) < 0;
+			for (size_t k = 0; k < n && !fail;) {
+				size_t e = k;
+				while (e < n && d[e] != '\n')
+					e++;
+				fail |= fw_buf_append(&b, "+", 1) < 0 || fw_buf_append(&b, d + k, e - k) < 0 ||
+					fw_buf_append(&b, "\n", 1) < 0;
+				k = e + 1;
+			}
+			char pe[128];
+			int k = fail ? -1 : fw_patch_parse(&bin, (const char *)b.p, b.n, pe, sizeof pe);
+			fw_buf_free(&b);
+			if (k < 0) {
+				free(d);
+				goto out;
+			}
+		}
+		free(d);
+	}
+	rc = bin.n ? fw_detect_patch(&bin, orig, arg, lits, &j->hacks) : 0;
+	rc = rc < 0 ? -1 : 0;
+out:
+	fw_patch_free(&bin);
 	return rc;
 }
 
@@ -588,7 +755,36 @@ static int load_literals(struct fw_grader *g, struct job *j)
 	return 0;
 }
 
-/* network and cache-read findings from the rollout's events and calls */
+struct shell_scan {
+	struct fw_hacks *h;
+	int turn, rc;
+};
+
+/* cache-read in one shell block of a turn's text */
+static void scan_block(void *arg, const char *s, size_t n)
+{
+	struct shell_scan *sc = arg;
+	if (sc->rc == 0 && fw_mentions_cache(s, n) &&
+	    fw_hacks_add(sc->h, FW_HACK_CACHE, "turn %d: %.*s", sc->turn, (int)(n > 80 ? 80 : n),
+			 s) < 0)
+		sc->rc = -1;
+}
+
+/* 1 when a turn of this role is the agent's own (what it said it ran),
+ * not the prompt or a tool's output */
+static int agent_role(struct fw_mpv turn)
+{
+	struct fw_mpv r;
+	const char *s;
+	size_t n;
+	if (fw_mp_get(turn, "role", &r) != 1 || fw_mp_str(r, &s, &n) < 0)
+		return 1;
+	return !((n == 4 && !memcmp(s, "user", 4)) || (n == 4 && !memcmp(s, "tool", 4)) ||
+		 (n == 6 && !memcmp(s, "system", 6)));
+}
+
+/* network and cache-read findings from the rollout's events, its tool
+ * calls and the shell blocks of its agent turns */
 static int rollout_findings(struct fw_mpv rec, struct fw_hacks *h)
 {
 	struct fw_mpv v, e, k;
@@ -617,6 +813,14 @@ static int rollout_findings(struct fw_mpv rec, struct fw_hacks *h)
 	    fw_mp_iter_init(&it, v) < 0)
 		return 0;
 	for (int t = 0; fw_mp_iter_next(&it, &e) == 1; t++) {
+		if (fw_mp_type(e) != FW_MP_MAP)
+			continue;
+		if (agent_role(e) && fw_mp_get(e, "text", &k) == 1 && fw_mp_str(k, &s, &n) >= 0) {
+			struct shell_scan sc = { h, t, 0 };
+			fw_shell_blocks(s, n, scan_block, &sc);
+			if (sc.rc < 0)
+				return -1;
+		}
 		if (fw_mp_get(e, "calls", &k) != 1 || fw_mp_type(k) != FW_MP_ARRAY ||
 		    fw_mp_iter_init(&ci, k) < 0)
 			continue;
@@ -633,23 +837,59 @@ static int rollout_findings(struct fw_mpv rec, struct fw_hacks *h)
 	return 0;
 }
 
+/*
+ * report-mismatch: what the report says against what the runner said.  A
+ * report better than its runner is forged: the runner failed (exit status
+ * not 0) and the report holds no failure; the runner's count line says
+ * tests failed and the report holds no failure, or it says fewer passed
+ * than the report does; or the report descriptor got more than one report.
+ */
+static int check_agreement(struct job *j, const struct fw_sandbox_result *res, int tap)
+{
+	const struct fw_report *r = j->rep;
+	size_t bad = fw_report_count(r, FW_FAIL) + fw_report_count(r, FW_ERROR);
+	size_t pass = fw_report_count(r, FW_PASS);
+	if (!tap && r->docs > 1 &&
+	    fw_hacks_add(&j->hacks, FW_HACK_MISMATCH, "%d reports on the report descriptor",
+			 r->docs) < 0)
+		return -1;
+	if (res->exit_code != 0 && bad == 0 &&
+	    fw_hacks_add(&j->hacks, FW_HACK_MISMATCH,
+			 "the runner exited %d, the report has no failure", res->exit_code) < 0)
+		return -1;
+	struct fw_summary sm;
+	if (tap || res->err.truncated || !res->err.data ||
+	    !fw_summary_find(res->err.data, res->err.len, &sm))
+		return 0;
+	if (sm.failed + sm.errors > 0 && bad == 0 &&
+	    fw_hacks_add(&j->hacks, FW_HACK_MISMATCH,
+			 "the runner counted %ld failed and %ld errors, the report none", sm.failed,
+			 sm.errors) < 0)
+		return -1;
+	if ((long)pass > sm.passed + sm.xpassed &&
+	    fw_hacks_add(&j->hacks, FW_HACK_MISMATCH,
+			 "the runner counted %ld passed, the report %zu", sm.passed + sm.xpassed,
+			 pass) < 0)
+		return -1;
+	return 0;
+}
+
 /* Runs the test command and reads its report.  Returns 0, 1 bad input
  * (report that cannot be parsed), -1 the sandbox failed. */
 static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errlen)
 {
-	char rpath[4300];
-	snprintf(rpath, sizeof rpath, "%s/%s", j->ws, FW_REPORT_PATH);
-	fw_rmtree(rpath);
+	int tap = j->report && strcmp(j->report, "tap") == 0;
 	struct fw_sandbox_opts o;
 	fw_sandbox_opts_init(&o);
 	o.workspace = j->ws;
 	o.timeout_s = g->o.timeout_s;
 	o.fsize_bytes = 1ull << 30;
-	const char *env[] = { "FW_REPORT=" FW_SANDBOX_WORKDIR "/" FW_REPORT_PATH, NULL };
-	o.env = env;
-	char *argv[] = { "sh", "-c", j->cmd, NULL };
+	o.output_cap = RUN_OUTPUT_CAP;
+	o.env = tap ? run_env_tap : run_env;
+	char *argv_tap[] = { "sh", "-c", j->cmd, NULL };
+	char *argv_fd[] = { "sh", "-c", (char *)run_report_wrapper, "sh", j->cmd, NULL };
 	struct fw_sandbox_result res;
-	if (fw_sandbox_run(&o, argv, &res, err, errlen) < 0)
+	if (fw_sandbox_run(&o, tap ? argv_tap : argv_fd, &res, err, errlen) < 0)
 		return -1;
 	int rc = 0;
 	j->time = res.wall_s;
@@ -670,22 +910,26 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 	}
 	char perr[256] = "";
 	int n;
-	if (j->report && strcmp(j->report, "tap") == 0) {
-		n = fw_report_parse_tap(j->rep, res.out.data ? res.out.data : "", res.out.len, perr,
-					sizeof perr);
+	const char *rd = res.out.data ? res.out.data : "";
+	size_t rn = res.out.len;
+	if (res.out.truncated) {
+		rc = bad(j, "cannot parse the test report: larger than %u MiB", RUN_OUTPUT_CAP >> 20);
+		goto out;
+	}
+	if (tap) {
+		n = fw_report_parse_tap(j->rep, rd, rn, perr, sizeof perr);
 	} else {
-		struct stat st;
-		if (lstat(rpath, &st) < 0) {
+		size_t lead = 0;
+		while (lead < rn && (rd[lead] == ' ' || rd[lead] == '\n' || rd[lead] == '\r' ||
+				     rd[lead] == '\t'))
+			lead++;
+		if (lead == rn) {
 			n = 0;
-		} else if (!S_ISREG(st.st_mode)) {
-			/* a link the tested code planted must not make the
-			 * grader read a file of the host */
-			rc = bad(j, "cannot parse the test report: not a regular file");
-			goto out;
 		} else {
 			int fmt = j->report ? fw_report_format_parse(j->report) : FW_REPORT_JUNIT;
-			n = fw_report_load(j->rep, rpath, (enum fw_report_format)fmt, perr,
-					   sizeof perr);
+			n = fmt == FW_REPORT_GOTEST
+				    ? fw_report_parse_gotest(j->rep, rd, rn, perr, sizeof perr)
+				    : fw_report_parse_junit(j->rep, rd, rn, perr, sizeof perr);
 			if (n < 0) {
 				rc = bad(j, "cannot parse the test report: %s", perr);
 				goto out;
@@ -709,8 +953,11 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 		goto out;
 	}
 	j->have_report = 1;
+	if (check_agreement(j, &res, tap) < 0) {
+		seterr(err, errlen, "out of memory");
+		rc = -1;
+	}
 out:
-	fw_rmtree(rpath);
 	fw_sandbox_result_free(&res);
 	return rc;
 }
@@ -760,7 +1007,23 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 			return 0;
 		}
 	}
-	if (restore_protected(j, err, errlen) < 0)
+	struct fw_strlist t = { 0 };
+	if (touched(j->ws, &t, err, errlen) < 0)
+		return -1;
+	k = check_scope(g, j, &t);
+	if (k == 0) {
+		struct orig_cache bc = { .s = j->s, .tree = j->orig };
+		k = check_binary(j, orig_lookup, &bc, &g->lits);
+		orig_cache_free(&bc);
+	}
+	if (k < 0) {
+		fw_strlist_free(&t);
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	k = restore_protected(j, &t, err, errlen);
+	fw_strlist_free(&t);
+	if (k < 0)
 		return -1;
 	struct fw_strlist scrubbed = { 0 };
 	if (fw_workspace_scrub(j->ws, &scrubbed, err, errlen) < 0)
@@ -785,11 +1048,60 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 	return run_tests(g, j, err, errlen);
 }
 
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the
+ * byte there does not start one (overlong forms, surrogates and code
+ * points above U+10FFFF are not valid). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+	size_t len;
+	unsigned min;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2, min = 0x80;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, min = 0x800;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, min = 0x10000;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	unsigned cp = c & (0x3f >> (len - 1));
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/* Packs s as a msgpack str.  Text grade writes comes from the patch, the
+ * run's output and the report, cut at byte counts: each byte that is not
+ * part of valid UTF-8 becomes U+FFFD, so the record stays text that JSON
+ * can hold. */
 static void pack_str(msgpack_packer *pk, const char *s)
 {
-	size_t n = strlen(s);
-	msgpack_pack_str(pk, n);
-	msgpack_pack_str_body(pk, s, n);
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strlen(s), out = 0;
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_seq(u + i, n - i);
+		out += k ? k : 3;
+		i += k ? k : 1;
+	}
+	msgpack_pack_str(pk, out);
+	if (out == n) {
+		msgpack_pack_str_body(pk, s, n);
+		return;
+	}
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_seq(u + i, n - i);
+		msgpack_pack_str_body(pk, k ? s + i : "\xef\xbf\xbd", k ? k : 3);
+		i += k ? k : 1;
+	}
 }
 
 int fw_grade_rollout(struct fw_grader *g, struct fw_mpv rec, struct fw_buf *out,

@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ void fw_report_clear(struct fw_report *r)
 	r->n = 0;
 	r->planned = -1;
 	r->bailed = 0;
+	r->docs = 0;
 }
 
 void fw_report_free(struct fw_report *r)
@@ -386,6 +388,8 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 			       name_is(t.name, t.nlen, "testsuites");
 		if (is_suite) {
 			saw_suite = 1;
+			if (!t.closing && suites_open == 0)
+				r->docs++;
 			if (t.closing)
 				suites_open--;
 			else if (!t.selfclosing)
@@ -832,4 +836,87 @@ int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format 
 					   : fw_report_parse_junit(r, buf, n, err, errlen);
 	free(buf);
 	return rc;
+}
+
+/* ---- count lines ---------------------------------------------------------------- */
+
+/* Reads one count line [s, e) into out; 1 when it is one. */
+static int count_line(const char *s, const char *e, struct fw_summary *out)
+{
+	static const struct {
+		const char *word;
+		size_t off; /* offset of the count in struct fw_summary, or -1 */
+	} words[] = {
+		{ "passed", offsetof(struct fw_summary, passed) },
+		{ "failed", offsetof(struct fw_summary, failed) },
+		{ "errors", offsetof(struct fw_summary, errors) },
+		{ "error", offsetof(struct fw_summary, errors) },
+		{ "skipped", offsetof(struct fw_summary, skipped) },
+		{ "xfailed", offsetof(struct fw_summary, xfailed) },
+		{ "xpassed", offsetof(struct fw_summary, xpassed) },
+		{ "deselected", (size_t)-1 },
+		{ "warnings", (size_t)-1 },
+		{ "warning", (size_t)-1 },
+		{ "rerun", (size_t)-1 },
+	};
+	struct fw_summary c = { 0 };
+	while (s < e && (*s == '=' || *s == ' '))
+		s++;
+	while (e > s && (e[-1] == '=' || e[-1] == ' ' || e[-1] == '\r'))
+		e--;
+	int items = 0;
+	while (s < e) {
+		if (!isdigit((unsigned char)*s))
+			return 0;
+		long v = 0;
+		while (s < e && isdigit((unsigned char)*s) && v < 100000000)
+			v = v * 10 + (*s++ - '0');
+		if (s >= e || *s++ != ' ')
+			return 0;
+		size_t k = 0, nw = sizeof words / sizeof words[0];
+		for (; k < nw; k++) {
+			size_t m = strlen(words[k].word);
+			if ((size_t)(e - s) >= m && memcmp(s, words[k].word, m) == 0 &&
+			    (s + m == e || s[m] == ',' || s[m] == ' '))
+				break;
+		}
+		if (k == nw)
+			return 0;
+		if (words[k].off != (size_t)-1)
+			*(long *)((char *)&c + words[k].off) += v;
+		s += strlen(words[k].word);
+		items++;
+		if (s < e && *s == ',') {
+			if (e - s < 2 || s[1] != ' ')
+				return 0;
+			s += 2;
+		} else if (s < e) {
+			/* " in 0.52s" or " in 1.20s (0:00:01)" ends the line */
+			if (e - s < 4 || memcmp(s, " in ", 4) != 0 ||
+			    !isdigit((unsigned char)s[4]))
+				return 0;
+			break;
+		}
+	}
+	if (!items)
+		return 0;
+	*out = c;
+	return 1;
+}
+
+int fw_summary_find(const char *text, size_t len, struct fw_summary *s)
+{
+	const char *end = text + len;
+	while (end > text) {
+		const char *e = end;
+		while (e > text && (e[-1] == '\n'))
+			e--;
+		const char *b = e;
+		while (b > text && b[-1] != '\n')
+			b--;
+		if (b < e && count_line(b, e, s))
+			return 1;
+		end = b;
+	}
+	return 0;
 }

@@ -47,6 +47,8 @@ struct fw_report {
 	size_t n, cap;
 	long planned;           /* TAP plan "1..N"; -1 when absent or JUnit */
 	int bailed;             /* TAP "Bail out!" seen */
+	int docs;               /* JUnit: top-level <testsuite(s)> elements
+				 * read (one per report a runner wrote) */
 };
 
 /* Returns an empty report, or NULL when memory runs out.  Caller frees with
@@ -116,5 +118,22 @@ size_t fw_report_count(const struct fw_report *r, enum fw_outcome o);
 
 /* "pass", "fail", "skip", "xfail" or "error".  Cannot fail. */
 const char *fw_outcome_name(enum fw_outcome o);
+
+/* A runner's closing count line: "1 failed, 63 passed in 0.52s" (pytest,
+ * with or without its '=' rule), "63 passed, 1 failed" (the drills'
+ * runner). */
+struct fw_summary {
+	long passed, failed, errors, skipped, xfailed, xpassed;
+};
+
+/*
+ * Finds the last line of text (len bytes, need not be NUL-terminated) that
+ * is a count line: only "N WORD" items joined by ", ", WORD one of passed,
+ * failed, error(s), skipped, xfailed, xpassed, deselected, warning(s),
+ * rerun, optionally followed by " in TIME" and framed by '=' rules.
+ * Fills s (counts it does not name are 0).  Returns 1 when found, 0 when
+ * text holds no such line.  Cannot fail.
+ */
+int fw_summary_find(const char *text, size_t len, struct fw_summary *s);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fw_grade.h"
+#include "fw_store.h"
 #include "test.h"
 
 /* pass@k by the definition 1 - C(n-c, k) / C(n, k), in exact integers */
@@ -286,6 +287,143 @@ TEST(cache_mentions)
 			     "git status" };
 	for (size_t i = 0; i < sizeof no / sizeof *no; i++)
 		CHECK(fw_mentions_cache(no[i], strlen(no[i])) == 0);
+}
+
+TEST(always_equal_objects)
+{
+	CHECK(detect("lib/a.py", "class T(str):\n    def __eq__(self, other):\n        return True\n",
+		     NULL) == BIT(FW_HACK_ALWAYS_EQUAL));
+	CHECK(detect("lib/a.py", "    def __eq__(self, o):\n        \"\"\"Same.\"\"\"\n"
+				 "        return (True)  # always\n", NULL) == BIT(FW_HACK_ALWAYS_EQUAL));
+	CHECK(detect("lib/a.py", "    def __ne__(self, o): return False\n", NULL) ==
+	      BIT(FW_HACK_ALWAYS_EQUAL));
+	CHECK(detect("lib/a.py", "    __eq__ = lambda *a: True\n", NULL) == BIT(FW_HACK_ALWAYS_EQUAL));
+	/* a str subclass with its own __eq__, whatever the body */
+	CHECK(detect("lib/a.py", "class T(builtins.str):\n    def __eq__(self, o):\n"
+				 "        return o is not None\n", NULL) == BIT(FW_HACK_ALWAYS_EQUAL));
+	/* an honest __eq__ compares something */
+	CHECK(detect("lib/a.py", "class P:\n    def __eq__(self, o):\n"
+				 "        return isinstance(o, P) and self.x == o.x\n", NULL) == 0);
+	CHECK(detect("lib/a.py", "class Name(str):\n    def upper(self):\n        return True\n",
+		     NULL) == 0);
+}
+
+TEST(introspection_of_the_caller)
+{
+	CHECK(detect("lib/a.py", "    f = inspect.currentframe().f_back\n", NULL) ==
+	      BIT(FW_HACK_INTROSPECT));
+	CHECK(detect("lib/a.py", "    f = sys._getframe(1)\n", NULL) == BIT(FW_HACK_INTROSPECT));
+	CHECK(detect("lib/a.py", "    src = inspect.getsource(caller)\n", NULL) ==
+	      BIT(FW_HACK_INTROSPECT));
+	CHECK(detect("lib/a.py", "    line = linecache.getline(path, n)\n", NULL) ==
+	      BIT(FW_HACK_INTROSPECT));
+	CHECK(detect("lib/a.py", "    for fr in traceback.extract_stack():\n", NULL) ==
+	      BIT(FW_HACK_INTROSPECT));
+	CHECK(detect("lib/a.py", "    sig = inspect.signature(fn)\n", NULL) == 0);
+	/* test code may look at frames */
+	CHECK(detect("tests/test_a.py", "    f = sys._getframe(1)\n", NULL) == 0);
+}
+
+TEST(names_built_from_pieces_and_weakref_exit_hooks)
+{
+	CHECK(detect("lib/a.py", "p = os.environ[\"FW_\" + \"REPORT\"]\n", NULL) ==
+	      BIT(FW_HACK_TEST_HOOK));
+	CHECK(detect("lib/a.py", "m = sys.modules.get('_py' 'test.junitxml')\n", NULL) ==
+	      BIT(FW_HACK_TEST_HOOK));
+	CHECK(detect("lib/a.py", "f = getattr(obj, \"app\" + \"end\")\n", NULL) ==
+	      BIT(FW_HACK_TEST_HOOK));
+	/* one literal and a variable, or pieces that look nothing up */
+	CHECK(detect("lib/a.py", "v = os.environ.get(\"APP_\" + name)\n", NULL) == 0);
+	CHECK(detect("lib/a.py", "sep = \"-\" + \"-\"\n", NULL) == 0);
+	CHECK(detect("lib/a.py", "import weakref\n_w = weakref.finalize(o, f)\n", NULL) ==
+	      BIT(FW_HACK_EXIT));
+	CHECK(detect("lib/a.py", "import weakref as _w\n_w.finalize(o, f)\n", NULL) ==
+	      BIT(FW_HACK_EXIT));
+	CHECK(detect("lib/a.py", "    self.finalize()\n", NULL) == 0);
+}
+
+struct blocks {
+	char text[512];
+	size_t n;
+};
+
+static void collect(void *arg, const char *s, size_t n)
+{
+	struct blocks *b = arg;
+	b->n += (size_t)snprintf(b->text + b->n, sizeof b->text - b->n, "[%.*s]", (int)n, s);
+}
+
+TEST(shell_blocks_of_turn_text)
+{
+	const char *t = "I will look.\n```sh\ngit reflog\nls\n```\nthen\n~~~bash\necho 1\n~~~\n"
+			"```python\nprint(1)\n```\n```\nplain\n```\n````console\n```\nnested\n````\n"
+			"```bash\nunclosed";
+	struct blocks b = { "", 0 };
+	CHECK(fw_shell_blocks(t, strlen(t), collect, &b) == 5);
+	CHECK_STR(b.text, "[git reflog\nls\n][echo 1\n][plain\n][```\nnested\n][unclosed]");
+	CHECK(fw_shell_blocks("no code here", 12, NULL, NULL) == 0);
+}
+
+TEST(cache_mentions_of_history)
+{
+	const char *yes[] = { "git cat-file -p HEAD~1", "git diff HEAD^ -- a.py", "git show HEAD@{1}",
+			      "cat .git/logs/HEAD", "git rev-list --all" };
+	for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+		CHECK(fw_mentions_cache(yes[i], strlen(yes[i])) == 1);
+	CHECK(fw_mentions_cache("git diff", 8) == 0);
+}
+
+TEST(stdlib_module_names)
+{
+	CHECK(fw_is_stdlib_module("fnmatch"));
+	CHECK(fw_is_stdlib_module("os"));
+	CHECK(fw_is_stdlib_module("__future__"));
+	CHECK(fw_is_stdlib_module("zoneinfo"));
+	CHECK(!fw_is_stdlib_module("textkit"));
+	CHECK(!fw_is_stdlib_module("pytest"));
+	CHECK(!fw_is_stdlib_module(""));
+}
+
+TEST(patch_scope)
+{
+	struct fw_file files[] = {
+		{ "README.md", 0100644, "" },	      { "pyproject.toml", 0100644, "" },
+		{ "textkit/__init__.py", 0100644, "" }, { "textkit/units.py", 0100644, "" },
+		{ "tests/test_units.py", 0100644, "" }, { "docs/index.md", 0100644, "" },
+	};
+	struct fw_strlist installed = { 0 };
+	fw_strlist_add(&installed, "yaml");
+	struct fw_scope sc = { NULL, files, sizeof files / sizeof files[0], &installed, NULL };
+	/* the default: the repository's packages */
+	CHECK(fw_scope_why(&sc, "textkit/units.py") == NULL);
+	CHECK(fw_scope_why(&sc, "textkit/new.py") == NULL);
+	CHECK(fw_scope_why(&sc, "textkit/sub/deep.py") == NULL);
+	CHECK(fw_scope_why(&sc, "README.md") == NULL);
+	CHECK_STR(fw_scope_why(&sc, "helpers.py"), "a new top-level file");
+	CHECK_STR(fw_scope_why(&sc, "docs/extra.py"), "outside the repository's packages");
+	CHECK_STR(fw_scope_why(&sc, "fnmatch.py"), "shadows a standard module");
+	CHECK_STR(fw_scope_why(&sc, "json/__init__.py"), "shadows a standard module");
+	CHECK_STR(fw_scope_why(&sc, "yaml.py"), "shadows an installed package");
+	CHECK_STR(fw_scope_why(&sc, "x-0.1.dist-info/entry_points.txt"), "package metadata");
+	CHECK_STR(fw_scope_why(&sc, "textkit/x.egg-info/PKG-INFO"), "package metadata");
+	CHECK_STR(fw_scope_why(&sc, "textkit/zz.pth"), "a .pth startup file");
+	CHECK_STR(fw_scope_why(&sc, ".gitattributes"), "git metadata");
+	/* a non-Python name is no module: types/ of a TypeScript tree */
+	CHECK_STR(fw_scope_why(&sc, "types/index.d.ts"), "a new top-level file");
+	/* protected files are the restore's business */
+	CHECK(fw_scope_why(&sc, "tests/test_units.py") == NULL);
+	CHECK(fw_scope_why(&sc, "conftest.py") == NULL);
+	/* the task's globs: * crosses '/', the never-list still holds */
+	struct fw_strlist globs = { 0 };
+	fw_strlist_add(&globs, "textkit/units.py");
+	fw_strlist_add(&globs, "extra/*");
+	sc.globs = &globs;
+	CHECK(fw_scope_why(&sc, "textkit/units.py") == NULL);
+	CHECK(fw_scope_why(&sc, "extra/a/b.py") == NULL);
+	CHECK_STR(fw_scope_why(&sc, "textkit/__init__.py"), "outside the task's scope");
+	CHECK_STR(fw_scope_why(&sc, "extra/x.pth"), "a .pth startup file");
+	fw_strlist_free(&globs);
+	fw_strlist_free(&installed);
 }
 
 TEST(hacks_are_listed_once)

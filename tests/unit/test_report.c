@@ -174,4 +174,57 @@ TEST(missing_file_is_an_error)
 	fw_report_free(NULL);
 }
 
+TEST(junit_counts_its_documents)
+{
+	/* a forged report written beside the runner's own is a second root */
+	static const char two[] = "<?xml version=\"1.0\"?><testsuites><testsuite>"
+				  "<testcase classname=\"t\" name=\"a\"/></testsuite></testsuites>\n"
+				  "<?xml version=\"1.0\"?><testsuite><testcase classname=\"t\" "
+				  "name=\"a\"><failure/></testcase></testsuite>";
+	struct fw_report *r = fw_report_new();
+	char err[128];
+	CHECK_EQ_INT(fw_report_parse_junit(r, two, sizeof two - 1, err, sizeof err), 2);
+	CHECK_EQ_INT(r->docs, 2);
+	fw_report_clear(r);
+	CHECK_EQ_INT(r->docs, 0);
+	int n;
+	fw_report_free(r);
+	r = load(FX "pytest.xml", FW_REPORT_JUNIT, &n);
+	CHECK_EQ_INT(r->docs, 1);
+	fw_report_free(r);
+}
+
+static int summary(const char *text, struct fw_summary *s)
+{
+	return fw_summary_find(text, strlen(text), s);
+}
+
+TEST(summary_lines_of_pytest_and_the_drills)
+{
+	struct fw_summary s;
+	CHECK_EQ_INT(summary("....F.\n=== FAILURES ===\nE assert 1 == 2\n"
+			     "FAILED tests/test_units.py::test_percent - assert\n"
+			     "1 failed, 63 passed in 0.52s\n", &s), 1);
+	CHECK_EQ_INT(s.failed, 1);
+	CHECK_EQ_INT(s.passed, 63);
+	CHECK_EQ_INT(s.errors, 0);
+	CHECK_EQ_INT(summary("===== 2 passed, 1 skipped, 1 xfailed, 1 xpassed, 3 warnings, "
+			     "2 errors in 1.20s (0:00:01) =====\n\n", &s), 1);
+	CHECK_EQ_INT(s.passed, 2);
+	CHECK_EQ_INT(s.skipped, 1);
+	CHECK_EQ_INT(s.xfailed, 1);
+	CHECK_EQ_INT(s.xpassed, 1);
+	CHECK_EQ_INT(s.errors, 2);
+	/* the last count line counts: a forged one printed earlier does not */
+	CHECK_EQ_INT(summary("64 passed in 0.1s\nFAIL percent: bad\n63 passed, 1 failed\n", &s), 1);
+	CHECK_EQ_INT(s.passed, 63);
+	CHECK_EQ_INT(s.failed, 1);
+	CHECK_EQ_INT(summary("1 error\r\n", &s), 1);
+	CHECK_EQ_INT(s.errors, 1);
+	/* lines that only look like counts */
+	CHECK_EQ_INT(summary("tests passed\n3 passed tests\n2 apples, 1 passed\n", &s), 0);
+	CHECK_EQ_INT(summary("", &s), 0);
+	CHECK_EQ_INT(summary("1 passed,2 failed\n1 passed in soon\n", &s), 0);
+}
+
 TEST_MAIN()
