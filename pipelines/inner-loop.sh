@@ -25,6 +25,11 @@
 #                    default), the ones whose turn it is by --seed
 #   --lr X (1e-4)  --steps N (4)  --objective O (pg,distill; pg with
 #   --no-teach)  --hints H (env,demo)  -j N (2)
+#   --private FILE   more private tasks (records, or JSON Lines such as
+#                    samples/evals/private-eval.jsonl)
+# The private split never reaches train-step: before the training step,
+# a training input that holds the id of a private task (split "private" in
+# TASKS, or any task of --private) is refused, and the loop stops (exit 1).
 # Every stage runs through fw-stage, so with FW_RUNS set each leaves a run
 # record (see fw-cron(1)).  FW_BIN names the tools' directory.
 set -eu
@@ -34,7 +39,7 @@ PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 context= ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 ntasks=0 lr=1e-4 steps=4
-objective= hints=env,demo jobs=2 teach=1
+objective= hints=env,demo jobs=2 teach=1 private=
 while [ $# -gt 0 ]; do
   case $1 in
     -c) ckpt=$2; shift ;;
@@ -52,6 +57,7 @@ while [ $# -gt 0 ]; do
     --objective) objective=$2; shift ;;
     --hints) hints=$2; shift ;;
     --no-teach) teach=0 ;;
+    --private) private=$2; shift ;;
     -j) jobs=$2; shift ;;
     -h|--help) usage ;;
     *) echo "inner-loop.sh: unknown argument '$1'" >&2; usage ;;
@@ -86,7 +92,27 @@ if [ $teach = 1 ]; then
 else
   keep "$out/taught.msgpack" teach-skipped rec cat "$out/graded.msgpack"
 fi
+# refuse_private FILE: stop when a record of FILE is a private task's rollout
+refuse_private() {
+  {
+    traj-filter -q -e '.split == "private"' "$tasks" | rec get .id
+    if [ -n "$private" ]; then
+      case $(head -c 1 "$private") in
+        "{") rec from-json "$private" ;;
+        *) rec cat "$private" ;;
+      esac | rec get .id
+    fi
+  } | tr -d '"' | sort -u > "$out/private.ids"
+  rec get .task.id "$1" | tr -d '"' | sort -u | comm -12 - "$out/private.ids" > "$out/private.hits"
+  if [ -s "$out/private.hits" ]; then
+    echo "inner-loop.sh: $1: refusing to train on private task $(head -n 1 "$out/private.hits")" \
+      "($(wc -l < "$out/private.hits") private task(s) in the training input)" >&2
+    exit 1
+  fi
+  rm -f "$out/private.ids" "$out/private.hits"
+}
 if [ ! -e "$out/ckpt" ]; then
+  refuse_private "$out/taught.msgpack"
   n=$(rec count "$out/taught.msgpack")
   bs=$(( (n + steps - 1) / steps ))
   rm -rf "$out/run"

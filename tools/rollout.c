@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fw_cli.h"
+#include "fw_history.h"
 #include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_policy.h"
@@ -432,11 +433,18 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 	struct fw_buf tb = { 0 }, js = { 0 };
 	struct fw_field del = { "solution", 8, { NULL, 0 } };
 	struct fw_exec_opts eo = { o->arg, o->mounts, o->allow, o->timeout_s, 0, NULL };
+	struct fw_context_mount cm = { 0 };
 
 	if (!(st = store_for(w, ti->store, err, sizeof err))) {
 		emit_errors(w, j, task, tid, err);
 		return;
 	}
+	/* the task's context[] files, read-only at FW_CONTEXT_DIR */
+	if (fw_context_mount(&cm, st, task, o->mounts, err, sizeof err)) {
+		emit_errors(w, j, task, tid, err);
+		goto out;
+	}
+	eo.mounts = cm.binds;
 	if (fw_rec_set(&tb, task, &del, 1) ||
 	    fw_json_from_mp(&js, (struct fw_mpv){ tb.p, tb.n }, err, sizeof err) ||
 	    fw_buf_append(&js, "", 1)) {
@@ -532,6 +540,7 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 		fw_exec_result_clear(&r);
 	}
 out:
+	fw_context_unmount(&cm);
 	fw_buf_free(&tb);
 	fw_buf_free(&js);
 }
@@ -546,6 +555,7 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 	struct fw_agent_opts ao = { { (float)o->temp, (float)o->top_p, o->top_k },
 				    (int)o->max_steps, (int)o->max_tokens, o->timeout_s, 60,
 				    2048, 2048, w->h, o->mounts, o->allow, NULL };
+	struct fw_context_mount cm = { 0 };
 
 	if (!w->b && !w->h) {
 		emit_errors(w, j, task, tid, w->load_err);
@@ -555,6 +565,13 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 		emit_errors(w, j, task, tid, err);
 		return;
 	}
+	/* the task's context[] files, read-only at FW_CONTEXT_DIR */
+	if (fw_context_mount(&cm, st, task, o->mounts, err, sizeof err)) {
+		fw_context_unmount(&cm);
+		emit_errors(w, j, task, tid, err);
+		return;
+	}
+	ao.mounts = cm.binds;
 	int K = (int)o->samples;
 	struct fw_agent_result *rs = calloc((size_t)K, sizeof *rs);
 	uint64_t *seeds = calloc((size_t)K, sizeof *seeds);
@@ -612,6 +629,7 @@ out:
 	free(seeds);
 	free(errs);
 	free(ok);
+	fw_context_unmount(&cm);
 }
 
 static void run_job(struct worker *w, struct job *j)

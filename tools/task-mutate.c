@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fw_cli.h"
+#include "fw_history.h"
 #include "fw_mp.h"
 #include "fw_mutate.h"
 #include "fw_report.h"
@@ -33,6 +34,9 @@ static const char usage_text[] =
 	"                   [--max N] [--seed S] [-j N] [--shard K/N]\n"
 	"                   [--split train=F,eval=F,private=F] [--timeout SEC]\n"
 	"                   [--allow-dirty] [-o OUT] [-z] [-v] [--progress] REPO ...\n"
+	"       task-mutate --strategy history --test-cmd CMD [--range A..B] [--path P]...\n"
+	"                   [--since DATE] [--until DATE] [--grep RE] [--max-files N]\n"
+	"                   [--max-lines N] [--context DIR] [options as above] REPO ...\n"
 	"       task-mutate -h | --help | --version\n";
 
 /* Why a candidate was not kept; the order is the summary's. */
@@ -66,6 +70,12 @@ struct opts {
 	double timeout;
 	int allow_dirty, verbose, progress, level;
 	const char *out;
+	/* --strategy history */
+	int history, split_given;
+	struct fw_history_opts h;
+	const char *paths[65];
+	size_t npaths;
+	const char *context;
 };
 
 struct cand {
@@ -736,6 +746,74 @@ out:
 	return rc;
 }
 
+/* What the history run's callbacks need. */
+struct history_ctx {
+	struct fw_writer *w;
+	const char *repo;
+	int verbose;
+};
+
+static int history_emit(void *ctx, const void *rec, size_t n)
+{
+	struct history_ctx *h = ctx;
+	if (fw_writer_put(h->w, rec, n) < 0) {
+		fw_warn("write error: %s", fw_writer_error(h->w));
+		return -1;
+	}
+	return 0;
+}
+
+static void history_note(void *ctx, const char *hex, const char *subject,
+			 enum fw_history_reason r, const char *detail)
+{
+	struct history_ctx *h = ctx;
+	if (h->verbose)
+		fw_warn("%s: %.12s %s: %s: %s", h->repo, hex, subject, fw_history_reason_name(r),
+			detail);
+}
+
+/* --strategy history on one repository. */
+static int run_history(const struct opts *o, const char *repo, const char *store_abs,
+		       const struct fw_context_map *cm, struct fw_writer *w,
+		       struct fw_history_tally *t)
+{
+	struct fw_history_opts h = o->h;
+	struct history_ctx hc = { w, repo, o->verbose };
+	char tmp[4096], err[1024];
+	const char *tmpdir = getenv("TMPDIR");
+	snprintf(tmp, sizeof tmp, "%s/task-mutate.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+	pthread_mutex_lock(&tmp_mu);
+	char *made = mkdtemp(tmp);
+	if (made)
+		snprintf(tmp_now, sizeof tmp_now, "%s", tmp);
+	pthread_mutex_unlock(&tmp_mu);
+	if (!made) {
+		fw_warn("cannot make a temporary directory: %s", strerror(errno));
+		return -1;
+	}
+	h.test_cmd = o->test_cmd;
+	h.fmt = o->fmt;
+	h.timeout_s = o->timeout;
+	h.max = o->max;
+	h.shard_k = o->shard_k;
+	h.shard_n = o->shard_n;
+	h.jobs = o->jobs;
+	h.split = o->split_given ? o->split : NULL;
+	h.store = o->store;
+	h.store_abs = store_abs;
+	h.tmp = tmp;
+	h.context = cm;
+	h.paths = o->npaths ? o->paths : NULL;
+	int rc = fw_history_run(&h, repo, history_emit, history_note, &hc, t, err, sizeof err);
+	if (rc < 0)
+		fw_warn("%s: %s", repo, err);
+	pthread_mutex_lock(&tmp_mu);
+	fw_rmtree(tmp);
+	tmp_now[0] = '\0';
+	pthread_mutex_unlock(&tmp_mu);
+	return rc;
+}
+
 /* Waits for SIGINT, SIGTERM or SIGHUP (blocked in every other thread),
  * removes the workspaces and exits as the signal would have.  The
  * sandboxed test runs die with their parent. */
@@ -854,7 +932,8 @@ int main(int argc, char **argv)
 		.split = { 0.8, 0.1, 0.1 }, .timeout = 300, .level = -1,
 	};
 	enum { O_TEST_CMD = 256, O_STRATEGY, O_REPORT, O_LANG, O_STORE, O_MAX, O_SEED, O_SHARD,
-	       O_SPLIT, O_TIMEOUT, O_ALLOW_DIRTY, O_PROGRESS, O_VERSION };
+	       O_SPLIT, O_TIMEOUT, O_ALLOW_DIRTY, O_PROGRESS, O_VERSION, OH_RANGE, OH_PATH, OH_SINCE,
+	       OH_UNTIL, OH_GREP, OH_MAX_FILES, OH_MAX_LINES, OH_CONTEXT };
 	static const struct option longopts[] = {
 		{ "test-cmd", required_argument, NULL, O_TEST_CMD },
 		{ "strategy", required_argument, NULL, O_STRATEGY },
@@ -868,6 +947,14 @@ int main(int argc, char **argv)
 		{ "split", required_argument, NULL, O_SPLIT },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "allow-dirty", no_argument, NULL, O_ALLOW_DIRTY },
+		{ "range", required_argument, NULL, OH_RANGE },
+		{ "path", required_argument, NULL, OH_PATH },
+		{ "since", required_argument, NULL, OH_SINCE },
+		{ "until", required_argument, NULL, OH_UNTIL },
+		{ "grep", required_argument, NULL, OH_GREP },
+		{ "max-files", required_argument, NULL, OH_MAX_FILES },
+		{ "max-lines", required_argument, NULL, OH_MAX_LINES },
+		{ "context", required_argument, NULL, OH_CONTEXT },
 		{ "output", required_argument, NULL, 'o' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "progress", no_argument, NULL, O_PROGRESS },
@@ -880,11 +967,37 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case O_TEST_CMD: o.test_cmd = optarg; break;
 		case O_STRATEGY:
+			if (strcmp(optarg, "history") == 0) {
+				o.history = 1;
+				break;
+			}
 			if ((st = fw_strategy_parse(optarg)) < 0)
 				return usage_error("unknown strategy '%s' (stub-body, delete-function, "
-						   "delete-file, delete-feature)", optarg);
+						   "delete-file, delete-feature, history)", optarg);
 			o.strategies |= 1u << st;
 			break;
+		case OH_RANGE: o.h.rev = optarg; break;
+		case OH_PATH:
+			if (o.npaths == 64)
+				return usage_error("too many --path options (at most %s)", "64");
+			o.paths[o.npaths++] = optarg;
+			break;
+		case OH_SINCE:
+		case OH_UNTIL:
+			if (fw_time_parse(optarg, strlen(optarg), ch == OH_SINCE ? &o.h.since : &o.h.until))
+				return usage_error("bad date '%s' (want ISO 8601: 2024-03-01 or "
+						   "2024-03-01T12:00:00Z)", optarg);
+			/* a bare --until day takes in the whole day */
+			if (ch == OH_UNTIL && strlen(optarg) == 10)
+				o.h.until += 86399;
+			break;
+		case OH_GREP: o.h.grep = optarg; break;
+		case OH_MAX_FILES:
+		case OH_MAX_LINES:
+			if (fw_parse_u64(optarg, ch == OH_MAX_FILES ? &o.h.max_files : &o.h.max_lines, 0))
+				return usage_error("bad count '%s'", optarg);
+			break;
+		case OH_CONTEXT: o.context = optarg; break;
 		case O_REPORT:
 			if ((st = fw_report_format_parse(optarg)) < 0)
 				return usage_error("unknown report format '%s' (junit, tap, gotest)",
@@ -917,6 +1030,7 @@ int main(int argc, char **argv)
 			if (parse_split(optarg, o.split) < 0)
 				return usage_error("bad split '%s' (want train=F,eval=F,private=F)",
 						   optarg);
+			o.split_given = 1;
 			break;
 		case O_TIMEOUT:
 			if (fw_parse_double(optarg, &o.timeout) < 0 || o.timeout <= 0)
@@ -944,8 +1058,20 @@ int main(int argc, char **argv)
 	}
 	if (!o.test_cmd && only_dirs)
 		return usage_error("%s", "--test-cmd is required");
-	if (!o.strategies)
+	if (!o.strategies && !o.history)
 		o.strategies = (1u << FW_NSTRATEGIES) - 1;
+	if (!o.history && (o.h.rev || o.npaths || o.h.since || o.h.until || o.h.grep ||
+			   o.h.max_files || o.h.max_lines || o.context))
+		return usage_error("%s", "--range, --path, --since, --until, --grep, --max-files, "
+				   "--max-lines and --context go with --strategy history");
+	struct fw_context_map *cm = NULL;
+	if (o.context) {
+		char cerr[1024];
+		if (!(cm = fw_context_load(o.context, cerr, sizeof cerr))) {
+			fw_warn("%s", cerr);
+			return FW_EXIT_DATA;
+		}
+	}
 
 	struct fw_strlist repos = { 0 }, cmds = { 0 }, fmts = { 0 };
 	int status = FW_EXIT_OK;
@@ -1010,12 +1136,13 @@ int main(int argc, char **argv)
 	if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) == 0)
 		pthread_create(&sig_th, NULL, signal_thread, &sigs);
 	struct tally t = { 0 };
+	struct fw_history_tally ht = { 0 };
 	for (size_t i = 0; i < repos.n; i++) {
-		if (o.max && t.ok >= o.max)
+		if (o.max && t.ok + ht.kept >= o.max)
 			break;
 		struct opts oi = o;
 		if (o.max)
-			oi.max = o.max - t.ok;
+			oi.max = o.max - t.ok - ht.kept;
 		if (cmds.v[i][0])
 			oi.test_cmd = cmds.v[i];
 		if (fmts.v[i][0] && (st = fw_report_format_parse(fmts.v[i])) >= 0) {
@@ -1031,7 +1158,13 @@ int main(int argc, char **argv)
 			status = FW_EXIT_DATA;
 			continue;
 		}
-		if (run_repo(&oi, repos.v[i], store_abs, w, &t) < 0)
+		if (oi.history && run_history(&oi, repos.v[i], store_abs, cm, w, &ht) < 0)
+			status = FW_EXIT_DATA;
+		if (o.max && t.ok + ht.kept >= o.max)
+			oi.strategies = 0;
+		else if (o.max)
+			oi.max = o.max - t.ok - ht.kept;
+		if (oi.strategies && run_repo(&oi, repos.v[i], store_abs, w, &t) < 0)
 			status = FW_EXIT_DATA;
 		fw_writer_flush(w);
 	}
@@ -1039,14 +1172,26 @@ int main(int argc, char **argv)
 		fw_warn("%s", err);
 		status = FW_EXIT_DATA;
 	}
-	uint64_t rejected = t.cand - t.ok;
-	fprintf(stderr, "%s: candidates %llu, validated %llu, rejected %llu", fw_prog,
-		(unsigned long long)t.cand, (unsigned long long)t.ok,
-		(unsigned long long)rejected);
-	for (int r = 0; r < R_COUNT; r++)
-		fprintf(stderr, "%s %s %llu", r ? "," : ":", reason_names[r],
-			(unsigned long long)t.why[r]);
-	fputc('\n', stderr);
+	if (o.strategies) {
+		uint64_t rejected = t.cand - t.ok;
+		fprintf(stderr, "%s: candidates %llu, validated %llu, rejected %llu", fw_prog,
+			(unsigned long long)t.cand, (unsigned long long)t.ok,
+			(unsigned long long)rejected);
+		for (int r = 0; r < R_COUNT; r++)
+			fprintf(stderr, "%s %s %llu", r ? "," : ":", reason_names[r],
+				(unsigned long long)t.why[r]);
+		fputc('\n', stderr);
+	}
+	if (o.history) {
+		fprintf(stderr, "%s: history: commits %llu, candidates %llu, validated %llu",
+			fw_prog, (unsigned long long)ht.scanned, (unsigned long long)ht.candidates,
+			(unsigned long long)ht.kept);
+		for (int r = 0; r < FW_HIST_NREASONS; r++)
+			fprintf(stderr, "%s %s %llu", r ? "," : ":", fw_history_reason_name(r),
+				(unsigned long long)ht.why[r]);
+		fputc('\n', stderr);
+	}
+	fw_context_free(cm);
 	free(store_abs);
 	fw_strlist_free(&repos);
 	fw_strlist_free(&cmds);

@@ -2,8 +2,9 @@
  * traj-filter — select, dedupe, sample, split and decontaminate record
  * streams.  See traj-filter(1).
  *
- * Each record goes through: --shard, the -e expressions (--invert), --dedup,
- * --decontam, then --sample, and is written to -o or to its --split file.
+ * Each record goes through: --shard, the -e expressions (--invert),
+ * --created-after/--created-before, --dedup, --decontam, then --sample, and
+ * is written to -o or to its --split file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include "fw_cli.h"
 #include "fw_decontam.h"
 #include "fw_expr.h"
+#include "fw_history.h"
 #include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_stream.h"
@@ -24,6 +26,7 @@
 static const char usage_text[] =
 	"usage: traj-filter [-e EXPR]... [--invert] [--dedup[=PATH]] [--sample N] [--seed S]\n"
 	"                   [--split NAME=FRAC,... -o PREFIX] [--decontam FILE] [--shard K/N]\n"
+	"                   [--created-after DATE] [--created-before DATE]\n"
 	"                   [-o OUT] [-z] [-q | -v] [--skip-bad] [--progress] [FILE...]\n";
 
 static void usage(FILE *f)
@@ -79,12 +82,14 @@ struct state {
 	int ndecontam;
 	struct fw_decontam *dc;
 	uint64_t shard_k, shard_n;
+	int64_t after, before; /* --created-after/--created-before */
+	int has_after, has_before;
 	const char *out;
 	int level, quiet, verbose, skip_bad, progress;
 	struct fw_writer *w;
 	struct fw_buf msg;
 	/* counts */
-	uint64_t nin, nexpr, ndup, ncontam, nout, order;
+	uint64_t nin, nexpr, ndup, ncontam, nout, order, nundated, nolder;
 };
 
 /* ---- hashing -------------------------------------------------------------- */
@@ -250,6 +255,38 @@ static int emit(struct state *st, const uint8_t *p, size_t n)
 
 /* ---- per record ------------------------------------------------------------ */
 
+/* The record's created date (a task's, or a rollout's task's): ISO 8601
+ * text or seconds since the epoch.  Returns 0, or -1 when it has none. */
+static int created_of(struct fw_mpv v, int64_t *t)
+{
+	struct fw_mpv c, task;
+	const char *s;
+	size_t n;
+	if (fw_mp_get(v, "created", &c) != 1 &&
+	    (fw_mp_get(v, "task", &task) != 1 || fw_mp_get(task, "created", &c) != 1))
+		return -1;
+	if (fw_mp_str(c, &s, &n) == 0)
+		return fw_time_parse(s, n, t);
+	return fw_mp_int(c, t);
+}
+
+/* 1 when the record passes --created-after and --created-before. */
+static int created_keep(struct state *st, struct fw_mpv v)
+{
+	int64_t t;
+	if (!st->has_after && !st->has_before)
+		return 1;
+	if (created_of(v, &t) < 0) {
+		st->nundated++;
+		return 0;
+	}
+	if ((st->has_after && t <= st->after) || (st->has_before && t >= st->before)) {
+		st->nolder++;
+		return 0;
+	}
+	return 1;
+}
+
 static int one(struct state *st, struct fw_mpv v, const char *file, uint64_t index,
 	       uint64_t offset)
 {
@@ -257,7 +294,7 @@ static int one(struct state *st, struct fw_mpv v, const char *file, uint64_t ind
 	int ok = 1;
 	for (int i = 0; i < st->nex && ok; i++)
 		ok = fw_expr_test(st->ex[i], v);
-	if (ok == st->invert)
+	if (ok == st->invert || !created_keep(st, v))
 		return 0;
 	st->nexpr++;
 	if (st->dedup) {
@@ -485,7 +522,7 @@ static int parse_splits(struct state *st, char *spec)
 
 enum {
 	OPT_INVERT = 256, OPT_DEDUP, OPT_SAMPLE, OPT_SEED, OPT_SPLIT, OPT_DECONTAM, OPT_SHARD,
-	OPT_SKIP_BAD, OPT_PROGRESS, OPT_VERSION,
+	OPT_SKIP_BAD, OPT_PROGRESS, OPT_VERSION, OPT_AFTER, OPT_BEFORE,
 };
 
 int main(int argc, char **argv)
@@ -500,6 +537,8 @@ int main(int argc, char **argv)
 		{"split", required_argument, NULL, OPT_SPLIT},
 		{"decontam", required_argument, NULL, OPT_DECONTAM},
 		{"shard", required_argument, NULL, OPT_SHARD},
+		{"created-after", required_argument, NULL, OPT_AFTER},
+		{"created-before", required_argument, NULL, OPT_BEFORE},
 		{"output", required_argument, NULL, 'o'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -559,6 +598,13 @@ int main(int argc, char **argv)
 		case OPT_SHARD:
 			if (fw_parse_shard(optarg, &st.shard_k, &st.shard_n) < 0)
 				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
+		case OPT_AFTER:
+		case OPT_BEFORE:
+			if (fw_time_parse(optarg, strlen(optarg), c == OPT_AFTER ? &st.after : &st.before))
+				return usage_error("bad date '%s' (want ISO 8601: 2024-03-01 or "
+						   "2024-03-01T12:00:00Z)", optarg);
+			*(c == OPT_AFTER ? &st.has_after : &st.has_before) = 1;
 			break;
 		case 'o': st.out = optarg; break;
 		case 'z': st.level = 3; break;
@@ -696,6 +742,10 @@ int main(int argc, char **argv)
 			fw_warn("decontam: %llu more drops not shown",
 				(unsigned long long)(st.ncontam - SHOW_DROPS));
 	}
+	if ((st.has_after || st.has_before) && !st.quiet && (st.nolder || st.nundated))
+		fw_warn("created: dropped %llu record%s outside the dates, %llu without a created date",
+			(unsigned long long)st.nolder, st.nolder == 1 ? "" : "s",
+			(unsigned long long)st.nundated);
 	if (st.dedup && !st.quiet && st.ndup)
 		fw_warn("dedup: dropped %llu duplicate%s", (unsigned long long)st.ndup,
 			st.ndup == 1 ? "" : "s");
