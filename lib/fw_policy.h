@@ -84,6 +84,7 @@ int fw_builtin_complete_ids(struct fw_builtin *b, const int32_t *ids, size_t n, 
 
 #include "fw_sandbox.h"
 #include "fw_mp.h"
+#include "fw_workspace.h"
 
 struct fw_store;
 
@@ -97,9 +98,14 @@ struct fw_exec_opts {
 	const char *tmpdir;              /* where workspaces are made; NULL: $TMPDIR or /tmp */
 };
 
+/* Bytes of $FW_TRAJ the host reads at most: a bigger file is not read. */
+#define FW_TRAJ_MAX (16u << 20)
+
 /* What an exec episode left.  Release with fw_exec_result_clear(). */
 struct fw_exec_result {
 	char *patch;                   /* the workspace against the task tree */
+	struct fw_strlist left_out;    /* "PATH: why" for each file the
+					* patch leaves out (fw_workspace_diff()) */
 	struct fw_buf turns;           /* msgpack array of the turns of the
 					* trajectory written to $FW_TRAJ, empty
 					* when none was written or it did not read */

@@ -56,6 +56,16 @@ static void pack_s(msgpack_packer *pk, const char *s, size_t n)
 	msgpack_pack_str_body(pk, s, n);
 }
 
+/* Packs s as record text: what is not UTF-8 becomes U+FFFD. */
+static void pack_text(msgpack_packer *pk, const char *s)
+{
+	size_t n;
+	char *f = fw_utf8_fix(s, strlen(s), &n);
+
+	pack_s(pk, f ? f : "", f ? n : 0);
+	free(f);
+}
+
 /* The first ```bash or ```sh block of text: *cmd and *n, or 0 when none. */
 static int find_block(const char *text, size_t len, const char **cmd, size_t *n)
 {
@@ -123,7 +133,8 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 		   size_t errlen)
 {
 	const char *tmp = o->tmpdir ? o->tmpdir : getenv("TMPDIR");
-	char top[PATH_MAX], ws[PATH_MAX + 8], commit[FW_OID_HEX];
+	char top[PATH_MAX], ws[PATH_MAX + 8], host[PATH_MAX + 8];
+	struct fw_strlist unread = { 0 };
 	struct turn *tv = NULL;
 	size_t nt = 0, cap = 0;
 	struct fw_chat_turn *ct = NULL;
@@ -150,7 +161,8 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 		return -1;
 	}
 	snprintf(ws, sizeof ws, "%s/ws", top);
-	if (fw_workspace_create(s, tree_hex, ws, commit, NULL, err, errlen))
+	snprintf(host, sizeof host, "%s/host", top);
+	if (fw_workspace_create(s, tree_hex, ws, NULL, NULL, err, errlen))
 		goto out;
 	if (!b && !o->http) {
 		snprintf(err, errlen, "no policy");
@@ -356,8 +368,8 @@ reply:;
 			pack_s(&pk, "kind", 4);
 			pack_s(&pk, res.events[i].kind, strlen(res.events[i].kind));
 			pack_s(&pk, "detail", 6);
-			pack_s(&pk, res.events[i].detail ? res.events[i].detail : "",
-			       res.events[i].detail ? strlen(res.events[i].detail) : 0);
+			/* a detail may quote what the command sent */
+			pack_text(&pk, res.events[i].detail ? res.events[i].detail : "");
 			pack_s(&pk, "at", 2);
 			msgpack_pack_double(&pk, now() - t0);
 			nev++;
@@ -394,8 +406,18 @@ reply:;
 			break;
 		}
 	}
-	if (fw_workspace_patch(ws, commit, &r->patch, err, errlen))
+	if (fw_workspace_diff(s, tree_hex, ws, host, &r->patch, &unread, err, errlen))
 		goto out;
+	for (size_t i = 0; i < unread.n; i++) {
+		msgpack_pack_map(&pk, 3);
+		pack_s(&pk, "kind", 4);
+		pack_s(&pk, "left-out", 8);
+		pack_s(&pk, "detail", 6);
+		pack_text(&pk, unread.v[i]);
+		pack_s(&pk, "at", 2);
+		msgpack_pack_double(&pk, now() - t0);
+		nev++;
+	}
 	fw_buf_packer(&pk, &r->turns);
 	msgpack_pack_array(&pk, nt);
 	for (size_t i = 0; i < nt; i++) {
@@ -439,6 +461,7 @@ out:
 	free(ct);
 	free(scratch);
 	fw_buf_free(&ev);
+	fw_strlist_free(&unread);
 	fw_tok_ids_release(&ids);
 	fw_tok_ids_release(&fed);
 	if (!shared)

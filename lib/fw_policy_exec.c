@@ -31,6 +31,7 @@ void fw_exec_result_clear(struct fw_exec_result *r)
 	if (!r)
 		return;
 	free(r->patch);
+	fw_strlist_free(&r->left_out);
 	fw_buf_free(&r->turns);
 	fw_sandbox_result_free(&r->run);
 	memset(r, 0, sizeof *r);
@@ -72,20 +73,39 @@ static int on_bad(void *ctx, enum fw_fmt f, const char *where, const char *why)
 	return 0;
 }
 
-static void read_traj(const char *path, struct fw_exec_result *r)
+/* Reads $FW_TRAJ, which the agent may have made anything: only a regular
+ * file inside the workspace's .git, reached through no link, of at most
+ * FW_TRAJ_MAX bytes, copied to priv (where the agent cannot reach) and
+ * parsed from there. */
+static void read_traj(const char *ws, const char *priv, struct fw_exec_result *r)
 {
 	struct traj_sink t = { r, 0 };
 	struct fw_ingest_sink sink = { on_traj, NULL, on_bad, &t };
 	enum fw_fmt fmt;
-	char e[256];
-	struct stat st;
+	char e[256], *data;
+	size_t len;
+	FILE *f;
 
-	if (lstat(path, &st) || !S_ISREG(st.st_mode)) {
-		if (!errno || errno != ENOENT)
-			snprintf(r->traj_error, sizeof r->traj_error, "$FW_TRAJ is not a regular file");
+	if (fw_read_beneath(ws, TRAJ_NAME, FW_TRAJ_MAX, &data, &len) < 0) {
+		if (errno == EFBIG)
+			snprintf(r->traj_error, sizeof r->traj_error,
+				 "$FW_TRAJ is over the %u-byte limit", FW_TRAJ_MAX);
+		else if (errno == ENOMEM)
+			snprintf(r->traj_error, sizeof r->traj_error, "out of memory");
+		else if (errno != ENOENT)
+			snprintf(r->traj_error, sizeof r->traj_error, "$FW_TRAJ is not a regular file in the workspace");
 		return;
 	}
-	if (fw_ingest_file(path, FW_FMT_UNKNOWN, &sink, &fmt, e, sizeof e) != 0 &&
+	int ok = (f = fopen(priv, "wx")) && fwrite(data, 1, len, f) == len;
+	if (f && fclose(f))
+		ok = 0;
+	free(data);
+	if (!ok) {
+		snprintf(r->traj_error, sizeof r->traj_error, "cannot copy $FW_TRAJ: %s",
+			 strerror(errno));
+		return;
+	}
+	if (fw_ingest_file(priv, FW_FMT_UNKNOWN, &sink, &fmt, e, sizeof e) != 0 &&
 	    !r->traj_error[0])
 		snprintf(r->traj_error, sizeof r->traj_error, "%s", e);
 }
@@ -96,7 +116,8 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 {
 	const char *tmp = o->tmpdir ? o->tmpdir : getenv("TMPDIR");
 	char top[PATH_MAX], ws[PATH_MAX + 8], in[PATH_MAX + 8], traj[PATH_MAX + 32];
-	char commit[FW_OID_HEX], prog[PATH_MAX];
+	char host[PATH_MAX + 8];
+	char prog[PATH_MAX];
 	char *env[7] = { NULL }, *binds[66];
 	size_t nb = 0;
 	int rc = -1;
@@ -110,8 +131,11 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 	}
 	snprintf(ws, sizeof ws, "%s/ws", top);
 	snprintf(in, sizeof in, "%s/stdin", top);
-	snprintf(traj, sizeof traj, "%s/%s", ws, TRAJ_NAME);
-	if (fw_workspace_create(s, tree_hex, ws, commit, NULL, err, errlen))
+	/* the host's own files, outside the workspace: the sandbox sees ws
+	 * only */
+	snprintf(traj, sizeof traj, "%s/traj", top);
+	snprintf(host, sizeof host, "%s/host", top);
+	if (fw_workspace_create(s, tree_hex, ws, NULL, NULL, err, errlen))
 		goto out;
 	if (!(f = fopen(in, "w")) || fwrite(prompt, 1, plen, f) != plen || fclose(f)) {
 		snprintf(err, errlen, "%s: %s", in, strerror(errno));
@@ -170,9 +194,8 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 	default:
 		r->stop = fw_sandbox_cause_name(r->run.cause);
 	}
-	read_traj(traj, r);
-	unlink(traj);
-	if (fw_workspace_patch(ws, commit, &r->patch, err, errlen))
+	read_traj(ws, traj, r);
+	if (fw_workspace_diff(s, tree_hex, ws, host, &r->patch, &r->left_out, err, errlen))
 		goto out;
 	rc = 0;
 out:

@@ -299,6 +299,11 @@ int fw_file_patch(const char *path, const char *old, size_t oldlen, const char *
 	*patch = NULL;
 	git_libgit2_init();
 	git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+	/* text that is not UTF-8 goes as a binary patch: the patch is record
+	 * text, and must still apply */
+	if (!fw_utf8_valid((const uint8_t *)old, oldlen) ||
+	    !fw_utf8_valid((const uint8_t *)new_, newlen))
+		o.flags |= GIT_DIFF_FORCE_BINARY | GIT_DIFF_SHOW_BINARY;
 	if (oldlen == newlen && !memcmp(old, new_, oldlen)) {
 		*patch = strdup("");
 		rc = *patch ? 0 : -1;
@@ -324,53 +329,31 @@ out:
 	return rc;
 }
 
-int fw_workspace_patch(const char *dir, const char *commit_hex, char **patch,
-		       char *err, size_t errlen)
+int fw_task_for_policy(struct fw_buf *out, struct fw_mpv task)
 {
-	git_repository *r = NULL;
-	git_commit *c = NULL;
-	git_tree *t = NULL;
-	git_diff *d = NULL;
-	git_buf b = { 0 };
-	git_oid oid;
-	git_diff_options o;
-	int rc = -1;
+	static const char *const keep[] = { "kind", "id", "v", "strategy", "lang", "prompt",
+					    "targets", "test_cmd", "report", "f2p", "p2p",
+					    "xfail", "split" };
+	enum { NKEEP = sizeof keep / sizeof keep[0] };
+	struct fw_mpv v[NKEEP];
+	msgpack_packer pk;
+	size_t n = 0;
+	int has[NKEEP];
 
-	*patch = NULL;
-	git_libgit2_init();
-	git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
-	o.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS |
-		  GIT_DIFF_SHOW_UNTRACKED_CONTENT | GIT_DIFF_SHOW_BINARY;
-	if (git_repository_open_ext(&r, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL)) {
-		git_fail(err, errlen, dir);
-		goto out;
+	for (size_t i = 0; i < NKEEP; i++)
+		n += has[i] = fw_mp_get(task, keep[i], &v[i]) == 1;
+	fw_buf_packer(&pk, out);
+	if (msgpack_pack_map(&pk, n))
+		return -1;
+	for (size_t i = 0; i < NKEEP; i++) {
+		if (!has[i])
+			continue;
+		if (msgpack_pack_str(&pk, strlen(keep[i])) ||
+		    msgpack_pack_str_body(&pk, keep[i], strlen(keep[i])) ||
+		    fw_buf_append(out, v[i].p, v[i].n))
+			return -1;
 	}
-	if (git_oid_fromstr(&oid, commit_hex) || git_commit_lookup(&c, r, &oid) ||
-	    git_commit_tree(&t, c)) {
-		git_fail(err, errlen, "workspace commit");
-		goto out;
-	}
-	if (git_diff_tree_to_workdir(&d, r, t, &o)) {
-		git_fail(err, errlen, "workspace diff");
-		goto out;
-	}
-	if (git_diff_to_buf(&b, d, GIT_DIFF_FORMAT_PATCH)) {
-		git_fail(err, errlen, "workspace diff");
-		goto out;
-	}
-	if (!(*patch = strndup(b.ptr ? b.ptr : "", b.size))) {
-		seterr(err, errlen, "out of memory");
-		goto out;
-	}
-	rc = 0;
-out:
-	git_buf_dispose(&b);
-	git_diff_free(d);
-	git_tree_free(t);
-	git_commit_free(c);
-	git_repository_free(r);
-	git_libgit2_shutdown();
-	return rc;
+	return 0;
 }
 
 char *fw_head_tail(const char *s, size_t n, size_t head, size_t tail, size_t *outlen)

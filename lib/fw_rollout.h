@@ -1,8 +1,8 @@
 /*
  * fw_rollout.h — episodes of a policy on a task: where a fill completion
  * goes in a stubbed file and where it stops, seeds and ids of rollouts,
- * and the patch an episode leaves (a file's new text, or a whole
- * workspace, against the task tree).
+ * the patch of a file's new text against the task tree, and what of a task
+ * a policy sees.  (The patch of a whole workspace is fw_workspace_diff().)
  *
  * A fill episode works on a task made by the stub-body strategy
  * (fw_mutate.h): the task tree holds the target function with its
@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "fw_mp.h"
 
 /* Where a completion goes in a stubbed file. */
 struct fw_fill_site {
@@ -77,22 +79,22 @@ void fw_rollout_id(char out[17], const char *task_id, size_t n, const char *poli
 /*
  * The unified diff (git format: diff --git a/PATH b/PATH, as git apply
  * takes it) from old (oldlen bytes) to new (newlen bytes) of the file at
- * path.  *patch receives a malloc'd NUL-terminated text the caller frees
- * ("" when the texts are equal).  Returns 0, or -1 with a message in err.
+ * path; a git binary patch when either text is not valid UTF-8.  *patch
+ * receives a malloc'd NUL-terminated text the caller frees ("" when the
+ * texts are equal).  Returns 0, or -1 with a message in err.
  */
 int fw_file_patch(const char *path, const char *old, size_t oldlen, const char *new_,
 		  size_t newlen, char **patch, char *err, size_t errlen);
 
 /*
- * The unified diff from the tree of commit commit_hex to the files of the
- * workspace (a git repository, fw_workspace.h) at dir: changed, added
- * (untracked, not ignored) and deleted files, binary files as git binary
- * patches.  What the workspace's index or later commits say is ignored:
- * the files on disk count.  *patch is malloc'd, NUL-terminated, "" for no
- * change; the caller frees it.  Returns 0, or -1 with a message in err.
+ * The task as a policy may see it, appended to out as a msgpack map: the
+ * fields of task (a task record) that state the problem, in this order
+ * when present: kind, id, v, strategy, lang, prompt, targets, test_cmd,
+ * report, f2p, p2p, xfail, split.  Never the solution, nor where the task
+ * lives on the host (repo, store, the base commit and tree ids), nor any
+ * field of another tool.  Returns 0, or -1 when memory runs out.
  */
-int fw_workspace_patch(const char *dir, const char *commit_hex, char **patch,
-		       char *err, size_t errlen);
+int fw_task_for_policy(struct fw_buf *out, struct fw_mpv task);
 
 /*
  * Keeps the first head and the last tail bytes of s (n bytes) with a line

@@ -15,8 +15,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/syscall.h>
+#if __has_include(<linux/openat2.h>)
+#include <linux/openat2.h>
+#endif
+
 #include <git2.h>
 
+#include "fw_json.h"
+#include "fw_mp.h"
 #include "fw_store.h"
 #include "fw_workspace.h"
 
@@ -919,6 +926,626 @@ int fw_audit_workspace(struct fw_audit *a, const char *dir, struct fw_strlist *f
 out:
 	git_odb_free(c.odb);
 	git_repository_free(r);
+	git_libgit2_shutdown();
+	return rc;
+}
+
+/* ---- reading what the sandbox left ------------------------------------------- */
+
+/* 1 when rel is a relative '/'-separated path without empty, "." or ".."
+ * components. */
+static int rel_ok(const char *rel)
+{
+	if (!*rel || *rel == '/')
+		return 0;
+	for (const char *c = rel; *c;) {
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return 0;
+		c += n;
+		if (*c == '/' && !*++c)
+			return 0;
+	}
+	return 1;
+}
+
+/* openat2(2) where the kernel and libc headers have it. */
+static int open_resolve(int dirfd, const char *rel, int flags)
+{
+#if defined(SYS_openat2) && defined(RESOLVE_BENEATH)
+	struct open_how how = {
+		.flags = (uint64_t)flags,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_NO_XDEV,
+	};
+	return (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+#else
+	(void)dirfd;
+	(void)rel;
+	(void)flags;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+int fw_open_beneath(int dirfd, const char *rel, int flags)
+{
+	if (!rel_ok(rel)) {
+		errno = EINVAL;
+		return -1;
+	}
+	flags |= O_NOFOLLOW | O_CLOEXEC;
+	int fd = open_resolve(dirfd, rel, flags);
+	if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
+		return fd;
+	/* No openat2 (or a filter that refuses it): one component at a
+	 * time, each a directory opened without following a link. */
+	char buf[4096];
+	if (strlen(rel) >= sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(buf, rel);
+	int cur = dirfd;
+	char *c = buf;
+	for (;;) {
+		char *slash = strchr(c, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+		int next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int e = errno;
+		if (cur != dirfd)
+			close(cur);
+		if (next < 0) {
+			errno = e == ENOTDIR ? ELOOP : e;
+			return -1;
+		}
+		cur = next;
+		c = slash + 1;
+	}
+	fd = openat(cur, c, flags);
+	int e = errno;
+	if (cur != dirfd)
+		close(cur);
+	errno = e;
+	return fd;
+}
+
+/* Reads at most max bytes of regular file fd (and one more, to tell a
+ * file over the limit).  Returns 0, or -1 with errno (EFBIG: over max). */
+static int read_fd(int fd, size_t max, char **data, size_t *len)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -1;
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((uint64_t)st.st_size > max) {
+		errno = EFBIG;
+		return -1;
+	}
+	size_t cap = (size_t)st.st_size + 1, n = 0;
+	char *p = malloc(cap + 1);
+	if (!p)
+		return -1;
+	for (;;) {
+		if (n == cap) {
+			if (cap > max) {
+				free(p);
+				errno = EFBIG;
+				return -1;
+			}
+			size_t nc = cap * 2 > max + 1 ? max + 1 : cap * 2;
+			char *q = realloc(p, nc + 1);
+			if (!q) {
+				free(p);
+				return -1;
+			}
+			p = q;
+			cap = nc;
+		}
+		ssize_t k = read(fd, p + n, cap - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			free(p);
+			errno = e;
+			return -1;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	if (n > max) {
+		free(p);
+		errno = EFBIG;
+		return -1;
+	}
+	p[n] = '\0';
+	*data = p;
+	*len = n;
+	return 0;
+}
+
+int fw_read_beneath(const char *dir, const char *rel, size_t max, char **data, size_t *len)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	/* O_NONBLOCK: a FIFO put there must not hang the host */
+	int fd = fw_open_beneath(dfd, rel, O_RDONLY | O_NONBLOCK);
+	int e = errno;
+	close(dfd);
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	int rc = read_fd(fd, max, data, len);
+	e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+/* ---- the patch of a workspace ------------------------------------------------ */
+
+/* A file of a tree: path, git mode, blob id. */
+struct went {
+	char *path;
+	unsigned mode;
+	git_oid id;
+	int tracked; /* in the task tree */
+};
+
+struct wlist {
+	struct went *v;
+	size_t n, cap;
+};
+
+static int wlist_add(struct wlist *l, const char *path, unsigned mode, const git_oid *id)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		struct went *v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		l->v = v;
+		l->cap = cap;
+	}
+	char *p = strdup(path);
+	if (!p)
+		return -1;
+	l->v[l->n++] = (struct went){ p, mode, *id, 0 };
+	return 0;
+}
+
+static void wlist_free(struct wlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].path);
+	free(l->v);
+	memset(l, 0, sizeof *l);
+}
+
+static int went_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct went *)a)->path, ((const struct went *)b)->path);
+}
+
+static struct went *wlist_find(const struct wlist *l, const char *path)
+{
+	struct went key = { (char *)path, 0, { { 0 } }, 0 };
+	return bsearch(&key, l->v, l->n, sizeof *l->v, went_cmp);
+}
+
+static int old_cb(const char *root, const git_tree_entry *e, void *payload)
+{
+	git_filemode_t m = git_tree_entry_filemode(e);
+	if (m != GIT_FILEMODE_BLOB && m != GIT_FILEMODE_BLOB_EXECUTABLE && m != GIT_FILEMODE_LINK)
+		return 0;
+	char path[8200];
+	snprintf(path, sizeof path, "%s%s", root, git_tree_entry_name(e));
+	return wlist_add(payload, path, (unsigned)m, git_tree_entry_id(e)) < 0 ? -1 : 0;
+}
+
+/* The walk of a workspace. */
+struct walk {
+	git_odb *odb;             /* the host's own repository's */
+	const struct wlist *old;  /* the task tree, sorted */
+	struct wlist now;         /* what the workspace holds */
+	const char *scratch;      /* where .gitignore files are copied */
+	struct fw_strlist *left;  /* "PATH: why", may be NULL */
+	size_t read, changed;     /* bytes read, bytes of changed files */
+	size_t files;
+	int full;                 /* FW_WS_FILES_MAX reached */
+	char *err;
+	size_t errlen;
+};
+
+/* Notes what is left out of the patch.  Returns 0 or -1 (out of memory). */
+static int leave_out(struct walk *w, const char *path, const char *fmt, ...)
+{
+	if (!w->left)
+		return 0;
+	char why[200], msg[4400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	snprintf(msg, sizeof msg, "%s: %s", path, why);
+	if (fw_strlist_add(w->left, msg) < 0) {
+		seterr(w->err, w->errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* A file that is not read stays as the task tree has it. */
+static int keep_old(struct walk *w, const char *path)
+{
+	struct went *o = wlist_find(w->old, path);
+	return o && wlist_add(&w->now, path, o->mode, &o->id) < 0 ? -1 : 0;
+}
+
+/* Copies a workspace .gitignore (data, len bytes) to the same place below
+ * the scratch directory, where the host's repository reads it. */
+static int copy_ignore(struct walk *w, const char *path, const char *data, size_t len)
+{
+	char full[8200];
+	snprintf(full, sizeof full, "%s/%s", w->scratch, path);
+	for (char *c = full + strlen(w->scratch) + 1; (c = strchr(c, '/')); c++) {
+		*c = '\0';
+		int k = mkdir(full, 0700);
+		*c = '/';
+		if (k < 0 && errno != EEXIST)
+			return -1;
+	}
+	int fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	int rc = 0;
+	for (size_t off = 0; rc == 0 && off < len;) {
+		ssize_t k = write(fd, data + off, len - off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			rc = -1;
+		else
+			off += (size_t)k;
+	}
+	if (close(fd) < 0)
+		rc = -1;
+	return rc;
+}
+
+/* One file or link (name in directory dfd, at path): its blob into the
+ * host's repository and its entry into w->now. */
+static int walk_file(struct walk *w, int dfd, const char *name, const char *path,
+		     const struct stat *st)
+{
+	char *data = NULL;
+	size_t len = 0;
+	unsigned mode;
+	char link[4097];
+
+	if (S_ISLNK(st->st_mode)) {
+		ssize_t k = readlinkat(dfd, name, link, sizeof link);
+		if (k < 0 || (size_t)k >= sizeof link)
+			return leave_out(w, path, "unreadable link");
+		data = link;
+		len = (size_t)k;
+		mode = GIT_FILEMODE_LINK;
+	} else {
+		if ((uint64_t)st->st_size > FW_WS_FILE_MAX) {
+			if (leave_out(w, path, "over the %u-byte file limit", FW_WS_FILE_MAX) < 0)
+				return -1;
+			return keep_old(w, path);
+		}
+		if (w->read + (size_t)st->st_size > FW_WS_TOTAL_MAX) {
+			if (leave_out(w, path, "over the %u-byte limit of all files",
+				      FW_WS_TOTAL_MAX) < 0)
+				return -1;
+			return keep_old(w, path);
+		}
+		int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			return leave_out(w, path, "cannot open: %s", strerror(errno));
+		int k = read_fd(fd, FW_WS_FILE_MAX, &data, &len);
+		int e = errno;
+		close(fd);
+		if (k < 0) {
+			if (e == ENOMEM) {
+				seterr(w->err, w->errlen, "out of memory");
+				return -1;
+			}
+			if (leave_out(w, path, "cannot read: %s", strerror(e)) < 0)
+				return -1;
+			return keep_old(w, path);
+		}
+		w->read += len;
+		mode = st->st_mode & 0100 ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+	}
+	git_oid id;
+	int rc = 0;
+	if (git_odb_hash(&id, data, len, GIT_OBJECT_BLOB) < 0) {
+		seterr(w->err, w->errlen, "cannot hash '%s': %s", path, gerr());
+		rc = -1;
+		goto out;
+	}
+	struct went *o = wlist_find(w->old, path);
+	if (!o || !git_oid_equal(&o->id, &id)) {
+		if (w->changed + len > FW_WS_CHANGED_MAX) {
+			rc = leave_out(w, path, "over the %u-byte limit of changed files",
+				       FW_WS_CHANGED_MAX);
+			if (rc == 0)
+				rc = keep_old(w, path);
+			goto out;
+		}
+		w->changed += len;
+		if (!git_odb_exists(w->odb, &id) &&
+		    git_odb_write(&id, w->odb, data, len, GIT_OBJECT_BLOB) < 0) {
+			seterr(w->err, w->errlen, "cannot store '%s': %s", path, gerr());
+			rc = -1;
+			goto out;
+		}
+	}
+	if (!S_ISLNK(st->st_mode) && !strcmp(name, ".gitignore") &&
+	    copy_ignore(w, path, data, len) < 0) {
+		seterr(w->err, w->errlen, "cannot copy '%s': %s", path, strerror(errno));
+		rc = -1;
+		goto out;
+	}
+	if (wlist_add(&w->now, path, mode, &id) < 0) {
+		seterr(w->err, w->errlen, "out of memory");
+		rc = -1;
+	}
+out:
+	if (data != link)
+		free(data);
+	return rc;
+}
+
+/* The entries of directory dfd (at rel, "" for the top), depth levels
+ * down.  Takes dfd. */
+static int walk_dir(struct walk *w, int dfd, const char *rel, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return leave_out(w, *rel ? rel : ".", "cannot read: %s", strerror(errno));
+	}
+	int rc = 0;
+	struct dirent *e;
+	while (rc == 0 && (e = readdir(d))) {
+		const char *n = e->d_name;
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
+			continue;
+		char path[4096];
+		if ((size_t)snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", n) >=
+		    sizeof path) {
+			rc = leave_out(w, rel, "a name below it is too long");
+			continue;
+		}
+		/* git's own directory, the workspace's or a nested one, is
+		 * no part of a patch (git does not descend into one either) */
+		if (!strcmp(n, ".git"))
+			continue;
+		if (!fw_utf8_valid((const uint8_t *)path, strlen(path)) || strchr(n, '\n') ||
+		    strchr(n, '\\')) {
+			rc = leave_out(w, "(a name)", "not a path a patch can hold");
+			continue;
+		}
+		struct stat st;
+		if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = leave_out(w, path, "cannot stat: %s", strerror(errno));
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			if (depth + 1 > FW_WS_DEPTH_MAX) {
+				rc = leave_out(w, path, "deeper than %d levels", FW_WS_DEPTH_MAX);
+				continue;
+			}
+			int sub = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0) {
+				rc = leave_out(w, path, "cannot open: %s", strerror(errno));
+				continue;
+			}
+			rc = walk_dir(w, sub, path, depth + 1);
+			continue;
+		}
+		if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+			rc = leave_out(w, path, "not a regular file");
+			continue;
+		}
+		if (w->files >= FW_WS_FILES_MAX) {
+			if (!w->full++)
+				rc = leave_out(w, path, "and what follows: over %d files",
+					       FW_WS_FILES_MAX);
+			if (rc == 0)
+				rc = keep_old(w, path);
+			continue;
+		}
+		w->files++;
+		rc = walk_file(w, dirfd(d), n, path, &st);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* 1 when blob id of repo r is not valid UTF-8 (a text diff of it would not
+ * be text). */
+static int blob_not_utf8(git_repository *r, const git_oid *id)
+{
+	git_blob *b;
+	if (git_oid_is_zero(id) || git_blob_lookup(&b, r, id) < 0)
+		return 0;
+	int bad = !fw_utf8_valid(git_blob_rawcontent(b), (size_t)git_blob_rawsize(b));
+	git_blob_free(b);
+	return bad;
+}
+
+/* Appends the patch text of diff d to out, delta by delta: the ones
+ * flagged in bin from db (the same deltas, made binary) when db is not
+ * NULL.  Returns 0 or -1. */
+static int print_diff(git_diff *d, git_diff *db, const char *bin, struct fw_buf *out)
+{
+	size_t n = db ? git_diff_num_deltas(d) : 1;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		git_patch *p = NULL;
+		git_buf b = { 0 };
+		if (!db)
+			rc = git_diff_to_buf(&b, d, GIT_DIFF_FORMAT_PATCH);
+		else if ((rc = git_patch_from_diff(&p, bin[i] ? db : d, i)) == 0 && p)
+			rc = git_patch_to_buf(&b, p);
+		if (rc == 0 && b.size && fw_buf_append(out, b.ptr, b.size))
+			rc = -1;
+		git_buf_dispose(&b);
+		git_patch_free(p);
+	}
+	return rc;
+}
+
+int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
+		      const char *scratch, char **patch, struct fw_strlist *left_out,
+		      char *err, size_t errlen)
+{
+	git_repository *src = fw_store_repo(s), *r = NULL;
+	git_odb *sodb = NULL, *odb = NULL;
+	git_tree *tree = NULL, *otree = NULL, *ntree = NULL;
+	git_index *idx = NULL;
+	git_diff *d = NULL, *db = NULL;
+	struct fw_buf b = { 0 };
+	struct wlist old = { 0 };
+	struct walk w = { .left = left_out, .scratch = scratch, .err = err, .errlen = errlen };
+	char *bin = NULL;
+	git_oid id, oid, nid;
+	int rc = -1, dfd = -1;
+
+	*patch = NULL;
+	git_libgit2_init();
+	/* The host's own repository, in a directory only the host reaches:
+	 * the task tree's blobs come from the store (an alternate), the
+	 * workspace's are written here.  Nothing of the workspace's .git is
+	 * opened, so no configuration, attribute or ignore rule the agent
+	 * wrote there counts. */
+	if (git_repository_init(&r, scratch, 0) < 0 || git_repository_odb(&odb, r) < 0 ||
+	    git_repository_odb(&sodb, src) < 0) {
+		seterr(err, errlen, "cannot create '%s': %s", scratch, gerr());
+		goto out;
+	}
+	char objs[4200];
+	snprintf(objs, sizeof objs, "%sobjects", git_repository_path(src));
+	if (git_odb_add_disk_alternate(odb, objs) < 0) {
+		seterr(err, errlen, "cannot read the store: %s", gerr());
+		goto out;
+	}
+	int empty;
+	if (strlen(tree_hex) != 40 || git_oid_fromstr(&id, tree_hex) < 0 ||
+	    git_tree_lookup(&tree, src, &id) < 0 ||
+	    filtered_copy(src, sodb, r, odb, tree, "", &oid, &empty, NULL) < 0 ||
+	    git_tree_lookup(&otree, r, &oid) < 0) {
+		seterr(err, errlen, "no tree %s in the store: %s", tree_hex, gerr());
+		goto out;
+	}
+	if (git_tree_walk(otree, GIT_TREEWALK_PRE, old_cb, &old) < 0) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	qsort(old.v, old.n, sizeof *old.v, went_cmp);
+	w.odb = odb;
+	w.old = &old;
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		seterr(err, errlen, "cannot open '%s': %s", dir, strerror(errno));
+		goto out;
+	}
+	int k = walk_dir(&w, dfd, "", 0);
+	dfd = -1;
+	if (k < 0)
+		goto out;
+	/* New files that the workspace's .gitignore files ignore are left
+	 * out, as git leaves them out of a diff. */
+	if (git_index_new(&idx) < 0) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < w.now.n; i++) {
+		struct went *e = &w.now.v[i];
+		int ign = 0;
+		if (!wlist_find(&old, e->path) &&
+		    (git_ignore_path_is_ignored(&ign, r, e->path) < 0 || ign))
+			continue;
+		git_index_entry ie;
+		memset(&ie, 0, sizeof ie);
+		ie.path = e->path;
+		ie.mode = e->mode;
+		ie.id = e->id;
+		if (git_index_add(idx, &ie) < 0 &&
+		    leave_out(&w, e->path, "not a path git takes") < 0)
+			goto out;
+	}
+	if (git_index_write_tree_to(&nid, idx, r) < 0 || git_tree_lookup(&ntree, r, &nid) < 0) {
+		seterr(err, errlen, "cannot write the workspace tree: %s", gerr());
+		goto out;
+	}
+	git_diff_options o;
+	git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+	o.flags = GIT_DIFF_SHOW_BINARY;
+	if (git_diff_tree_to_tree(&d, r, otree, ntree, &o) < 0) {
+		seterr(err, errlen, "workspace diff: %s", gerr());
+		goto out;
+	}
+	/* A file that is not UTF-8 on either side goes as a git binary
+	 * patch: the patch is record text, and must still apply. */
+	size_t nd = git_diff_num_deltas(d);
+	int any = 0;
+	if (nd && !(bin = calloc(nd, 1))) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nd; i++) {
+		const git_diff_delta *dl = git_diff_get_delta(d, i);
+		bin[i] = !(dl->flags & GIT_DIFF_FLAG_BINARY) &&
+			 (blob_not_utf8(r, &dl->old_file.id) || blob_not_utf8(r, &dl->new_file.id));
+		any |= bin[i];
+	}
+	o.flags |= GIT_DIFF_FORCE_BINARY;
+	if (any && git_diff_tree_to_tree(&db, r, otree, ntree, &o) < 0) {
+		seterr(err, errlen, "workspace diff: %s", gerr());
+		goto out;
+	}
+	if (print_diff(d, db, bin, &b) < 0) {
+		seterr(err, errlen, "workspace diff: %s", gerr());
+		goto out;
+	}
+	if (fw_buf_append(&b, "", 1)) {
+		seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	*patch = (char *)b.p;
+	b.p = NULL;
+	rc = 0;
+out:
+	if (dfd >= 0)
+		close(dfd);
+	free(bin);
+	fw_buf_free(&b);
+	git_diff_free(d);
+	git_diff_free(db);
+	git_index_free(idx);
+	git_tree_free(ntree);
+	git_tree_free(otree);
+	git_tree_free(tree);
+	git_odb_free(odb);
+	git_odb_free(sodb);
+	git_repository_free(r);
+	wlist_free(&old);
+	wlist_free(&w.now);
+	fw_rmtree(scratch);
 	git_libgit2_shutdown();
 	return rc;
 }

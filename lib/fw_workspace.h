@@ -78,6 +78,63 @@ int fw_workspace_scrub(const char *dir, struct fw_strlist *scrubbed, char *err, 
  * with errno set.  A missing path is success. */
 int fw_rmtree(const char *path);
 
+/* ---- reading what the sandbox left ------------------------------------------ */
+
+/*
+ * What untrusted code left in a workspace is read by the host as regular
+ * files and links below the workspace, never through a link, never
+ * through the workspace's .git (whose configuration, attributes and
+ * ignore rules the code could have written), and within these limits.
+ */
+#define FW_WS_FILE_MAX (16u << 20)     /* bytes of one file */
+#define FW_WS_TOTAL_MAX (1024u << 20)  /* bytes of all files read */
+#define FW_WS_CHANGED_MAX (64u << 20)  /* bytes of the files that changed */
+#define FW_WS_FILES_MAX 200000         /* files and links */
+#define FW_WS_DEPTH_MAX 128            /* directory levels */
+
+/*
+ * Opens rel, a relative '/'-separated path without ".", ".." or empty
+ * components, below the directory dirfd, following no symbolic link and
+ * never leaving dirfd: openat2(2) with RESOLVE_BENEATH and
+ * RESOLVE_NO_SYMLINKS where the kernel has it, else one component at a
+ * time with O_NOFOLLOW.  flags are open(2)'s (O_NOFOLLOW and O_CLOEXEC are
+ * added).  Returns the descriptor, which the caller closes, or -1 with
+ * errno set (EINVAL a bad rel, ELOOP a link on the way, ENOENT, ...).
+ */
+int fw_open_beneath(int dirfd, const char *rel, int flags);
+
+/*
+ * Reads the regular file at rel below directory dir (opened as by
+ * fw_open_beneath(), and dir itself not through a link) into *data, a
+ * malloc'd NUL-terminated copy of its *len bytes that the caller frees.
+ * At most max bytes are read: a bigger file is refused.  A FIFO or device
+ * there is refused without being opened for long.  Returns 0, or -1 with
+ * errno set: ENOENT no such file, ELOOP a link on the way, EINVAL not a
+ * regular file, EFBIG over max, ENOMEM.
+ */
+int fw_read_beneath(const char *dir, const char *rel, size_t max, char **data, size_t *len);
+
+/*
+ * The unified diff (git format, as `git apply` takes it) from tree
+ * tree_hex of store s as a workspace holds it (without what the scrub
+ * removes) to the files below dir now: changed, added and deleted files,
+ * mode changes, links, binary files as git binary patches.  The files are
+ * read as fw_read_beneath() reads them, within the FW_WS_* limits; nothing
+ * below a directory named .git is read.  New files that the workspace's
+ * own .gitignore files ignore are left out, as git leaves them out.  A
+ * file whose text is not valid UTF-8 on either side goes as a binary
+ * patch, so the patch is valid UTF-8 whatever the files hold.  A file the
+ * limits leave unread stays as the task tree has it (absent when new), and
+ * "PATH: why" is appended to left_out (may be NULL) for it.  scratch names
+ * a directory that does not exist, where no untrusted code can reach (not
+ * below dir): the host's own repository is made there and removed at the
+ * end.  *patch is malloc'd and NUL-terminated, "" for no change; the
+ * caller frees it.  Returns 0, or -1 with a message in err.
+ */
+int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
+		      const char *scratch, char **patch, struct fw_strlist *left_out,
+		      char *err, size_t errlen);
+
 /* ---- audit ------------------------------------------------------------------- */
 
 struct fw_audit;

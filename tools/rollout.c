@@ -80,6 +80,17 @@ static void pack_cstr(msgpack_packer *pk, const char *s)
 	pack_str(pk, s, strlen(s));
 }
 
+/* Packs s (n bytes) as record text: what the agent or its sandbox wrote may
+ * be any bytes, and what is not UTF-8 becomes U+FFFD. */
+static void pack_text(msgpack_packer *pk, const char *s, size_t n)
+{
+	size_t fn;
+	char *f = fw_utf8_fix(s, n, &fn);
+
+	pack_str(pk, f ? f : "", f ? fn : 0);
+	free(f);
+}
+
 /* A string field of map m, NUL-terminated in buf, or NULL. */
 static const char *get_str(struct fw_mpv m, const char *key, char *buf, size_t cap)
 {
@@ -431,7 +442,6 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 	char err[1024];
 	struct fw_store *st;
 	struct fw_buf tb = { 0 }, js = { 0 };
-	struct fw_field del = { "solution", 8, { NULL, 0 } };
 	struct fw_exec_opts eo = { o->arg, o->mounts, o->allow, o->timeout_s, 0, NULL };
 	struct fw_context_mount cm = { 0 };
 
@@ -445,7 +455,8 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 		goto out;
 	}
 	eo.mounts = cm.binds;
-	if (fw_rec_set(&tb, task, &del, 1) ||
+	/* the agent gets what a policy may see: no solution, no host path */
+	if (fw_task_for_policy(&tb, task) ||
 	    fw_json_from_mp(&js, (struct fw_mpv){ tb.p, tb.n }, err, sizeof err) ||
 	    fw_buf_append(&js, "", 1)) {
 		emit_errors(w, j, task, tid, "task does not convert to JSON");
@@ -477,13 +488,15 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 			pack_turn(&e.turns, "user", ti->prompt, ti->plen, NULL, NULL, 0);
 		}
 		fw_buf_packer(&pk, &e.events);
-		msgpack_pack_array(&pk, r.run.nevents + (r.run.cause != FW_SANDBOX_OK));
+		msgpack_pack_array(&pk, r.run.nevents + (r.run.cause != FW_SANDBOX_OK) +
+					    r.left_out.n);
 		for (size_t i = 0; i < r.run.nevents; i++) {
+			const char *d = r.run.events[i].detail ? r.run.events[i].detail : "";
 			msgpack_pack_map(&pk, 3);
 			pack_cstr(&pk, "kind");
 			pack_cstr(&pk, r.run.events[i].kind);
 			pack_cstr(&pk, "detail");
-			pack_cstr(&pk, r.run.events[i].detail ? r.run.events[i].detail : "");
+			pack_text(&pk, d, strlen(d));
 			pack_cstr(&pk, "at");
 			msgpack_pack_double(&pk, r.run.events[i].at_s);
 		}
@@ -493,6 +506,16 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 			pack_cstr(&pk, "limit");
 			pack_cstr(&pk, "detail");
 			pack_cstr(&pk, fw_sandbox_cause_name(r.run.cause));
+			pack_cstr(&pk, "at");
+			msgpack_pack_double(&pk, r.run.wall_s);
+		}
+		/* files the host did not take into the patch */
+		for (size_t i = 0; i < r.left_out.n; i++) {
+			msgpack_pack_map(&pk, 3);
+			pack_cstr(&pk, "kind");
+			pack_cstr(&pk, "left-out");
+			pack_cstr(&pk, "detail");
+			pack_text(&pk, r.left_out.v[i], strlen(r.left_out.v[i]));
 			pack_cstr(&pk, "at");
 			msgpack_pack_double(&pk, r.run.wall_s);
 		}
@@ -508,7 +531,7 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 			char *h = fw_head_tail(so[i]->data ? so[i]->data : "", so[i]->len, 4096, 4096,
 					       &hn);
 			pack_cstr(&pk, i ? "stderr" : "stdout");
-			pack_str(&pk, h ? h : "", h ? hn : 0);
+			pack_text(&pk, h ? h : "", h ? hn : 0);
 			free(h);
 		}
 		pack_cstr(&pk, "truncated");
@@ -519,7 +542,7 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 		e.nextra = 1;
 		if (r.traj_error[0]) {
 			pack_cstr(&pk, "traj_error");
-			pack_cstr(&pk, r.traj_error);
+			pack_text(&pk, r.traj_error, strlen(r.traj_error));
 			e.nextra++;
 		}
 		if (strcmp(r.stop, "exit")) {
@@ -784,10 +807,10 @@ static int rollout_main(struct opts *o)
 		}
 		while ((rc = fw_reader_next(r, &rec)) != 0) {
 			if (rc < 0) {
+				/* one diagnostic, then the next file: input that
+				 * is not records is not read value by value */
 				fw_warn_reader(r);
 				status = FW_EXIT_DATA;
-				if (fw_reader_recoverable(r))
-					continue;
 				break;
 			}
 			int task = is_task(rec.v);
