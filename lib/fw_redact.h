@@ -9,8 +9,15 @@
  * enum fw_redact_rule: specific token formats first, so that a GitHub token
  * inside a URL is named `github`, not `url-password`.
  *
- * The rules follow the public rule sets of gitleaks and detect-secrets; the
- * man page fb-ingest(1) lists them with examples.
+ * A token format (ghp_..., AKIA...) is redacted wherever it appears.  A
+ * keyword rule (kv-secret: `password = VALUE`) redacts only a value that
+ * looks generated: a quoted literal or a bare word that is not code (an
+ * identifier, a member access, a call, a subscript, a path, a URL, a
+ * template or variable, a placeholder such as `changeme` or `xxxx`), that
+ * holds a digit or a symbol, and whose characters are random enough.
+ * Code read by an agent is left as it is; see tests/bench/redact for the
+ * rate of misses and of redactions in real code.  The man page fb-ingest(1)
+ * lists the rules with examples.
  */
 #ifndef FW_REDACT_H
 #define FW_REDACT_H
@@ -22,12 +29,16 @@ enum fw_redact_rule {
 	FW_RD_ANTHROPIC,   /* sk-ant-api03-... */
 	FW_RD_OPENAI,      /* sk-proj-..., sk-... */
 	FW_RD_GITHUB,      /* ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ */
+	FW_RD_GITLAB,      /* glpat- gldt- glrt- glptt- ... */
 	FW_RD_AWS,         /* AKIA/ASIA/... access key ids */
 	FW_RD_SLACK,       /* xoxb-/xoxp-/... tokens, hooks.slack.com URLs */
+	FW_RD_STRIPE,      /* sk_live_ rk_live_ sk_test_ ... whsec_ */
+	FW_RD_GOOGLE,      /* AIza... API keys */
+	FW_RD_NPM,         /* npm_... access tokens */
 	FW_RD_JWT,         /* three base64url parts, header and payload JSON */
 	FW_RD_BEARER,      /* the token of "Authorization: Bearer TOKEN" */
 	FW_RD_URL_PASSWORD, /* the password of scheme://user:PASSWORD@host */
-	FW_RD_KV_SECRET,   /* high-entropy value of a key like password, secret, token, api_key */
+	FW_RD_KV_SECRET,   /* generated-looking value of a key like password, secret, token */
 	FW_RD_EMAIL,       /* e-mail addresses */
 	FW_RD_NRULES
 };
