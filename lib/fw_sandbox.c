@@ -1042,8 +1042,12 @@ static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		_exit(126);
 	/* then the network watch: its filter covers bwrap and all it
 	 * starts */
-	if (nwsock >= 0 && fw_nw_child(nwsock) != 0)
+	if (nwsock >= 0 ? fw_nw_child(nwsock) != 0 : fw_nw_plain() != 0) {
+		static const char msg[] = "bwrap: cannot install the seccomp filter\n";
+		if (write(errfd, msg, sizeof msg - 1) < 0)
+			_exit(126);
 		_exit(126);
+	}
 	for (int i = 0; i < f->n; i++)
 		fds[4 + i] = f->fd[i];
 	/* move every end above the targets so that dup2 into 0..n-1 cannot
@@ -1513,7 +1517,7 @@ out:
 		fw_nw_take(nw, &ev, &n, &more);
 		for (size_t i = 0; i < n; i++) {
 			if (rc == 0)
-				add_event(res, "net-denied", ev[i].at - t0, "%s", ev[i].detail);
+				add_event(res, ev[i].kind, ev[i].at - t0, "%s", ev[i].detail);
 			free(ev[i].detail);
 		}
 		free(ev);
