@@ -28,6 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <grp.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -60,6 +63,8 @@ void fw_sandbox_opts_init(struct fw_sandbox_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->grace_s = FW_SANDBOX_GRACE;
+	o->uid = FW_SANDBOX_UID;
+	o->gid = FW_SANDBOX_GID;
 	o->nofile = 1024;
 	o->output_cap = FW_SANDBOX_OUTPUT_CAP;
 }
@@ -774,51 +779,200 @@ static long ns_signal(ino_t ns, int sig)
 	return count;
 }
 
-/* ---- after the run ---------------------------------------------------------- */
+/* ---- the workspace's owner and set-ID bits ------------------------------------ */
 
 /*
- * Files the command created in the workspace belong to the caller on the
- * host — to root when root runs the sandbox — and nothing stopped it from
- * setting the set-user-ID or set-group-ID bit on them (the workspace is
- * nosuid only inside).  Clear those bits on every regular file so that no
- * setuid-root program outlives the run.  The sandbox is dead by now, so
- * nothing can swap a file between the look and the change.  Returns how
- * many files were changed; records the first few as events.
+ * When the caller is root, the command runs as an unprivileged uid of the
+ * host (opts.uid, opts.gid), so nothing it does can make a file root owns
+ * — nor a set-user-ID-root program.  Before the run the workspace is
+ * handed to that uid (WALK_GIVE); after it, handed back to the caller
+ * (WALK_TAKE: chown(2) by root clears set-ID bits of regular files, and
+ * the callers' libgit2 opens only repositories its own user owns).  Every
+ * run, root or not, then clears set-user-ID and set-group-ID bits on
+ * every regular file left (WALK_TAKE with no owner change), recording the
+ * first few.  Nothing of the sandbox runs during either walk, so nothing
+ * moves a file between the look and the change.
+ *
+ * The walk has no depth limit and holds one directory open at a time: each
+ * level keeps the names of its subdirectories, and the walk climbs back
+ * through "..", checked against the inode it left.  Symlinks are never
+ * followed; other file systems than the workspace's are not entered.
  */
-static int strip_setid(int dfd, const char *name, const char *rel, dev_t dev, int depth,
-		       struct fw_sandbox_result *res, double at)
+enum walk_mode { WALK_GIVE, WALK_TAKE };
+
+struct walk {
+	enum walk_mode mode;
+	int chown;                 /* change owners (uid, gid below) */
+	uid_t uid, from;           /* the new owner; TAKE: only entries of from */
+	gid_t gid;
+	dev_t dev;
+	struct fw_sandbox_result *res;
+	double at;
+	int cleared;               /* set-ID bits cleared so far */
+	int failed;                /* GIVE: an entry could not be handed over */
+};
+
+struct level {
+	char **names;              /* subdirectories still to enter, owned */
+	size_t n, next;
+	dev_t dev;
+	ino_t ino;
+	size_t rel_len;            /* length of the path below the top */
+};
+
+/* Apply the walk to entry name of directory fd whose status is st. */
+static void walk_entry(struct walk *w, int fd, const char *name, const struct stat *st,
+		       const char *rel)
+{
+	if (w->mode == WALK_TAKE && S_ISREG(st->st_mode) && (st->st_mode & (S_ISUID | S_ISGID))) {
+		mode_t keep = st->st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
+		if (fchmodat(fd, name, keep, 0) == 0 && w->cleared++ < 8 && w->res)
+			add_event(w->res, "setid", w->at, "set-ID bits cleared on %.200s%s%.200s",
+				  rel, *rel ? "/" : "", name);
+	}
+	if (!w->chown)
+		return;
+	if (w->mode == WALK_GIVE ? (st->st_uid != w->uid || st->st_gid != w->gid)
+				 : st->st_uid == w->from) {
+		if (fchownat(fd, name, w->uid, w->gid, AT_SYMLINK_NOFOLLOW) != 0 &&
+		    w->mode == WALK_GIVE)
+			w->failed = 1;
+	}
+}
+
+/* Read the entries of directory fd: apply the walk to each, and collect
+ * the names of subdirectories on the same device.  0, or -1 (errno). */
+static int walk_dir(struct walk *w, int fd, struct level *lv, const char *rel)
 {
 	struct dirent *e;
-	int n = 0, fd;
+	size_t cap = 0;
+	int dfd = dup(fd);
 	DIR *d;
 
-	if (depth > 256)
-		return 0;
-	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
+	if (dfd < 0 || !(d = fdopendir(dfd))) {
+		if (dfd >= 0)
+			close(dfd);
+		return -1;
 	}
 	while ((e = readdir(d))) {
 		struct stat st;
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != dev)
+		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != w->dev)
 			continue;
-		if (S_ISDIR(st.st_mode)) {
-			char sub[PATH_MAX];
-			snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
-			n += strip_setid(fd, e->d_name, sub, dev, depth + 1, res, at);
-		} else if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
-			mode_t keep = st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID);
-			if (fchmodat(fd, e->d_name, keep, 0) == 0 && n++ < 8)
-				add_event(res, "setid", at, "set-ID bits cleared on %.200s%s%.200s",
-					  rel, *rel ? "/" : "", e->d_name);
+		walk_entry(w, fd, e->d_name, &st, rel);
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		if (lv->n == cap) {
+			size_t nc = cap ? 2 * cap : 8;
+			char **v = realloc(lv->names, nc * sizeof *v);
+			if (!v)
+				goto oom;
+			lv->names = v;
+			cap = nc;
 		}
+		if (!(lv->names[lv->n] = strdup(e->d_name)))
+			goto oom;
+		lv->n++;
 	}
 	closedir(d);
-	return n;
+	return 0;
+oom:
+	closedir(d);
+	errno = ENOMEM;
+	return -1;
+}
+
+static void level_free(struct level *lv)
+{
+	for (size_t i = 0; i < lv->n; i++)
+		free(lv->names[i]);
+	free(lv->names);
+	memset(lv, 0, sizeof *lv);
+}
+
+/* Walk the tree at path (the top included).  Returns 0, or -1 with errno
+ * when a directory could not be read or climbed back from. */
+static int walk_tree(struct walk *w, const char *path)
+{
+	struct level *stack = NULL;
+	size_t depth = 0, cap = 0;
+	char rel[PATH_MAX] = "";
+	struct stat st;
+	int fd, rc = -1, saved = 0;
+
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0)
+		goto out;
+	w->dev = st.st_dev;
+	/* the top: its owner, never set-ID bits (a directory) */
+	if (w->chown && (w->mode == WALK_GIVE ? (st.st_uid != w->uid || st.st_gid != w->gid)
+					      : st.st_uid == w->from) &&
+	    fchown(fd, w->uid, w->gid) != 0 && w->mode == WALK_GIVE)
+		w->failed = 1;
+	for (;;) {
+		struct level *lv;
+		if (depth == cap) {
+			size_t nc = cap ? 2 * cap : 16;
+			struct level *v = realloc(stack, nc * sizeof *v);
+			if (!v) {
+				errno = ENOMEM;
+				goto out;
+			}
+			stack = v;
+			cap = nc;
+		}
+		lv = &stack[depth++];
+		memset(lv, 0, sizeof *lv);
+		lv->dev = st.st_dev;
+		lv->ino = st.st_ino;
+		lv->rel_len = strlen(rel);
+		if (walk_dir(w, fd, lv, rel) != 0)
+			goto out;
+		/* the next subdirectory to enter, climbing back as levels end */
+		for (;;) {
+			int sub;
+			lv = &stack[depth - 1];
+			rel[lv->rel_len] = 0;
+			if (lv->next < lv->n) {
+				const char *name = lv->names[lv->next++];
+				sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				if (sub < 0 || fstat(sub, &st) != 0 || st.st_dev != w->dev) {
+					if (sub >= 0)
+						close(sub);
+					continue;
+				}
+				if (lv->rel_len + strlen(name) + 2 < sizeof rel)
+					snprintf(rel + lv->rel_len, sizeof rel - lv->rel_len, "%s%s",
+						 lv->rel_len ? "/" : "", name);
+				close(fd);
+				fd = sub;
+				break;
+			}
+			level_free(lv);
+			if (--depth == 0) {
+				rc = 0;
+				goto out;
+			}
+			sub = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			close(fd);
+			fd = sub;
+			if (fd < 0 || fstat(fd, &st) != 0 || st.st_ino != stack[depth - 1].ino ||
+			    st.st_dev != stack[depth - 1].dev) {
+				errno = ESTALE;
+				goto out;
+			}
+		}
+	}
+out:
+	saved = errno;
+	if (fd >= 0)
+		close(fd);
+	while (depth > 0)
+		level_free(&stack[--depth]);
+	free(stack);
+	errno = saved;
+	return rc;
 }
 
 /* ---- capture --------------------------------------------------------------- */
@@ -881,17 +1035,100 @@ static const char relay_script[] =
 	"until ready; do i=$((i+1)); [ $i -gt 1000 ] && break; sleep 0.002; done\n"
 	"exec \"$@\"\n";
 
+/*
+ * When the command runs as the sandbox's uid, bwrap runs as that uid too
+ * and can reach no path that root alone may search (a workspace under a
+ * mktemp(1) directory, say).  So the caller makes a stage: a directory
+ * under /tmp that others may search but not read, holding one empty
+ * mount point per source; the child, still root, in a mount namespace of
+ * its own, binds each source on its mount point, and bwrap binds from
+ * there.  Nothing of this is visible outside the child's namespace.
+ */
+#define STAGE_MAX (2 + 64)
+
+struct stage {
+	int drop;                 /* run as uid, gid (the caller is root) */
+	uid_t uid;
+	gid_t gid;
+	char dir[64];             /* "" when sources are bound directly */
+	char *src[STAGE_MAX];     /* the child binds src[i] on dst[i] */
+	char *dst[STAGE_MAX];
+	int isdir[STAGE_MAX];
+	int n;
+};
+
+/* The path bwrap should bind for host path src: src itself, or a fresh
+ * mount point of the stage (in out).  0, or -1 with a message. */
+static int stage_add(struct stage *sg, const char *src, char *out, size_t outlen,
+		     char *err, size_t errlen)
+{
+	struct stat st;
+	int fd;
+
+	if (!sg->dir[0]) {
+		snprintf(out, outlen, "%s", src);
+		return 0;
+	}
+	if (sg->n == STAGE_MAX) {
+		seterr(err, errlen, "too many binds");
+		return -1;
+	}
+	if (stat(src, &st) != 0) {
+		seterr(err, errlen, "'%s': %s", src, strerror(errno));
+		return -1;
+	}
+	snprintf(out, outlen, "%s/%d", sg->dir, sg->n);
+	sg->isdir[sg->n] = S_ISDIR(st.st_mode);
+	if (sg->isdir[sg->n] ? mkdir(out, 0700) != 0
+			     : (fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0 ||
+				       close(fd) != 0) {
+		seterr(err, errlen, "cannot create %s: %s", out, strerror(errno));
+		return -1;
+	}
+	sg->src[sg->n] = strdup(src);
+	sg->dst[sg->n] = strdup(out);
+	sg->n++;
+	if (!sg->src[sg->n - 1] || !sg->dst[sg->n - 1]) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* Remove the stage's mount points and the stage. */
+static void stage_free(struct stage *sg)
+{
+	for (int i = 0; i < sg->n; i++) {
+		if (sg->dst[i])
+			(sg->isdir[i] ? rmdir : unlink)(sg->dst[i]);
+		free(sg->src[i]);
+		free(sg->dst[i]);
+	}
+	sg->n = 0;
+	if (sg->dir[0])
+		rmdir(sg->dir);
+	sg->dir[0] = 0;
+}
+
 static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 		      const char *proxy_sock, struct strv *a, struct files *f,
-		      char *err, size_t errlen)
+		      struct stage *sg, char *err, size_t errlen)
 {
 	static const char *sys[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32",
 				     "/lib64", "/libx32", NULL };
 	const char *cwd;
-	char script[1024];
+	char script[1024], path[PATH_MAX];
 
 	sv_push(a, "bwrap");
 	sv_push(a, "--unshare-user");
+	if (sg->drop) {
+		/* uid 0 inside, as when root ran bwrap itself: the sandbox's
+		 * uid outside */
+		sv_push(a, "--uid");
+		sv_push(a, "0");
+		sv_push(a, "--gid");
+		sv_push(a, "0");
+	}
 	sv_push(a, "--unshare-pid");
 	sv_push(a, "--unshare-ipc");
 	sv_push(a, "--unshare-uts");
@@ -926,8 +1163,10 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 	sv_push(a, "--tmpfs");
 	sv_push(a, "/tmp");
 	if (o->workspace) {
+		if (stage_add(sg, o->workspace, path, sizeof path, err, errlen) != 0)
+			return -1;
 		sv_push(a, "--bind");
-		sv_push(a, o->workspace);
+		sv_push(a, path);
 		sv_push(a, FW_SANDBOX_WORKDIR);
 	}
 	for (const char *const *b = o->ro_binds; b && *b; b++) {
@@ -945,8 +1184,10 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 			seterr(err, errlen, "read-only bind '%s': %s", src, strerror(errno));
 			return -1;
 		}
+		if (stage_add(sg, src, path, sizeof path, err, errlen) != 0)
+			return -1;
 		sv_push(a, "--ro-bind");
-		sv_push(a, src);
+		sv_push(a, path);
 		sv_push(a, colon ? colon + 1 : src);
 	}
 	if (proxy_sock) {
@@ -1026,11 +1267,20 @@ static void set_limit(int res, rlim_t soft, rlim_t hard)
 	setrlimit(res, &rl);
 }
 
+/* In the forked child: say why on fd (its stderr pipe) and end with
+ * status 126, which the caller reads as a sandbox not set up. */
+static void child_fail(int fd, const char *msg)
+{
+	if (write(fd, msg, strlen(msg)) < 0)
+		_exit(126);
+	_exit(126);
+}
+
 /* In the forked child: only async-signal-safe calls until execve. */
 static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		  char **argv, char **envp, int in, int out, int errfd, int st,
 		  const struct files *f, const struct cgroup *cg, int use_as, pid_t parent,
-		  int nwsock)
+		  int nwsock, const struct stage *sg)
 {
 	int fds[4 + MAX_FILES] = { in, out, errfd, st }, n = 4 + f->n;
 
@@ -1042,8 +1292,8 @@ static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		_exit(126);
 	/* then the network watch: its filter covers bwrap and all it
 	 * starts */
-	if (nwsock >= 0 && fw_nw_child(nwsock) != 0)
-		_exit(126);
+	if (nwsock >= 0 ? fw_nw_child(nwsock) != 0 : fw_nw_plain() != 0)
+		child_fail(errfd, "fw-sandbox: cannot install the seccomp filter\n");
 	for (int i = 0; i < f->n; i++)
 		fds[4 + i] = f->fd[i];
 	/* move every end above the targets so that dup2 into 0..n-1 cannot
@@ -1068,11 +1318,31 @@ static void child(const struct fw_sandbox_opts *o, const char *bwrap,
 		   (cg->cpu[0] && write_file(cg->cpu, "cgroup.procs", "0") != 0)) {
 		_exit(126);
 	}
+	/* the stage's binds, then the sandbox's uid (setgroups first: root's
+	 * groups would go along); a change of credentials clears the
+	 * parent-death signal, so it is armed again */
+	if (sg->n) {
+		if (unshare(CLONE_NEWNS) != 0 ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+			child_fail(2, "fw-sandbox: cannot make the stage's mount namespace\n");
+		for (int i = 0; i < sg->n; i++)
+			if (mount(sg->src[i], sg->dst[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+				child_fail(2, "fw-sandbox: cannot bind a source on the stage\n");
+	}
+	if (sg->drop) {
+		if (setgroups(0, NULL) != 0 || setresgid(sg->gid, sg->gid, sg->gid) != 0 ||
+		    setresuid(sg->uid, sg->uid, sg->uid) != 0)
+			child_fail(2, "fw-sandbox: cannot take the sandbox's uid\n");
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+			_exit(126);
+	}
 	if (o->cpu_s > 0)
 		set_limit(RLIMIT_CPU, (rlim_t)o->cpu_s, (rlim_t)o->cpu_s + 1);
 	if (o->mem_bytes > 0 && use_as)
 		set_limit(RLIMIT_AS, o->mem_bytes, o->mem_bytes);
-	if (o->procs > 0)
+	/* RLIMIT_NPROC counts every process of the uid on the host, other
+	 * runs' too: only where no pids cgroup counts this run's */
+	if (o->procs > 0 && !cg->pids[0])
 		set_limit(RLIMIT_NPROC, (rlim_t)o->procs, (rlim_t)o->procs);
 	if (o->fsize_bytes > 0)
 		set_limit(RLIMIT_FSIZE, o->fsize_bytes, o->fsize_bytes);
@@ -1168,6 +1438,8 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	struct rusage ru;
 	struct capture cap[2];
 	struct files files = { .n = 0 };
+	struct stage sg = { .drop = geteuid() == 0, .uid = o->uid, .gid = o->gid };
+	int given = 0;
 
 	memset(res, 0, sizeof *res);
 	res->exit_code = -1;
@@ -1190,6 +1462,32 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		seterr(err, errlen, "bwrap not found on PATH (install bubblewrap)");
 		return -1;
 	}
+	if (sg.drop && (o->uid == 0 || o->gid == 0)) {
+		seterr(err, errlen, "the sandbox's uid and gid must not be 0");
+		return -1;
+	}
+	if (sg.drop) {
+		/* /tmp, not TMPDIR: every uid may search it */
+		snprintf(sg.dir, sizeof sg.dir, "/tmp/fw-sb-XXXXXX");
+		if (!mkdtemp(sg.dir)) {
+			seterr(err, errlen, "cannot create %s: %s", sg.dir, strerror(errno));
+			sg.dir[0] = 0;
+			goto out;
+		}
+		if (chmod(sg.dir, 0711) != 0) {
+			seterr(err, errlen, "%s: %s", sg.dir, strerror(errno));
+			goto out;
+		}
+	}
+	if (o->workspace && sg.drop) {
+		struct walk w = { .mode = WALK_GIVE, .chown = 1, .uid = o->uid, .gid = o->gid };
+		given = 1;
+		if (walk_tree(&w, o->workspace) != 0 || w.failed) {
+			seterr(err, errlen, "workspace '%s': cannot hand it to uid %u: %s",
+			       o->workspace, o->uid, w.failed ? "chown failed" : strerror(errno));
+			goto out;
+		}
+	}
 	if (o->allow && o->allow[0]) {
 		char socat[PATH_MAX];
 		const char *tmp = getenv("TMPDIR");
@@ -1201,17 +1499,26 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		if (!tmp || strlen(tmp) > 40)
 			tmp = "/tmp";
 		snprintf(tmpdir, sizeof tmpdir, "%s/fw-sb-XXXXXX", tmp);
-		if (!mkdtemp(tmpdir)) {
+		if (sg.drop) {
+			/* the stage: the sandbox's uid reaches it */
+			snprintf(sock, sizeof sock, "%s/proxy.sock", sg.dir);
+			tmpdir[0] = 0;
+		} else if (!mkdtemp(tmpdir)) {
 			seterr(err, errlen, "cannot create %s: %s", tmpdir, strerror(errno));
 			tmpdir[0] = 0;
 			goto out;
+		} else {
+			snprintf(sock, sizeof sock, "%s/proxy.sock", tmpdir);
 		}
-		snprintf(sock, sizeof sock, "%s/proxy.sock", tmpdir);
 		proxy = fw_proxy_new(sock, o->allow, err, errlen);
 		if (!proxy)
 			goto out;
+		if (sg.drop && chown(sock, o->uid, o->gid) != 0) {
+			seterr(err, errlen, "%s: %s", sock, strerror(errno));
+			goto out;
+		}
 	}
-	if (build_argv(o, argv, proxy ? sock : NULL, &a, &files, err, errlen) != 0 ||
+	if (build_argv(o, argv, proxy ? sock : NULL, &a, &files, &sg, err, errlen) != 0 ||
 	    build_env(o, proxy != NULL, &env, err, errlen) != 0)
 		goto out;
 
@@ -1277,7 +1584,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 			if (nws[0] >= 0)
 				close(nws[0]);
 			child(o, bwrap, a.v, env.v, in, pout[1], perr[1], pst[1],
-			      &files, &cg, use_as, self, nws[1]);
+			      &files, &cg, use_as, self, nws[1], &sg);
 		}
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 		if (nws[0] < 0)
@@ -1463,12 +1770,22 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	} else {
 		res->exit_code = (int)exit_code;
 	}
+	if (o->workspace) {
+		struct walk w = { .mode = WALK_TAKE, .chown = given, .uid = geteuid(),
+				  .gid = getegid(), .from = o->uid, .res = res, .at = res->wall_s };
+		given = 0;
+		if (walk_tree(&w, o->workspace) != 0)
+			add_event(res, "setid", res->wall_s, "the workspace could not be walked "
+				  "to the end: %s", strerror(errno));
+	}
 	/* bwrap reports no exit code when it failed itself: its exec of the
 	 * command ("bwrap: execvp CMD: ...") reads as a shell's "command
 	 * not found"; anything else is a sandbox that could not be set up
-	 * (a working directory that does not exist inside, say) */
-	if (!reported && !timed_out && !bomb && res->exit_code == 1 && res->err.data &&
-	    strncmp(res->err.data, "bwrap: ", 7) == 0) {
+	 * (a working directory that does not exist inside, say), as is the
+	 * failure of the child before bwrap ("fw-sandbox: ..., 126) */
+	if (!reported && !timed_out && !bomb && res->err.data &&
+	    ((res->exit_code == 1 && strncmp(res->err.data, "bwrap: ", 7) == 0) ||
+	     (res->exit_code == 126 && strncmp(res->err.data, "fw-sandbox: ", 12) == 0))) {
 		if (strncmp(res->err.data, "bwrap: execvp ", 14) == 0) {
 			res->exit_code = 127;
 		} else {
@@ -1476,11 +1793,6 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 			       res->err.data);
 			goto out;
 		}
-	}
-	if (o->workspace) {
-		struct stat st;
-		if (stat(o->workspace, &st) == 0)
-			strip_setid(AT_FDCWD, o->workspace, "", st.st_dev, 0, res, res->wall_s);
 	}
 	if (cg.mem[0])
 		oom_kills = cgroup_oom_kills(&cg);
@@ -1513,7 +1825,7 @@ out:
 		fw_nw_take(nw, &ev, &n, &more);
 		for (size_t i = 0; i < n; i++) {
 			if (rc == 0)
-				add_event(res, "net-denied", ev[i].at - t0, "%s", ev[i].detail);
+				add_event(res, ev[i].kind, ev[i].at - t0, "%s", ev[i].detail);
 			free(ev[i].detail);
 		}
 		free(ev);
@@ -1543,6 +1855,13 @@ out:
 		unlink(sock);
 	if (tmpdir[0])
 		rmdir(tmpdir);
+	if (given) {
+		/* the run did not happen: the workspace goes back all the same */
+		struct walk w = { .mode = WALK_TAKE, .chown = 1, .uid = geteuid(),
+				  .gid = getegid(), .from = o->uid };
+		walk_tree(&w, o->workspace);
+	}
+	stage_free(&sg);
 	if (rc == 0)
 		sort_events(res);
 	sv_free(&a);

@@ -53,6 +53,10 @@
 #define FW_SANDBOX_OUTPUT_CAP (1u << 20)
 /* Default grace between SIGTERM and SIGKILL on timeout, seconds. */
 #define FW_SANDBOX_GRACE 0.5
+/* Default host uid and gid of the command when the caller is root
+ * (nobody, nogroup). */
+#define FW_SANDBOX_UID 65534
+#define FW_SANDBOX_GID 65534
 
 /* Why a run ended.  Exactly one cause per run. */
 enum fw_sandbox_cause {
@@ -109,6 +113,12 @@ struct fw_sandbox_opts {
 	 * "HOST:PORT" (HOST may be "*.domain"; without a port, 80 and 443);
 	 * NULL or empty: no network at all. */
 	const char *const *allow;
+
+	/* When the caller is root: the host uid and gid the command runs as
+	 * (default FW_SANDBOX_UID, FW_SANDBOX_GID); the workspace belongs to
+	 * them during the run and to the caller again after it.  0 is
+	 * refused.  Ignored for other callers: the command has theirs. */
+	unsigned uid, gid;
 
 	/* 1: make no cgroups (a batch scheduler's cgroup may be off limits);
 	 * memory is then capped by address space only, processes by a

@@ -21,6 +21,7 @@
 
 #include <poll.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 /* Most "net-denied" events one run records; later ones are counted. */
@@ -32,7 +33,9 @@ struct fw_nw;
 
 /* One recorded attempt. */
 struct fw_nw_event {
-	char *detail; /* "connect tcp 1.1.1.1:80", "dns example.com A", owned */
+	const char *kind; /* "net-denied" or "syscall-denied", static */
+	char *detail; /* "connect tcp 1.1.1.1:80", "dns example.com A",
+		       * "socket vsock", "i386 syscall 102", owned */
 	double at;    /* CLOCK_MONOTONIC seconds */
 };
 
@@ -60,11 +63,22 @@ int fw_nw_probe(char *why, size_t whylen);
  * the parent the listener's descriptor number over sock (a connected
  * stream socket), wait for the parent to have taken it, then close both.
  * Only async-signal-safe calls.  Returns 0 when the child may go on —
- * watched, or not watched because the filter could not be installed (the
- * parent is told why) — and -1 when it must exit (the parent could not
- * take the listener, or sock failed).
+ * watched, or not watched because no listener could be had (the parent is
+ * told why; fw_nw_plain's filter is installed instead) — and -1 when it
+ * must exit (neither filter could be installed, the parent could not take
+ * the listener, or sock failed).
  */
 int fw_nw_child(int sock);
+
+/*
+ * In a forked child that will not be watched, before execve: install the
+ * same refusals as fw_nw_child's filter (other architectures, x32,
+ * io_uring, socket families), which the kernel then answers unrecorded;
+ * connect(2) and the sends are left to the network namespace.  Only
+ * async-signal-safe calls.  Returns 0 (also where this architecture has
+ * no filter), or -1 with errno when the filter cannot be installed.
+ */
+int fw_nw_plain(void);
 
 /*
  * In the parent, after fork: read the child's answer on sock and take its
@@ -114,6 +128,22 @@ enum fw_nw_verdict {
  */
 enum fw_nw_verdict fw_nw_classify(const struct sockaddr *sa, size_t len, char *out,
 				  size_t outlen);
+
+/*
+ * What the filter answers a call of architecture arch (AUDIT_ARCH_*),
+ * number nr (the x32 bit included) and arguments args: the SECCOMP_RET_*
+ * action of the watched filter (watched 1) or of fw_nw_plain's (0),
+ * found by running the filter's program.  SECCOMP_RET_ALLOW where this
+ * architecture has no filter.  Cannot fail.
+ */
+unsigned fw_nw_filter_verdict(uint32_t arch, int nr, const uint64_t args[6], int watched);
+
+/*
+ * The printable name of socket family (and, for netlink, protocol) into
+ * out (outlen bytes): "vsock", "packet", "netlink 4", "family 99".
+ * Cannot fail.
+ */
+void fw_nw_family(int family, int protocol, char *out, size_t outlen);
 
 /*
  * Read the first question of a DNS query (n bytes at p): its name into

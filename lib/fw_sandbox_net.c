@@ -19,8 +19,13 @@
  *     event, and the call fails with ENETUNREACH without running — what the
  *     kernel answers there anyway.
  *
- * io_uring_setup(2) fails with ENOSYS (an io_uring connect would bypass
- * the filter); so do the x32 forms of the four calls.
+ * The same filter refuses outright, and the caller records as events:
+ * every call of another architecture (the i386 interface, int $0x80) and
+ * every x32 call ("syscall-denied", ENOSYS), io_uring (an io_uring connect
+ * would bypass connect(2); ENOSYS), and sockets of any family but AF_UNIX,
+ * AF_INET, AF_INET6 and routing netlink ("net-denied" "socket vsock",
+ * EAFNOSUPPORT).  Where no listener can be had, a plain filter refuses the
+ * same calls unrecorded.
  *
  * Names.  The sandbox has no resolv.conf, so resolvers ask 127.0.0.1:53
  * (Go's also [::1]:53), where nothing inside can listen: port 53 needs a
@@ -36,7 +41,7 @@
  * The watch records; the namespace enforces.  A continued call runs as the
  * process asked, so a thread that rewrites the address between the look
  * and the call goes unrecorded, and is refused by the namespace all the
- * same.  The 32-bit i386 interface is not watched (same holds).
+ * same.
  */
 #include "fw_sandbox_int.h"
 
@@ -46,6 +51,7 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <linux/nsfs.h>
 #include <linux/seccomp.h>
 #include <linux/vm_sockets.h>
@@ -108,50 +114,121 @@ static double now(void)
 #if defined(__x86_64__)
 #define WATCH 1
 #define X32_BIT 0x40000000u
-#define X32_SENDMSG 518
-#define X32_SENDMMSG 538
 #ifndef __NR_io_uring_setup
 #define __NR_io_uring_setup 425
 #endif
+#ifndef __NR_io_uring_register
+#define __NR_io_uring_register 427
+#endif
 
-/* Jump targets, and the instruction count. */
-enum { L_ALLOW = 19, L_NOTIFY = 20, L_ENOSYS = 21, NFILTER = 22 };
+/* Jump targets, and the instruction count.  The last two returns differ
+ * between the watched filter (the caller hears of the call and refuses
+ * it) and the plain one (the kernel refuses it unheard). */
+enum { L_ALLOW = 23, L_NOTIFY = 24, L_DENY = 25, L_SOCK = 26, NFILTER = 27 };
 
 #define LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
-/* at instruction pc: if A == k go to t, else to f (absolute indices) */
-#define JEQ(pc, k, t, f) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (k), (t) - (pc) - 1, (f) - (pc) - 1)
+/* at instruction pc: if A op k go to t, else to f (absolute indices) */
+#define JOP(op, pc, k, t, f) BPF_JUMP(BPF_JMP | (op) | BPF_K, (k), (t) - (pc) - 1, (f) - (pc) - 1)
+#define JEQ(pc, k, t, f) JOP(BPF_JEQ, pc, k, t, f)
+#define JGE(pc, k, t, f) JOP(BPF_JGE, pc, k, t, f)
+#define JGT(pc, k, t, f) JOP(BPF_JGT, pc, k, t, f)
 #define RET(v) BPF_STMT(BPF_RET | BPF_K, (v))
-#define ARG4_LO (offsetof(struct seccomp_data, args) + 4 * sizeof(__u64))
-#define ARG4_HI (ARG4_LO + 4) /* x86_64 is little-endian */
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + (i) * sizeof(__u64))
+#define ARG_HI(i) (ARG_LO(i) + 4) /* x86_64 is little-endian */
 
+/*
+ * Every other architecture's calls (i386 through int $0x80, which the
+ * x86_64 kernel serves with its own table) and every x32 call are
+ * refused: none of them is looked at again below.  io_uring is refused
+ * (a ring's CONNECT or SENDMSG never passes through connect(2)); socket(2)
+ * and socketpair(2) only make AF_UNIX, AF_INET, AF_INET6 and routing
+ * netlink sockets.  NETLINK_ROUTE stays: bwrap brings up the loopback
+ * with it, and glibc's getifaddrs(3) (so getaddrinfo with AI_ADDRCONFIG)
+ * and ip(8) read addresses through it; it sees only the sandbox's own
+ * network namespace.  Other netlink protocols (sock_diag, audit, uevent,
+ * netfilter, generic...), packet, vsock (which has no namespace and faces
+ * the hypervisor) and the rest are refused.
+ */
 static const struct sock_filter filter[NFILTER] = {
 	/* 0 */ LD(offsetof(struct seccomp_data, arch)),
-	/* 1 */ JEQ(1, AUDIT_ARCH_X86_64, 3, 2),
-	/* 2 */ RET(SECCOMP_RET_ALLOW), /* the i386 interface: not watched */
-	/* 3 */ LD(offsetof(struct seccomp_data, nr)),
+	/* 1 */ JEQ(1, AUDIT_ARCH_X86_64, 2, L_DENY),
+	/* 2 */ LD(offsetof(struct seccomp_data, nr)),
+	/* 3 */ JGE(3, X32_BIT, L_DENY, 4),
 	/* 4 */ JEQ(4, __NR_connect, L_NOTIFY, 5),
 	/* 5 */ JEQ(5, __NR_sendmsg, L_NOTIFY, 6),
 	/* 6 */ JEQ(6, __NR_sendmmsg, L_NOTIFY, 7),
-	/* 7 */ JEQ(7, __NR_io_uring_setup, L_ENOSYS, 8),
-	/* 8 */ JEQ(8, __NR_sendto, 9, 13),
+	/* 7 */ JEQ(7, __NR_sendto, 17, 8),
+	/* 8 */ JEQ(8, __NR_socket, 12, 9),
+	/* 9 */ JEQ(9, __NR_socketpair, 12, 10),
+	/* 10 */ JGE(10, __NR_io_uring_setup, 11, L_ALLOW),
+	/* 11 */ JGT(11, __NR_io_uring_register, L_ALLOW, L_DENY),
+	/* socket(2), socketpair(2): the family, then netlink's protocol */
+	/* 12 */ LD(ARG_LO(0)),
+	/* 13 */ JEQ(13, AF_UNIX, L_ALLOW, 14),
+	/* 14 */ JEQ(14, AF_INET, L_ALLOW, 15),
+	/* 15 */ JEQ(15, AF_INET6, L_ALLOW, 16),
+	/* 16 */ JEQ(16, AF_NETLINK, 21, L_SOCK),
 	/* sendto with no address (send(2)) goes where connect said */
-	/* 9 */ LD(ARG4_LO),
-	/* 10 */ JEQ(10, 0, 11, L_NOTIFY),
-	/* 11 */ LD(ARG4_HI),
-	/* 12 */ JEQ(12, 0, L_ALLOW, L_NOTIFY),
-	/* 13 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, X32_BIT, 0, L_ALLOW - 13 - 1),
-	/* 14 */ JEQ(14, X32_BIT | __NR_connect, L_ENOSYS, 15),
-	/* 15 */ JEQ(15, X32_BIT | __NR_sendto, L_ENOSYS, 16),
-	/* 16 */ JEQ(16, X32_BIT | X32_SENDMSG, L_ENOSYS, 17),
-	/* 17 */ JEQ(17, X32_BIT | X32_SENDMMSG, L_ENOSYS, 18),
-	/* 18 */ JEQ(18, X32_BIT | __NR_io_uring_setup, L_ENOSYS, L_ALLOW),
-	/* 19 */ RET(SECCOMP_RET_ALLOW),
-	/* 20 */ RET(SECCOMP_RET_USER_NOTIF),
-	/* 21 */ RET(SECCOMP_RET_ERRNO | ENOSYS),
+	/* 17 */ LD(ARG_LO(4)),
+	/* 18 */ JEQ(18, 0, 19, L_NOTIFY),
+	/* 19 */ LD(ARG_HI(4)),
+	/* 20 */ JEQ(20, 0, L_ALLOW, L_NOTIFY),
+	/* 21 */ LD(ARG_LO(2)),
+	/* 22 */ JEQ(22, NETLINK_ROUTE, L_ALLOW, L_SOCK),
+	/* 23 */ RET(SECCOMP_RET_ALLOW),
+	/* 24 */ RET(SECCOMP_RET_USER_NOTIF),
+	/* 25 */ RET(SECCOMP_RET_USER_NOTIF),
+	/* 26 */ RET(SECCOMP_RET_USER_NOTIF),
 };
+
+/* The filter without a listener: the same refusals, unrecorded, and the
+ * calls that name a destination left to the namespace. */
+static void plain_filter(struct sock_filter *f)
+{
+	memcpy(f, filter, sizeof filter);
+	f[L_NOTIFY] = (struct sock_filter)RET(SECCOMP_RET_ALLOW);
+	f[L_DENY] = (struct sock_filter)RET(SECCOMP_RET_ERRNO | ENOSYS);
+	f[L_SOCK] = (struct sock_filter)RET(SECCOMP_RET_ERRNO | EAFNOSUPPORT);
+}
 #else
 #define WATCH 0
 #endif
+
+unsigned fw_nw_filter_verdict(uint32_t arch, int nr, const uint64_t args[6], int watched)
+{
+#if WATCH
+	struct sock_filter f[NFILTER];
+	struct seccomp_data d = { .nr = nr, .arch = arch };
+	uint32_t acc = 0;
+
+	memcpy(d.args, args, sizeof d.args);
+	if (watched)
+		memcpy(f, filter, sizeof filter);
+	else
+		plain_filter(f);
+	/* the few classic BPF forms the filter uses */
+	for (unsigned pc = 0; pc < NFILTER; pc++) {
+		const struct sock_filter *i = &f[pc];
+		int jump = -1;
+		switch (i->code) {
+		case BPF_LD | BPF_W | BPF_ABS:
+			memcpy(&acc, (const char *)&d + i->k, sizeof acc);
+			break;
+		case BPF_JMP | BPF_JEQ | BPF_K: jump = acc == i->k; break;
+		case BPF_JMP | BPF_JGE | BPF_K: jump = acc >= i->k; break;
+		case BPF_JMP | BPF_JGT | BPF_K: jump = acc > i->k; break;
+		case BPF_RET | BPF_K: return i->k;
+		default: return SECCOMP_RET_KILL_PROCESS;
+		}
+		if (jump >= 0)
+			pc += jump ? i->jt : i->jf;
+	}
+	return SECCOMP_RET_KILL_PROCESS;
+#else
+	(void)arch, (void)nr, (void)args, (void)watched;
+	return SECCOMP_RET_ALLOW;
+#endif
+}
 
 /* Send n bytes on a stream socket; a peer that is gone is an error, not
  * a SIGPIPE. */
@@ -187,6 +264,24 @@ static int read_all(int fd, void *p, size_t n)
 	return 0;
 }
 
+int fw_nw_plain(void)
+{
+#if WATCH
+	struct sock_filter f[NFILTER];
+	struct sock_fprog prog = { .len = NFILTER, .filter = f };
+
+	plain_filter(f);
+	/* prctl(2), not seccomp(2): a kernel or a parent filter may refuse
+	 * the newer call; no_new_privs, which an unprivileged filter needs,
+	 * bwrap sets inside anyway */
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0 &&
+	    (errno != EACCES || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0))
+		return -1;
+#endif
+	return 0;
+}
+
 int fw_nw_child(int sock)
 {
 	int32_t msg;
@@ -202,6 +297,9 @@ int fw_nw_child(int sock)
 		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
 			     SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
 	msg = fd >= 0 ? (int32_t)fd : -errno;
+	/* unwatched, the refusals hold all the same */
+	if (fd < 0 && fw_nw_plain() != 0)
+		return -1;
 #else
 	long fd = -1;
 	msg = -EOPNOTSUPP;
@@ -235,7 +333,7 @@ struct fw_nw {
 	unsigned nrecent;
 };
 
-static void record(struct fw_nw *w, double at, const char *detail)
+static void record(struct fw_nw *w, double at, const char *kind, const char *detail)
 {
 	struct fw_nw_event *e;
 	char *d;
@@ -258,7 +356,7 @@ static void record(struct fw_nw *w, double at, const char *detail)
 		w->more++;
 		return;
 	}
-	w->ev[w->nev++] = (struct fw_nw_event){ d, at };
+	w->ev[w->nev++] = (struct fw_nw_event){ kind, d, at };
 }
 
 static struct fw_nw *nw_new(int lfd)
@@ -509,6 +607,29 @@ enum fw_nw_verdict fw_nw_classify(const struct sockaddr *sa, size_t len, char *o
 	if (!local)
 		return FW_NW_DENY;
 	return port == 53 ? FW_NW_DNS : FW_NW_PASS;
+}
+
+void fw_nw_family(int family, int protocol, char *out, size_t outlen)
+{
+	static const struct { int f; const char *s; } names[] = {
+		{ AF_UNIX, "unix" }, { AF_INET, "inet" }, { AF_INET6, "inet6" },
+		{ AF_PACKET, "packet" }, { AF_VSOCK, "vsock" }, { AF_BLUETOOTH, "bluetooth" },
+		{ AF_CAN, "can" }, { AF_TIPC, "tipc" }, { AF_ALG, "alg" }, { AF_XDP, "xdp" },
+		{ AF_RDS, "rds" }, { AF_KCM, "kcm" }, { AF_QIPCRTR, "qipcrtr" },
+		{ AF_SMC, "smc" }, { AF_KEY, "key" }, { AF_LLC, "llc" }, { AF_X25, "x25" },
+		{ AF_AX25, "ax25" }, { AF_APPLETALK, "appletalk" }, { AF_IPX, "ipx" },
+	};
+
+	if (family == AF_NETLINK) {
+		seterr(out, outlen, "netlink %d", protocol);
+		return;
+	}
+	for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+		if (names[k].f == family) {
+			seterr(out, outlen, "%s", names[k].s);
+			return;
+		}
+	seterr(out, outlen, "family %d", family);
 }
 
 /* len bytes at addr in the memory of process (thread) pid into buf. */
@@ -779,12 +900,12 @@ static void dns_serve(struct fw_nw *w, int fd)
 		if (fw_nw_dns_question(buf, (size_t)n, name, sizeof name, type, sizeof type,
 				       &end) != 0) {
 			snprintf(detail, sizeof detail, "dns: a malformed query of %zd bytes", n);
-			record(w, t, detail);
+			record(w, t, "net-denied", detail);
 			continue;
 		}
 		if (!own_name(name) && !dns_repeat(w, name, type, t)) {
 			snprintf(detail, sizeof detail, "dns %s %s", name, type);
-			record(w, t, detail);
+			record(w, t, "net-denied", detail);
 		}
 		/* the question back, QR set, opcode and RD kept, RCODE 5
 		 * (REFUSED): the resolver gives up on this server at once */
@@ -816,8 +937,9 @@ static void dns_serve(struct fw_nw *w, int fd)
 
 /* What one notification found. */
 struct pending {
+	const char *kind; /* "net-denied", "syscall-denied" */
 	char d[PENDING][400];
-	int n, deny;
+	int n, deny;      /* deny: the errno to answer, 0 to let the call run */
 	size_t extra;
 };
 
@@ -850,7 +972,7 @@ static void examine(struct fw_nw *w, struct pending *pd, pid_t tid, const char *
 	case FW_NW_PASS:
 		return;
 	case FW_NW_DENY:
-		pd->deny = 1;
+		pd->deny = ENETUNREACH;
 		pend(pd, op, transport(tid, fd), where, "");
 		return;
 	case FW_NW_DNS: {
@@ -884,7 +1006,39 @@ static void notification(struct fw_nw *w)
 	tid = (pid_t)rq->pid;
 	a = (uint64_t *)rq->data.args;
 	memset(&pd, 0, sizeof pd);
+	pd.kind = "net-denied";
+	if (rq->data.arch != AUDIT_ARCH_X86_64 || (rq->data.nr & X32_BIT)) {
+		pd.kind = "syscall-denied";
+		pd.deny = ENOSYS;
+		if (rq->data.arch != AUDIT_ARCH_X86_64)
+			snprintf(pd.d[pd.n++], sizeof pd.d[0], "%s syscall %d",
+				 rq->data.arch == AUDIT_ARCH_I386 ? "i386" : "foreign-arch",
+				 rq->data.nr);
+		else
+			snprintf(pd.d[pd.n++], sizeof pd.d[0], "x32 syscall %d",
+				 (int)(rq->data.nr & ~X32_BIT));
+		goto answer;
+	}
 	switch (rq->data.nr) {
+	case __NR_io_uring_setup:
+	case __NR_io_uring_setup + 1:
+	case __NR_io_uring_register:
+		pd.kind = "syscall-denied";
+		pd.deny = ENOSYS;
+		snprintf(pd.d[pd.n++], sizeof pd.d[0], "%s",
+			 rq->data.nr == __NR_io_uring_setup ? "io_uring_setup"
+			 : rq->data.nr == __NR_io_uring_register ? "io_uring_register"
+								 : "io_uring_enter");
+		break;
+	case __NR_socket:
+	case __NR_socketpair: {
+		char fam[64];
+		pd.deny = EAFNOSUPPORT;
+		fw_nw_family((int)a[0], (int)a[2], fam, sizeof fam);
+		snprintf(pd.d[pd.n++], sizeof pd.d[0], "%s %s",
+			 rq->data.nr == __NR_socket ? "socket" : "socketpair", fam);
+		break;
+	}
 	case __NR_connect:
 		examine(w, &pd, tid, "connect", (int)a[0], a[1], a[2]);
 		break;
@@ -913,21 +1067,22 @@ static void notification(struct fw_nw *w)
 	default:
 		break;
 	}
+answer:
 	/* what was read belongs to this call only if the caller is still in
 	 * it (its pid could have been reused) */
 	if (ioctl(w->lfd, SECCOMP_IOCTL_NOTIF_ID_VALID, &rq->id) == 0) {
 		for (int i = 0; i < pd.n; i++)
-			record(w, t, pd.d[i]);
+			record(w, t, pd.kind, pd.d[i]);
 		if (pd.extra) {
 			char d[64];
 			snprintf(d, sizeof d, "%zu more destinations of the same call", pd.extra);
-			record(w, t, d);
+			record(w, t, pd.kind, d);
 		}
 	}
 	memset(rs, 0, w->respsz);
 	rs->id = rq->id;
 	if (pd.deny) {
-		rs->error = -ENETUNREACH;
+		rs->error = -pd.deny;
 	} else {
 		rs->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 	}

@@ -238,7 +238,7 @@ net-denied sendto udp 198.51.100.7:123
 EOF
 }
 
-@test "every call that names a destination is watched: sendmsg, sendmmsg; io_uring is off" {
+@test "every call that names a destination is watched: sendmsg, sendmmsg; io_uring is refused and recorded" {
   cc_helper netcalls <<'EOF'
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -288,11 +288,12 @@ EOF
   assert_equal "$(field stdout)" "$(printf '%s\n' 'sendmsg: Network is unreachable' \
     'sendmmsg: Network is unreachable' 'sendmsg to loopback: ok' \
     'io_uring_setup: Function not implemented')"
-  run jq -r '.events[] | .detail' <<<"$output"
+  run jq -r '.events[] | "\(.kind) \(.detail)"' <<<"$output"
   assert_output - <<'EOF'
-sendmsg udp 192.0.2.2:123
-sendmmsg udp 192.0.2.3:123
-sendmmsg udp 192.0.2.4:123
+net-denied sendmsg udp 192.0.2.2:123
+net-denied sendmmsg udp 192.0.2.3:123
+net-denied sendmmsg udp 192.0.2.4:123
+syscall-denied io_uring_setup
 EOF
 }
 

@@ -4,9 +4,14 @@
 #include "test.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/netlink.h>
+#include <linux/seccomp.h>
 #include <linux/vm_sockets.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 
 #include "fw_sandbox.h"
@@ -186,6 +191,87 @@ TEST(dns_question_refuses_what_is_no_query)
 	/* a compression pointer where a label should be */
 	q[12] = 0xc0;
 	CHECK(fw_nw_dns_question(q, n, name, sizeof name, type, sizeof type, &end) < 0);
+}
+
+/* ---- the filter ------------------------------------------------------------ */
+
+#if defined(__x86_64__)
+static unsigned verdict(uint32_t arch, int nr, uint64_t a0, uint64_t a2, int watched)
+{
+	uint64_t args[6] = { a0, 0, a2, 0, 0, 0 };
+
+	return fw_nw_filter_verdict(arch, nr, args, watched);
+}
+
+TEST(every_i386_and_x32_call_is_refused_before_any_other_look)
+{
+	/* i386 socketcall (102), socket (359), connect (362), getpid (20) */
+	static const int i386[] = { 102, 359, 362, 20, 0 };
+
+	for (int w = 0; w < 2; w++) {
+		for (size_t k = 0; k < sizeof i386 / sizeof i386[0]; k++) {
+			unsigned v = verdict(AUDIT_ARCH_I386, i386[k], AF_VSOCK, 0, w);
+			CHECK_EQ_INT(v, w ? SECCOMP_RET_USER_NOTIF : (SECCOMP_RET_ERRNO | ENOSYS));
+		}
+		CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, 0x40000000 | __NR_connect, 0, 0, w),
+			     w ? SECCOMP_RET_USER_NOTIF : (SECCOMP_RET_ERRNO | ENOSYS));
+		CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, 0x40000000 | __NR_getpid, 0, 0, w),
+			     w ? SECCOMP_RET_USER_NOTIF : (SECCOMP_RET_ERRNO | ENOSYS));
+	}
+	CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, __NR_getpid, 0, 0, 1), SECCOMP_RET_ALLOW);
+}
+
+TEST(io_uring_is_refused_and_its_neighbours_run)
+{
+	for (int nr = __NR_io_uring_setup; nr <= __NR_io_uring_setup + 2; nr++) {
+		CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, nr, 0, 0, 1), SECCOMP_RET_USER_NOTIF);
+		CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, nr, 0, 0, 0), SECCOMP_RET_ERRNO | ENOSYS);
+	}
+	CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, __NR_io_uring_setup - 1, 0, 0, 1),
+		     SECCOMP_RET_ALLOW);
+	CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, __NR_io_uring_setup + 3, 0, 0, 1),
+		     SECCOMP_RET_ALLOW);
+}
+
+TEST(sockets_of_unix_inet_inet6_and_routing_netlink_only)
+{
+	static const int ok[] = { AF_UNIX, AF_INET, AF_INET6 };
+	static const int no[] = { AF_VSOCK, AF_PACKET, AF_BLUETOOTH, AF_XDP, AF_ALG, AF_TIPC, 99 };
+
+	for (int nr = __NR_socket; nr; nr = nr == __NR_socket ? __NR_socketpair : 0) {
+		for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
+			CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, nr, ok[k], 0, 1), SECCOMP_RET_ALLOW);
+		for (size_t k = 0; k < sizeof no / sizeof no[0]; k++) {
+			CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, nr, no[k], 0, 1),
+				     SECCOMP_RET_USER_NOTIF);
+			CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, nr, no[k], 0, 0),
+				     SECCOMP_RET_ERRNO | EAFNOSUPPORT);
+		}
+		CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, nr, AF_NETLINK, NETLINK_ROUTE, 1),
+			     SECCOMP_RET_ALLOW);
+		CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, nr, AF_NETLINK, NETLINK_SOCK_DIAG, 1),
+			     SECCOMP_RET_USER_NOTIF);
+		CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, nr, AF_NETLINK, NETLINK_AUDIT, 0),
+			     SECCOMP_RET_ERRNO | EAFNOSUPPORT);
+	}
+	/* the destination calls: watched, or left to the namespace */
+	CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, __NR_connect, 3, 0, 1), SECCOMP_RET_USER_NOTIF);
+	CHECK_EQ_INT(verdict(AUDIT_ARCH_X86_64, __NR_connect, 3, 0, 0), SECCOMP_RET_ALLOW);
+}
+#endif
+
+TEST(socket_families_have_names)
+{
+	char s[64];
+
+	fw_nw_family(AF_VSOCK, 0, s, sizeof s);
+	CHECK_STR(s, "vsock");
+	fw_nw_family(AF_PACKET, 768, s, sizeof s);
+	CHECK_STR(s, "packet");
+	fw_nw_family(AF_NETLINK, NETLINK_SOCK_DIAG, s, sizeof s);
+	CHECK_STR(s, "netlink 4");
+	fw_nw_family(4242, 0, s, sizeof s);
+	CHECK_STR(s, "family 4242");
 }
 
 /* ---- real runs ----------------------------------------------------------- */
