@@ -198,7 +198,7 @@ EOF
   [[ "$stderr" == "traj-filter: bad date '2024-02-30'"* ]]
 }
 
-@test "--grep, --since, --until, --path, --range and --max-lines choose the commits" {
+@test "--grep, --since, --until, --path, --test-path, --range and --max-lines choose the commits" {
   run --separate-stderr task-mutate --strategy history --test-cmd "$PYTEST" --store "$T/st.git" \
     --grep 'fix|closes #' --since 2024-03-01 -o "$T/a.mp" "$R"
   assert_success
@@ -208,6 +208,10 @@ EOF
     --path billing/tax.py --until 2024-04-10 -o "$T/b.mp" "$R"
   assert_success
   [ "$(rec get .commit "$T/b.mp")" = "$(commit 'Add sales tax by region')" ]
+  run --separate-stderr task-mutate --strategy history --test-cmd "$PYTEST" --store "$T/st.git" \
+    --test-path tests/test_feed.py --until 2024-03-05 -o "$T/d.mp" "$R"
+  assert_success
+  [ "$(rec get .commit "$T/d.mp")" = "$(commit "Read the CRM's nightly feed")" ]
   run --separate-stderr task-mutate --strategy history --test-cmd "$PYTEST" --store "$T/st.git" \
     --range "$(commit 'Fix the sign of negative')~1..$(commit 'Invoices take a percentage')" \
     --max-lines 6 -o "$T/c.mp" "$R"
