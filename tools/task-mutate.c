@@ -34,8 +34,8 @@ static const char usage_text[] =
 	"                   [--max N] [--seed S] [-j N] [--shard K/N]\n"
 	"                   [--split train=F,eval=F,private=F] [--timeout SEC]\n"
 	"                   [--allow-dirty] [-o OUT] [-z] [-v] [--progress] REPO ...\n"
-	"       task-mutate --strategy history --test-cmd CMD [--range A..B] [--path P]...\n"
-	"                   [--test-path P]... [--since DATE] [--until DATE] [--grep RE]\n"
+	"       task-mutate --strategy history --test-cmd CMD [--range A..B] [--path P ...]\n"
+	"                   [--test-path P ...] [--since DATE] [--until DATE] [--grep RE]\n"
 	"                   [--max-files N] [--max-lines N] [--context DIR] [option ...]\n"
 	"                   REPO ...\n"
 	"       task-mutate -h | --help | --version\n";
