@@ -430,7 +430,7 @@ static void cand_clear(struct cand *c)
 struct change {
 	struct fw_edit *edits; /* test files: new content, or deletion */
 	size_t nedits;
-	size_t ncode, nlines, nunder;
+	size_t ncode, nlines, nunder, ntests;
 	struct cand *c;
 	int failed;
 };
@@ -472,6 +472,12 @@ static int read_change(git_repository *r, git_diff *d, const struct fw_history_o
 			if (!e->path)
 				goto nomem;
 			ch->nedits++;
+			ch->ntests += !o->test_paths || !o->test_paths[0];
+			for (size_t k = 0; o->test_paths && o->test_paths[k]; k++)
+				if (under(path, o->test_paths[k])) {
+					ch->ntests++;
+					break;
+				}
 			if (gone)
 				continue;
 			git_blob *b;
@@ -690,7 +696,7 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 			goto next;
 		}
 		char why[128];
-		if (ch.nedits == 0) {
+		if (ch.ntests == 0) {
 			tell(note, ctx, t, hex, subject, FW_HIST_NO_TESTS, "no test file changes");
 			goto next;
 		}

@@ -115,7 +115,7 @@ enum fw_history_reason {
 	FW_HIST_MERGE = 0,    /* a merge commit (more than one parent) */
 	FW_HIST_ROOT,         /* the first commit: no parent to start from */
 	FW_HIST_FILTERED,     /* left out by --since, --until, --grep, --path, --shard */
-	FW_HIST_NO_TESTS,     /* changes no test file */
+	FW_HIST_NO_TESTS,     /* changes no test file (below --test-path) */
 	FW_HIST_NO_CODE,      /* changes tests but no code */
 	FW_HIST_TOO_LARGE,    /* more code files or lines than the limits */
 	FW_HIST_BROKEN,       /* the suite reports nothing passing at the commit */
@@ -141,6 +141,9 @@ struct fw_history_opts {
 	const char *rev;                /* "A..B", "B", or NULL: HEAD */
 	const char *const *paths;       /* keep commits changing code below one of
 					 * these prefixes; NULL-terminated, or NULL */
+	const char *const *test_paths;  /* keep commits changing tests below one of
+					 * these prefixes (other tests still go into
+					 * the task tree); NULL-terminated, or NULL */
 	int64_t since, until;           /* commit time bounds, inclusive; 0: none */
 	const char *grep;               /* PCRE2 pattern the message must match
 					 * (caseless), or NULL */

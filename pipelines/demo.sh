@@ -6,7 +6,9 @@
 #
 # Stages
 #   1. outer loop   samples/feedback -> traj -> report, SFT set, eval candidates
-#   2. tasks        samples/repos (textkit, tally) -> task-mutate -> tasks
+#   2. tasks        samples/repos (textkit, tally) -> task-mutate -> tasks;
+#                   one more from the billing sample's history (a fix whose
+#                   production log and ops thread come with it)
 #   3. grading      each task's own solution and an empty patch, graded in the
 #                   clean room: the solution must earn reward 1, the empty
 #                   patch 0
@@ -89,7 +91,7 @@ printf 'trajectories %s, SFT (thumbs-up) %s, eval candidates (thumbs-down) %s\n'
 grep -E 'preferred|no verdict' "$out/outer-loop/report.txt" || true
 
 if [ "$quick" != 1 ]; then
-stage "2/7 tasks: remove a feature from each sample repository so that tests fail"
+stage "2/7 tasks: remove a feature from each sample repository so that tests fail; a fix from a history"
 for r in textkit tally; do
   cp -r "$here/samples/repos/$r" "$work/$r"
   "$here/samples/repos/commit.sh" "$work/$r"
@@ -100,11 +102,19 @@ run task-mutate --test-cmd 'python3 -m pytest -q -p no:cacheprovider --junitxml=
   -o "$work/textkit.tasks" "$work/textkit"
 run task-mutate --test-cmd 'make -s test' --report tap --store "$store" \
   --strategy stub-body --max 6 --seed 1 -j 2 -o "$work/tally.tasks" "$work/tally"
-cat "$work/textkit.tasks" "$work/tally.tasks" > "$out/tasks.msgpack"
+"$here/samples/repos/billing-history.sh" "$work/billing"
+run task-mutate --strategy history --grep 'nightly import crash' --store "$store" \
+  --test-cmd 'python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --junitxml=$FW_REPORT' \
+  --context "$here/samples/repos/billing-context" -o "$work/billing.tasks" "$work/billing"
+cat "$work/textkit.tasks" "$work/tally.tasks" "$work/billing.tasks" > "$out/tasks.msgpack"
 printf 'validated tasks: %s (by split: %s)\n' "$(rec count "$out/tasks.msgpack")" \
   "$(rec get .split "$out/tasks.msgpack" | sort | uniq -c | awk '{printf "%s %s ", $2, $1}')"
 echo "one problem statement, as a policy sees it:"
 rec head -n 1 "$out/tasks.msgpack" | rec get .prompt | sed 's/^/    /'
+echo "a task from the billing sample's history (commit $(rec get .commit "$work/billing.tasks" | cut -c1-7), $(rec get .created "$work/billing.tasks")), as a policy sees it:"
+rec get .prompt "$work/billing.tasks" | sed 's/^/    /'
+echo "  and in /context, read-only beside the workspace, the log says:"
+grep -h '^ValueError\|row 1377' "$here/samples/repos/billing-context/nightly-import.log" | sed 's/^/    /'
 
 stage "3/7 grading in the clean room: the solution earns 1, an empty patch 0"
 if command -v grade > /dev/null 2>&1; then

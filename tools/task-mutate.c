@@ -34,9 +34,10 @@ static const char usage_text[] =
 	"                   [--max N] [--seed S] [-j N] [--shard K/N]\n"
 	"                   [--split train=F,eval=F,private=F] [--timeout SEC]\n"
 	"                   [--allow-dirty] [-o OUT] [-z] [-v] [--progress] REPO ...\n"
-	"       task-mutate --strategy history --test-cmd CMD [--range A..B] [--path P]...\n"
-	"                   [--since DATE] [--until DATE] [--grep RE] [--max-files N]\n"
-	"                   [--max-lines N] [--context DIR] [options as above] REPO ...\n"
+	"       task-mutate --strategy history --test-cmd CMD [--range A..B] [--path P ...]\n"
+	"                   [--test-path P ...] [--since DATE] [--until DATE] [--grep RE]\n"
+	"                   [--max-files N] [--max-lines N] [--context DIR] [option ...]\n"
+	"                   REPO ...\n"
 	"       task-mutate -h | --help | --version\n";
 
 /* Why a candidate was not kept; the order is the summary's. */
@@ -73,8 +74,8 @@ struct opts {
 	/* --strategy history */
 	int history, split_given;
 	struct fw_history_opts h;
-	const char *paths[65];
-	size_t npaths;
+	const char *paths[65], *test_paths[65];
+	size_t npaths, ntest_paths;
 	const char *context;
 };
 
@@ -804,6 +805,7 @@ static int run_history(const struct opts *o, const char *repo, const char *store
 	h.tmp = tmp;
 	h.context = cm;
 	h.paths = o->npaths ? o->paths : NULL;
+	h.test_paths = o->ntest_paths ? o->test_paths : NULL;
 	int rc = fw_history_run(&h, repo, history_emit, history_note, &hc, t, err, sizeof err);
 	if (rc < 0)
 		fw_warn("%s: %s", repo, err);
@@ -932,7 +934,7 @@ int main(int argc, char **argv)
 		.split = { 0.8, 0.1, 0.1 }, .timeout = 300, .level = -1,
 	};
 	enum { O_TEST_CMD = 256, O_STRATEGY, O_REPORT, O_LANG, O_STORE, O_MAX, O_SEED, O_SHARD,
-	       O_SPLIT, O_TIMEOUT, O_ALLOW_DIRTY, O_PROGRESS, O_VERSION, OH_RANGE, OH_PATH, OH_SINCE,
+	       O_SPLIT, O_TIMEOUT, O_ALLOW_DIRTY, O_PROGRESS, O_VERSION, OH_RANGE, OH_PATH, OH_TEST_PATH, OH_SINCE,
 	       OH_UNTIL, OH_GREP, OH_MAX_FILES, OH_MAX_LINES, OH_CONTEXT };
 	static const struct option longopts[] = {
 		{ "test-cmd", required_argument, NULL, O_TEST_CMD },
@@ -949,6 +951,7 @@ int main(int argc, char **argv)
 		{ "allow-dirty", no_argument, NULL, O_ALLOW_DIRTY },
 		{ "range", required_argument, NULL, OH_RANGE },
 		{ "path", required_argument, NULL, OH_PATH },
+		{ "test-path", required_argument, NULL, OH_TEST_PATH },
 		{ "since", required_argument, NULL, OH_SINCE },
 		{ "until", required_argument, NULL, OH_UNTIL },
 		{ "grep", required_argument, NULL, OH_GREP },
@@ -981,6 +984,11 @@ int main(int argc, char **argv)
 			if (o.npaths == 64)
 				return usage_error("too many --path options (at most %s)", "64");
 			o.paths[o.npaths++] = optarg;
+			break;
+		case OH_TEST_PATH:
+			if (o.ntest_paths == 64)
+				return usage_error("too many --test-path options (at most %s)", "64");
+			o.test_paths[o.ntest_paths++] = optarg;
 			break;
 		case OH_SINCE:
 		case OH_UNTIL:
@@ -1060,9 +1068,9 @@ int main(int argc, char **argv)
 		return usage_error("%s", "--test-cmd is required");
 	if (!o.strategies && !o.history)
 		o.strategies = (1u << FW_NSTRATEGIES) - 1;
-	if (!o.history && (o.h.rev || o.npaths || o.h.since || o.h.until || o.h.grep ||
+	if (!o.history && (o.h.rev || o.npaths || o.ntest_paths || o.h.since || o.h.until || o.h.grep ||
 			   o.h.max_files || o.h.max_lines || o.context))
-		return usage_error("%s", "--range, --path, --since, --until, --grep, --max-files, "
+		return usage_error("%s", "--range, --path, --test-path, --since, --until, --grep, --max-files, "
 				   "--max-lines and --context go with --strategy history");
 	struct fw_context_map *cm = NULL;
 	if (o.context) {
