@@ -128,9 +128,13 @@ void fw_exec_result_clear(struct fw_exec_result *r);
  * 100000 bytes), FW_TASK_FILE (a file holding it), FW_SEED, FW_SAMPLE and
  * FW_TRAJ (files inside the workspace's .git directory, so that they are
  * no part of the patch); the first word of cmd, when it names an existing
- * file, is bound read-only at its own path.  After the run the patch is
- * the diff of the workspace against the task tree, and a trajectory the
- * agent wrote to $FW_TRAJ (any format fb-ingest reads) gives the turns.
+ * file, is bound read-only at its own path.  task_json is given to the
+ * agent as is: the caller leaves in it only what a policy may see
+ * (fw_task_for_policy()).  After the run the patch is the diff of the
+ * workspace against the task tree (fw_workspace_diff(), what it leaves
+ * out in r->left_out), and a trajectory the agent wrote to $FW_TRAJ (any
+ * format fb-ingest reads; a regular file reached through no link, at most
+ * FW_TRAJ_MAX bytes) gives the turns.
  * The workspace is removed.  Returns 0 and fills *r (whatever the agent
  * did), or -1 with a message in err when the episode could not be set up
  * (the tree missing from the store, no sandbox).
@@ -189,8 +193,9 @@ extern const char fw_agent_system[];
  * exit status and output (head and tail) come back as a tool turn, decoded
  * on from the same key-value cache; the episode ends on a block that is
  * just `submit`, a reply without a block, or a limit of o.  The patch is
- * the workspace against the task tree.  Returns 0 and fills *r, or -1 with
- * a message in err when the episode could not be set up or the model
+ * the workspace against the task tree (fw_workspace_diff()), and each file
+ * it leaves out is a "left-out" event.  Returns 0 and fills *r, or -1
+ * with a message in err when the episode could not be set up or the model
  * failed.
  */
 int fw_agent_episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct fw_store *s,

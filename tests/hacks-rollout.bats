@@ -78,8 +78,8 @@ setup() {
   printf '{"messages": [{"role": "user", "content": "HOSTTRAJ"}]}\n' > "$T/host/fw-traj"
   run --separate-stderr rollout --policy "exec:$H/rollout-02-git-link/agent $T/host" \
     --timeout 60 -o "$T/r.mp" "$F/task.mp"
-  assert_success
   [ -f "$T/host/fw-traj" ]
+  assert_success
   ! grep -q HOSTTRAJ "$T/r.mp"
   run jq -r .traj_error <(rec json "$T/r.mp")
   assert_output '$FW_TRAJ is not a regular file in the workspace'

@@ -339,6 +339,43 @@ true
 EOF
 }
 
+@test "an agent's new, deleted, executable, linked and binary files are in the patch, which git apply takes" {
+  rec head -n 1 "$F/tasks.mp" > "$T/t1.mp"
+  cat > "$T/edit" <<'EOF'
+#!/bin/sh
+mkdir -p mini/sub
+printf 'new\n' > mini/sub/new.txt
+rm tests/__init__.py
+chmod +x run_tests.py
+ln -s core.py mini/link.py
+printf 'a\000b' > mini/blob.bin
+# an ignored file stays out, as git leaves it out
+printf '*.log\n' > .gitignore
+echo log > mini/x.log
+EOF
+  chmod +x "$T/edit"
+  rollout --policy "exec:$T/edit" --timeout 60 "$T/t1.mp" | rec json | jq -r .patch > "$T/p"
+  run grep '^diff --git' "$T/p"
+  assert_output - <<'EOF'
+diff --git a/.gitignore b/.gitignore
+diff --git a/mini/blob.bin b/mini/blob.bin
+diff --git a/mini/link.py b/mini/link.py
+diff --git a/mini/sub/new.txt b/mini/sub/new.txt
+diff --git a/run_tests.py b/run_tests.py
+diff --git a/tests/__init__.py b/tests/__init__.py
+EOF
+  mkdir "$T/tree"
+  git --git-dir="$F/st.git" archive "$(rec json "$T/t1.mp" | jq -r .tree)" | tar -x -C "$T/tree"
+  git -C "$T/tree" init -q
+  git -C "$T/tree" apply "$T/p"
+  [ "$(cat "$T/tree/mini/sub/new.txt")" = new ]
+  [ ! -e "$T/tree/tests/__init__.py" ]
+  [ -x "$T/tree/run_tests.py" ]
+  [ "$(readlink "$T/tree/mini/link.py")" = core.py ]
+  printf 'a\000b' | cmp - "$T/tree/mini/blob.bin"
+  [ ! -e "$T/tree/mini/x.log" ]
+}
+
 @test "an agent that crashes, hangs or floods ends its episode with a reason, exit 1 at the end" {
   rec head -n 1 "$F/tasks.mp" > "$T/t1.mp"
   printf '#!/bin/sh\necho partial > mini/new.txt\nexit 3\n' > "$T/crash"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "fw_json.h"
 #include "fw_mutate.h"
 #include "fw_rollout.h"
 
@@ -164,6 +165,45 @@ TEST(file_patch_is_a_git_diff_and_empty_for_no_change)
 	CHECK_EQ_INT(fw_file_patch("a", "x\n", 2, "x\n", 2, &p, err, sizeof err), 0);
 	CHECK_STR(p, "");
 	free(p);
+}
+
+TEST(file_patch_of_text_that_is_not_utf8_is_a_binary_patch_with_full_ids)
+{
+	char *p = NULL, err[256];
+
+	CHECK_EQ_INT(fw_file_patch("a.txt", "caf\xe9\n", 5, "caf\xe9s\n", 6, &p, err, sizeof err),
+		     0);
+	CHECK(p && strstr(p, "\nGIT binary patch\n") != NULL);
+	CHECK(p && fw_utf8_valid((const uint8_t *)p, strlen(p)));
+	/* git apply needs the whole ids for a binary patch */
+	CHECK(p && strstr(p, "\nindex ") && strcspn(strstr(p, "\nindex ") + 7, ".") == 40);
+	free(p);
+}
+
+TEST(a_policy_sees_the_problem_not_the_host_nor_the_solution)
+{
+	struct fw_buf in = { 0 }, out = { 0 }, js = { 0 };
+	struct fw_json_err je;
+	size_t used;
+	char err[256];
+	const char *task =
+		"{\"kind\":\"task\",\"id\":\"t1\",\"v\":1,\"repo\":\"/home/me/src\","
+		"\"store\":\"/var/fw/st.git\",\"base\":\"b\",\"orig_tree\":\"o\",\"tree\":\"t\","
+		"\"solution\":\"diff\",\"meta\":{\"host\":\"/x\"},\"prompt\":\"do it\","
+		"\"targets\":[{\"path\":\"a.py\",\"symbol\":\"f\"}],\"test_cmd\":\"pytest\","
+		"\"f2p\":[\"a\"],\"p2p\":[],\"split\":\"train\"}";
+
+	CHECK_EQ_INT(fw_json_to_mp(&in, task, strlen(task), 1, &used, &je), 1);
+	CHECK_EQ_INT(fw_task_for_policy(&out, (struct fw_mpv){ in.p, in.n }), 0);
+	CHECK_EQ_INT(fw_json_from_mp(&js, (struct fw_mpv){ out.p, out.n }, err, sizeof err), 0);
+	fw_buf_append(&js, "", 1);
+	CHECK_STR((const char *)js.p,
+		  "{\"kind\":\"task\",\"id\":\"t1\",\"v\":1,\"prompt\":\"do it\","
+		  "\"targets\":[{\"path\":\"a.py\",\"symbol\":\"f\"}],\"test_cmd\":\"pytest\","
+		  "\"f2p\":[\"a\"],\"p2p\":[],\"split\":\"train\"}");
+	fw_buf_free(&in);
+	fw_buf_free(&out);
+	fw_buf_free(&js);
 }
 
 TEST(head_tail_keeps_both_ends_and_says_how_much_was_cut)

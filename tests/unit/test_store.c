@@ -1,5 +1,6 @@
 /* test_store.c — the task store, workspaces, scrub and leak audit, checked
  * with the git command line as the independent reader. */
+#include <errno.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -557,6 +558,108 @@ TEST(keep_waits_for_a_held_lock_and_gives_up_in_bounded_time)
 	CHECK(p > 0 && waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 	CHECK_STR(out1("git -C %s rev-parse refs/flywheel/base/new", st), tree);
 	CHECK_STR(out1("find %s/refs -name '*.lock' | wc -l", st), "0");
+	fw_store_free(s);
+}
+
+TEST(read_beneath_follows_no_link_and_reads_no_more_than_asked)
+{
+	setup();
+	char d[512];
+	snprintf(d, sizeof d, "%s/beneath", scratch);
+	sh("mkdir -p %s/a && printf hello > %s/a/b.txt && ln -s a %s/l && ln -s a/b.txt %s/f && "
+	   "ln -s /etc %s/etc && mkfifo %s/p && truncate -s 1M %s/big",
+	   d, d, d, d, d, d, d);
+	char *data = NULL;
+	size_t len = 0;
+	CHECK_EQ_INT(fw_read_beneath(d, "a/b.txt", 100, &data, &len), 0);
+	CHECK(data && len == 5 && memcmp(data, "hello", 5) == 0);
+	free(data);
+	const struct {
+		const char *rel;
+		int err;
+	} bad[] = {
+		{ "l/b.txt", ELOOP }, { "f", ELOOP }, { "etc/passwd", ELOOP }, { "p", EINVAL },
+		{ "big", EFBIG }, { "../beneath/a/b.txt", EINVAL }, { "/etc/passwd", EINVAL },
+		{ "a/./b.txt", EINVAL }, { "a/none", ENOENT }, { "a", EINVAL },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		errno = 0;
+		data = NULL;
+		CHECK_EQ_INT(fw_read_beneath(d, bad[i].rel, 4096, &data, &len), -1);
+		if (errno != bad[i].err)
+			printf("# %s: errno %d, want %d\n", bad[i].rel, errno, bad[i].err);
+		CHECK_EQ_INT(errno, bad[i].err);
+		CHECK(data == NULL);
+	}
+	/* the limit is the size read, not a size the file claims */
+	CHECK_EQ_INT(fw_read_beneath(d, "big", 1 << 20, &data, &len), 0);
+	CHECK_EQ_INT(len, 1 << 20);
+	free(data);
+}
+
+/* The SHA-1 of text p (NULL: ""), written to file path first. */
+static const char *sha1_of(const char *path, const char *p)
+{
+	FILE *f = fopen(path, "w");
+	if (f) {
+		fputs(p ? p : "", f);
+		fclose(f);
+	}
+	return out1("sha1sum < %s", path);
+}
+
+TEST(workspace_diff_reads_files_not_the_workspace_git)
+{
+	setup();
+	char err[512] = "", st[512], repo[512], ws[512], ref[512], tmp[512], outf[512],
+	     tree[FW_OID_HEX];
+	snprintf(st, sizeof st, "%s/store-diff", scratch);
+	snprintf(repo, sizeof repo, "%s/repo", scratch);
+	snprintf(ws, sizeof ws, "%s/ws-diff", scratch);
+	snprintf(ref, sizeof ref, "%s/ws-ref", scratch);
+	snprintf(tmp, sizeof tmp, "%s/host-diff", scratch);
+	snprintf(outf, sizeof outf, "%s/out-diff", scratch);
+	struct fw_store *s = fw_store_open(st, 1, err, sizeof err);
+	CHECK_EQ_INT(fw_store_import(s, repo, "HEAD", tree, NULL, NULL, err, sizeof err), 0);
+	CHECK_EQ_INT(fw_workspace_create(s, tree, ws, NULL, NULL, err, sizeof err), 0);
+	CHECK_EQ_INT(fw_workspace_create(s, tree, ref, NULL, NULL, err, sizeof err), 0);
+	/* the same edits in both; git's own diff of the untouched one is the
+	 * reference */
+	const char *edit = "echo 'x = 1' >> textkit/strings.py && printf 'n\\n' > notes.txt && "
+			   "chmod +x README.md && rm textkit/units.py && ln -s /etc etc";
+	sh("cd %s && %s && cd %s && %s", ws, edit, ref, edit);
+	char *want = strdup(out1("cd %s && git add -A && git diff --cached | sha1sum", ref));
+	char *p = NULL;
+	struct fw_strlist left = { 0 };
+	CHECK_EQ_INT(fw_workspace_diff(s, tree, ws, tmp, &p, &left, err, sizeof err), 0);
+	CHECK(p && strstr(p, "+x = 1\n") && strstr(p, "new file mode 120000"));
+	CHECK_EQ_INT(left.n, 0);
+	CHECK_STR(sha1_of(outf, p), want);
+	/* the host's own repository is gone */
+	CHECK_EQ_INT(access(tmp, F_OK), -1);
+	free(p);
+	/* the workspace's git pointed elsewhere, its attributes, ignore rules
+	 * and abbreviation changed: the same patch */
+	sh("cd %s && git config -f .git/config core.worktree /etc && "
+	   "git config -f .git/config core.abbrev 40 && echo '* binary' > .git/info/attributes && "
+	   "echo '*' > .git/info/exclude", ws);
+	CHECK_EQ_INT(fw_workspace_diff(s, tree, ws, tmp, &p, NULL, err, sizeof err), 0);
+	CHECK_STR(sha1_of(outf, p), want);
+	free(p);
+	/* and with .git a link into the host, a file too big and a FIFO:
+	 * the same patch, and the two files named as left out */
+	sh("cd %s && mv .git ../ws-diff-git && ln -s /etc .git && truncate -s 17M big.bin && "
+	   "mkfifo fifo", ws);
+	CHECK_EQ_INT(fw_workspace_diff(s, tree, ws, tmp, &p, &left, err, sizeof err), 0);
+	CHECK_STR(sha1_of(outf, p), want);
+	CHECK_EQ_INT(left.n, 2);
+	CHECK(left.n == 2 && (!strcmp(left.v[0], "big.bin: over the 16777216-byte file limit") ||
+			      !strcmp(left.v[1], "big.bin: over the 16777216-byte file limit")));
+	CHECK(left.n == 2 && (!strcmp(left.v[0], "fifo: not a regular file") ||
+			      !strcmp(left.v[1], "fifo: not a regular file")));
+	fw_strlist_free(&left);
+	free(p);
+	free(want);
 	fw_store_free(s);
 }
 
