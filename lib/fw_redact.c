@@ -77,15 +77,15 @@ static const struct rule rules[FW_RD_NRULES] = {
 		"(?i)authorization[\"']?\\s*[:=]\\s*[\"']?bearer\\s+([A-Za-z0-9._~+/-]{8,}=*)", 1,
 		CK_BEARER},
 	[FW_RD_URL_PASSWORD] = {"url-password",
-		"\\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\\s:/@\"'<>\\\\]+:([^\\s/@\"'<>\\\\]+)@", 1,
+		"\\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\\s:/@\"'<>\\\\]*:([^\\s/@\"'<>\\\\]+)@", 1,
 		CK_URL_PASSWORD},
 	/*
 	 * Group 1 the key (not inside a word, maybe a PHP `$name`), then its
 	 * closing quote or bracket, an operator (not `==`, `!=`, `<=`, `::`),
 	 * and either a quoted literal (group 3; its quote, maybe escaped
 	 * inside JSON text, in group 2; an optional b/r/u string prefix) or a
-	 * bare word (group 3; no `=` or `&` inside, base64 padding at its
-	 * end) that a literal's end follows: end of text, space, a quote,
+	 * bare word (group 3; no `=` inside, base64 padding at its end; no
+	 * `&` that starts a query's next `name=`) that a literal's end follows: end of text, space, a quote,
 	 * `;`, `,`, a closing bracket, `\`, `&` or `|`.  A bare word that
 	 * `(`, `[`, `<`, `{`, `>` or `=` follows is code: a call, a
 	 * subscript, a generic, `a->b`, a keyword argument.
@@ -94,7 +94,8 @@ static const struct rule rules[FW_RD_NRULES] = {
 		"(?i)(?<![A-Za-z0-9_.$-])(\\$?[A-Za-z0-9_.-]{0,64}?(?:" KV_WORDS ")[A-Za-z0-9_.-]{0,64})"
 		"(?:\\\\?[\"'])?\\]?[ \\t]*(?:=>|:=|\\?=|=(?![=~])|:(?![:=]))[ \\t]*"
 		"(?|(?:[bru]|br|rb)?(\\\\?[\"'`])([^\\s\"'`\\\\]{8,256}+)\\2"
-		"|()([^\\s\"'`,;<>(){}\\[\\]\\\\=&]{8,256}+=*)(?![^\\s\"'`;,)}\\]\\\\&|]))", 3, CK_KV},
+		"|()((?:[^\\s\"'`,;<>(){}\\[\\]\\\\=&]|&(?![\\w.-]*=)){8,256}+=*)"
+		"(?![^\\s\"'`;,)}\\]\\\\&|]))", 3, CK_KV},
 	[FW_RD_EMAIL] = {"email",
 		"(?<![A-Za-z0-9._%+-])(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*"
 		"\\.[A-Za-z]{2,24}\\b", 0, CK_NONE},
@@ -112,6 +113,9 @@ static const struct rule rules[FW_RD_NRULES] = {
  * or Qwen2.5-7B-Instruct at 0.1-0.25 with words of 3-8 letters. */
 #define KV_MIN_BOUNDARIES 0.3
 #define KV_WORD_LENGTH 3.0
+/* Without a symbol a value needs this many characters: generated keys
+ * have 16 or more, short identifiers with digits are common in code. */
+#define KV_MIN_PLAIN 12
 /* A token (ghp_...) with fewer bits per byte is a placeholder (ghp_xxxx...). */
 #define TOKEN_MIN_ENTROPY 2.5
 
@@ -313,8 +317,10 @@ static int kv_value_is_secret(const char *v, size_t n)
 		return 0; /* words, identifiers, kebab-case, geheim$parole */
 	if (!lower && !upper && !sym)
 		return 0; /* numbers, dates, versions */
+	if (!sym && n < KV_MIN_PLAIN)
+		return 0; /* s3Client_v2, utf8Token */
 	if (!sym && boundaries(v, n) < KV_MIN_BOUNDARIES && word_length(v, n) >= KV_WORD_LENGTH)
-		return 0; /* s3Client, oauth2client.Credentials, x86_64-linux-gnu */
+		return 0; /* oauth2client.Credentials, x86_64-linux-gnu */
 	return fw_redact_entropy(v, n) >= KV_MIN_ENTROPY;
 }
 
