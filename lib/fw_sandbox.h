@@ -53,6 +53,17 @@
 #define FW_SANDBOX_OUTPUT_CAP (1u << 20)
 /* Default grace between SIGTERM and SIGKILL on timeout, seconds. */
 #define FW_SANDBOX_GRACE 0.5
+/*
+ * The limits every run gets unless its caller says otherwise: every
+ * untrusted command — fw-run, grade's suites, rollout's exec and agent
+ * episodes, task-mutate's checks — is bounded by the same set.
+ */
+#define FW_SANDBOX_LIMIT_TIMEOUT 600.0      /* wall clock, seconds */
+#define FW_SANDBOX_LIMIT_CPU 600L           /* CPU seconds per process */
+#define FW_SANDBOX_LIMIT_MEM (4ull << 30)   /* memory of the tree, bytes */
+#define FW_SANDBOX_LIMIT_PROCS 512L         /* processes and threads at once */
+#define FW_SANDBOX_LIMIT_FSIZE (1ull << 30) /* bytes per file written */
+#define FW_SANDBOX_LIMIT_NOFILE 1024L       /* open files per process */
 /* Default host uid and gid of the command when the caller is root
  * (nobody, nogroup). */
 #define FW_SANDBOX_UID 65534
@@ -76,8 +87,8 @@ enum fw_sandbox_cause {
 /*
  * What the caller asks for.  Start from fw_sandbox_opts_init(), then set
  * fields.  Every pointer is borrowed for the duration of fw_sandbox_run().
- * A limit of 0 means "no limit" (the defaults set by fw_sandbox_opts_init
- * are the ones listed).
+ * A limit of 0 means "no limit"; the defaults are the FW_SANDBOX_LIMIT_*
+ * values above, so that a caller that sets none still runs bounded.
  */
 struct fw_sandbox_opts {
 	/* Host directory bound read-write at FW_SANDBOX_WORKDIR; NULL for
@@ -96,15 +107,17 @@ struct fw_sandbox_opts {
 	 * first read is end of file). */
 	const char *stdin_path;
 
-	double timeout_s;     /* wall clock, seconds (default 0: none) */
+	double timeout_s;     /* wall clock, seconds (default 600) */
 	double grace_s;       /* SIGTERM → SIGKILL, seconds (default 0.5) */
-	long cpu_s;           /* RLIMIT_CPU, seconds (default 0: none) */
-	uint64_t mem_bytes;   /* bytes: a memory cgroup where there is one,
-			       * else RLIMIT_AS (default 0: none) */
+	long cpu_s;           /* RLIMIT_CPU, seconds (default 600) */
+	uint64_t mem_bytes;   /* bytes of the whole tree: a memory cgroup
+			       * where there is one, else RLIMIT_AS per
+			       * process (default 4 GiB) */
 	long procs;           /* processes (threads) alive at once: a pids
-			       * cgroup where there is one, and RLIMIT_NPROC
-			       * (which the kernel never applies to root) */
-	uint64_t fsize_bytes; /* RLIMIT_FSIZE, bytes per file written */
+			       * cgroup where there is one, else
+			       * RLIMIT_NPROC and a watchdog (default 512) */
+	uint64_t fsize_bytes; /* RLIMIT_FSIZE, bytes per file written
+			       * (default 1 GiB) */
 	long nofile;          /* RLIMIT_NOFILE (default 1024) */
 	size_t output_cap;    /* bytes kept per stream (default and 0:
 			       * FW_SANDBOX_OUTPUT_CAP, 1 MiB) */
@@ -164,8 +177,11 @@ struct fw_sandbox_result {
 };
 
 /*
- * Set *o to the defaults: no workspace, no limits except nofile 1024,
- * grace 0.5 s, output cap FW_SANDBOX_OUTPUT_CAP, no network.  Cannot fail.
+ * Set *o to the defaults: no workspace, no network, the
+ * FW_SANDBOX_LIMIT_* values (600 s of wall clock, 600 CPU seconds per process, 4 GiB of
+ * memory, 512 processes, 1 GiB per file, 1024 open files), grace 0.5 s,
+ * output cap FW_SANDBOX_OUTPUT_CAP, uid and gid FW_SANDBOX_UID,
+ * FW_SANDBOX_GID.  Cannot fail.
  */
 void fw_sandbox_opts_init(struct fw_sandbox_opts *o);
 
