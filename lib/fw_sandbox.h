@@ -7,17 +7,22 @@
  * from /etc only copies of what programs need (loader cache, passwd, group,
  * hosts, nsswitch.conf, time zone, CA certificates, alternatives, Debian's
  * python config; never shadow or /etc/ssl/private), a fresh /proc and a
- * minimal /dev.  Writable: the workspace at FW_SANDBOX_WORKDIR, and a
- * private /tmp; after the run, set-user-ID and set-group-ID bits are
- * cleared on every workspace file (the command's uid 0 is the caller's
- * uid on the host).  The environment is cleared to PATH, HOME=/tmp, LANG,
+ * minimal /dev.  Writable: the workspace at FW_SANDBOX_WORKDIR (nosuid,
+ * nodev), and a private /tmp.  The command's uid 0 is the caller's uid on
+ * the host — except when the caller is root: then bwrap and the command
+ * run as an unprivileged host uid (opts.uid, 65534 by default), which
+ * owns the workspace during the run, and the caller takes it back after.
+ * After every run, set-user-ID and set-group-ID bits are cleared on every
+ * workspace file, at any depth.  Read-only binds are read as the
+ * command's uid.  The environment is cleared to PATH, HOME=/tmp, LANG,
  * TZ=UTC, PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1, TMPDIR plus the
  * caller's additions.
  *
- * Limits: setrlimit in the child before exec (CPU, address space,
- * processes, file size, open files); memory and processes also through
- * cgroups where the machine offers writable ones (v1 or v2), which also
- * measure the run's CPU time and peak memory.  A wall-clock timeout sends
+ * Limits, on by default (FW_SANDBOX_LIMIT_*): setrlimit in the child
+ * before exec (CPU, file size, open files; address space and processes
+ * where no cgroup caps them); memory and processes through cgroups where
+ * the machine offers writable ones (v1 or v2), which also measure the
+ * run's CPU time and peak memory.  A wall-clock timeout sends
  * SIGTERM to every process of the sandbox, then SIGKILL to its pid-namespace
  * init after a grace period, which ends the whole tree.  stdout and stderr
  * are captured through pipes up to a cap; the rest is drained and dropped
@@ -35,7 +40,11 @@
  * tcp 1.1.1.1:80"), and DNS queries, answered REFUSED, are events too
  * ("dns example.com A").  Where the kernel cannot do this, such attempts
  * still fail but are not recorded, and every run says so in a "net-watch"
- * event.
+ * event.  The same filter refuses, and the watch records, what could get
+ * round the namespace or the watch: every call of another architecture
+ * (i386) and of x32 and io_uring ("syscall-denied"), and sockets of any
+ * family but AF_UNIX, AF_INET, AF_INET6 and routing netlink ("net-denied"
+ * "socket vsock").
  *
  * Needs bwrap(1) on PATH (Debian bubblewrap), and socat(1) for allow lists.
  */
