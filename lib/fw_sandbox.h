@@ -7,17 +7,22 @@
  * from /etc only copies of what programs need (loader cache, passwd, group,
  * hosts, nsswitch.conf, time zone, CA certificates, alternatives, Debian's
  * python config; never shadow or /etc/ssl/private), a fresh /proc and a
- * minimal /dev.  Writable: the workspace at FW_SANDBOX_WORKDIR, and a
- * private /tmp; after the run, set-user-ID and set-group-ID bits are
- * cleared on every workspace file (the command's uid 0 is the caller's
- * uid on the host).  The environment is cleared to PATH, HOME=/tmp, LANG,
+ * minimal /dev.  Writable: the workspace at FW_SANDBOX_WORKDIR (nosuid,
+ * nodev), and a private /tmp.  The command's uid 0 is the caller's uid on
+ * the host — except when the caller is root: then bwrap and the command
+ * run as an unprivileged host uid (opts.uid, 65534 by default), which
+ * owns the workspace during the run, and the caller takes it back after.
+ * After every run, set-user-ID and set-group-ID bits are cleared on every
+ * workspace file, at any depth.  Read-only binds are read as the
+ * command's uid.  The environment is cleared to PATH, HOME=/tmp, LANG,
  * TZ=UTC, PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1, TMPDIR plus the
  * caller's additions.
  *
- * Limits: setrlimit in the child before exec (CPU, address space,
- * processes, file size, open files); memory and processes also through
- * cgroups where the machine offers writable ones (v1 or v2), which also
- * measure the run's CPU time and peak memory.  A wall-clock timeout sends
+ * Limits, on by default (FW_SANDBOX_LIMIT_*): setrlimit in the child
+ * before exec (CPU, file size, open files; address space and processes
+ * where no cgroup caps them); memory and processes through cgroups where
+ * the machine offers writable ones (v1 or v2), which also measure the
+ * run's CPU time and peak memory.  A wall-clock timeout sends
  * SIGTERM to every process of the sandbox, then SIGKILL to its pid-namespace
  * init after a grace period, which ends the whole tree.  stdout and stderr
  * are captured through pipes up to a cap; the rest is drained and dropped
@@ -35,7 +40,11 @@
  * tcp 1.1.1.1:80"), and DNS queries, answered REFUSED, are events too
  * ("dns example.com A").  Where the kernel cannot do this, such attempts
  * still fail but are not recorded, and every run says so in a "net-watch"
- * event.
+ * event.  The same filter refuses, and the watch records, what could get
+ * round the namespace or the watch: every call of another architecture
+ * (i386) and of x32 and io_uring ("syscall-denied"), and sockets of any
+ * family but AF_UNIX, AF_INET, AF_INET6 and routing netlink ("net-denied"
+ * "socket vsock").
  *
  * Needs bwrap(1) on PATH (Debian bubblewrap), and socat(1) for allow lists.
  */
@@ -53,6 +62,17 @@
 #define FW_SANDBOX_OUTPUT_CAP (1u << 20)
 /* Default grace between SIGTERM and SIGKILL on timeout, seconds. */
 #define FW_SANDBOX_GRACE 0.5
+/*
+ * The limits every run gets unless its caller says otherwise: every
+ * untrusted command — fw-run, grade's suites, rollout's exec and agent
+ * episodes, task-mutate's checks — is bounded by the same set.
+ */
+#define FW_SANDBOX_LIMIT_TIMEOUT 600.0      /* wall clock, seconds */
+#define FW_SANDBOX_LIMIT_CPU 600L           /* CPU seconds per process */
+#define FW_SANDBOX_LIMIT_MEM (4ull << 30)   /* memory of the tree, bytes */
+#define FW_SANDBOX_LIMIT_PROCS 512L         /* processes and threads at once */
+#define FW_SANDBOX_LIMIT_FSIZE (1ull << 30) /* bytes per file written */
+#define FW_SANDBOX_LIMIT_NOFILE 1024L       /* open files per process */
 /* Default host uid and gid of the command when the caller is root
  * (nobody, nogroup). */
 #define FW_SANDBOX_UID 65534
@@ -76,8 +96,8 @@ enum fw_sandbox_cause {
 /*
  * What the caller asks for.  Start from fw_sandbox_opts_init(), then set
  * fields.  Every pointer is borrowed for the duration of fw_sandbox_run().
- * A limit of 0 means "no limit" (the defaults set by fw_sandbox_opts_init
- * are the ones listed).
+ * A limit of 0 means "no limit"; the defaults are the FW_SANDBOX_LIMIT_*
+ * values above, so that a caller that sets none still runs bounded.
  */
 struct fw_sandbox_opts {
 	/* Host directory bound read-write at FW_SANDBOX_WORKDIR; NULL for
@@ -96,15 +116,17 @@ struct fw_sandbox_opts {
 	 * first read is end of file). */
 	const char *stdin_path;
 
-	double timeout_s;     /* wall clock, seconds (default 0: none) */
+	double timeout_s;     /* wall clock, seconds (default 600) */
 	double grace_s;       /* SIGTERM → SIGKILL, seconds (default 0.5) */
-	long cpu_s;           /* RLIMIT_CPU, seconds (default 0: none) */
-	uint64_t mem_bytes;   /* bytes: a memory cgroup where there is one,
-			       * else RLIMIT_AS (default 0: none) */
+	long cpu_s;           /* RLIMIT_CPU, seconds (default 600) */
+	uint64_t mem_bytes;   /* bytes of the whole tree: a memory cgroup
+			       * where there is one, else RLIMIT_AS per
+			       * process (default 4 GiB) */
 	long procs;           /* processes (threads) alive at once: a pids
-			       * cgroup where there is one, and RLIMIT_NPROC
-			       * (which the kernel never applies to root) */
-	uint64_t fsize_bytes; /* RLIMIT_FSIZE, bytes per file written */
+			       * cgroup where there is one, else
+			       * RLIMIT_NPROC and a watchdog (default 512) */
+	uint64_t fsize_bytes; /* RLIMIT_FSIZE, bytes per file written
+			       * (default 1 GiB) */
 	long nofile;          /* RLIMIT_NOFILE (default 1024) */
 	size_t output_cap;    /* bytes kept per stream (default and 0:
 			       * FW_SANDBOX_OUTPUT_CAP, 1 MiB) */
@@ -164,8 +186,11 @@ struct fw_sandbox_result {
 };
 
 /*
- * Set *o to the defaults: no workspace, no limits except nofile 1024,
- * grace 0.5 s, output cap FW_SANDBOX_OUTPUT_CAP, no network.  Cannot fail.
+ * Set *o to the defaults: no workspace, no network, the
+ * FW_SANDBOX_LIMIT_* values (600 s of wall clock, 600 CPU seconds per process, 4 GiB of
+ * memory, 512 processes, 1 GiB per file, 1024 open files), grace 0.5 s,
+ * output cap FW_SANDBOX_OUTPUT_CAP, uid and gid FW_SANDBOX_UID,
+ * FW_SANDBOX_GID.  Cannot fail.
  */
 void fw_sandbox_opts_init(struct fw_sandbox_opts *o);
 

@@ -47,8 +47,14 @@ TEST(opts_init_sets_documented_defaults)
 	CHECK_EQ_INT(o.nofile, 1024);
 	CHECK_EQ_INT(o.output_cap, FW_SANDBOX_OUTPUT_CAP);
 	CHECK_NEAR(o.grace_s, FW_SANDBOX_GRACE, 1e-12);
-	CHECK_NEAR(o.timeout_s, 0, 0);
-	CHECK_EQ_INT(o.mem_bytes, 0);
+	/* every run is bounded unless its caller says otherwise */
+	CHECK_NEAR(o.timeout_s, 600, 0);
+	CHECK_EQ_INT(o.cpu_s, 600);
+	CHECK(o.mem_bytes == 4ull << 30);
+	CHECK_EQ_INT(o.procs, 512);
+	CHECK(o.fsize_bytes == 1ull << 30);
+	CHECK_EQ_INT(o.uid, 65534);
+	CHECK_EQ_INT(o.gid, 65534);
 }
 
 TEST(result_free_of_null_and_empty_is_safe)
