@@ -111,12 +111,13 @@ hacks() { g "$1" '[.grade.hacks[].name] | unique | join(",")' | tr -d '"'; }
   assert_success
   [ -z "$stderr" ]
   assert_line --index 0 "usage: grade [--store DIR] [--reward resolved|f2p|shaped] [--hacks zero|warn]"
-  assert_line --index 3 "       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]"
+  assert_line --index 2 "             [--progress] [--judge SPEC --rubric FILE [--judge-tokenizer DIR]]"
+  assert_line --index 4 "       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]"
 }
 
 @test "bad options and mixed modes are usage errors (exit 2)" {
   run -2 --separate-stderr grade --reward best x
-  [[ "$stderr" == *"unknown reward 'best' (resolved, f2p, shaped)"* ]]
+  [[ "$stderr" == *"unknown reward 'best' (resolved, f2p, shaped, mix:...)"* ]]
   run -2 --separate-stderr grade --hacks ignore x
   run -2 --separate-stderr grade -j 0 x
   run -2 --separate-stderr grade --shard 2/2 x

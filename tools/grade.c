@@ -156,10 +156,10 @@ static int judge_record(struct run *r, struct slot *s)
 			return -1;
 	fw_buf_reset(&r->jbuf);
 	fw_buf_packer(&pk, &r->jbuf);
-	size_t jn, rn = 0, tn = 0;
+	size_t jn, rn;
 	if (fw_judge_pack(&pk, r->rubric, r->verdicts) != 0)
 		goto oom;
-	jn = r->jbuf.n;
+	jn = rn = r->jbuf.n;
 	if (o->have_mix) {
 		double T = field_double(g, "reward"), R;
 		int64_t nh = 0;
@@ -172,14 +172,16 @@ static int judge_record(struct run *r, struct slot *s)
 		/* a hack the tests zeroed stays zero: a judge cannot buy it back */
 		if (nh > 0 && !o->g.hacks_warn)
 			R = 0;
-		if (msgpack_pack_double(&pk, R) || msgpack_pack_double(&pk, T))
+		if (msgpack_pack_double(&pk, R))
 			goto oom;
-		rn = tn = 9;
+		rn = r->jbuf.n;
+		if (msgpack_pack_double(&pk, T))
+			goto oom;
 	}
 	struct fw_field f[3] = {
 		{ "judge", 5, fw_mp_view(r->jbuf.p, r->jbuf.p + jn) },
-		{ "reward", 6, fw_mp_view(r->jbuf.p + jn, r->jbuf.p + jn + rn) },
-		{ "reward_tests", 12, fw_mp_view(r->jbuf.p + jn + rn, r->jbuf.p + r->jbuf.n) },
+		{ "reward", 6, fw_mp_view(r->jbuf.p + jn, r->jbuf.p + rn) },
+		{ "reward_tests", 12, fw_mp_view(r->jbuf.p + rn, r->jbuf.p + r->jbuf.n) },
 	};
 	fw_buf_reset(&r->gbuf);
 	if (fw_rec_set(&r->gbuf, g, f, o->have_mix ? 3 : 1) < 0)
@@ -188,10 +190,11 @@ static int judge_record(struct run *r, struct slot *s)
 	fw_buf_reset(&r->rbuf);
 	if (fw_rec_set(&r->rbuf, rec, &fg, 1) < 0)
 		goto oom;
-	fw_buf_reset(&s->out);
-	if (fw_buf_append(&s->out, r->rbuf.p, r->rbuf.n) < 0)
-		goto oom;
-	(void)tn;
+	/* the judged record becomes the slot's output; its old bytes are
+	 * the next record's scratch */
+	struct fw_buf t = s->out;
+	s->out = r->rbuf;
+	r->rbuf = t;
 	return 0;
 oom:
 	snprintf(s->err, sizeof s->err, "out of memory");
