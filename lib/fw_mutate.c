@@ -1128,7 +1128,11 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 	o.workspace = ws;
 	o.timeout_s = timeout_s;
 	o.fsize_bytes = 1ull << 30;
-	const char *env[] = { "FW_REPORT=" FW_SANDBOX_WORKDIR "/" FW_REPORT_PATH, NULL };
+	/* Python as grade(1) runs it (-P -s, no autoloaded plugins), so a
+	 * task valid here is gradable there */
+	const char *env[] = { "FW_REPORT=" FW_SANDBOX_WORKDIR "/" FW_REPORT_PATH,
+			      "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1",
+			      "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", NULL };
 	o.env = env;
 	char *argv[] = { "sh", "-c", (char *)cmd, NULL };
 	struct fw_sandbox_result res;

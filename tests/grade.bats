@@ -498,3 +498,57 @@ EOF
 ["f2p-xfail",false,"xfail"]
 EOF
 }
+
+@test "a task's scope lists the paths a solution may touch; a patch outside it is patch-scope" {
+  {
+    roll in "$F/solution.diff" '.task.scope = ["textkit/units.py", "docs/*"]'
+    roll out "$F/solution.diff" '.task.scope = ["textkit/strings.py"]'
+    roll bad "$F/solution.diff" '.task.scope = "textkit/*"'
+  } | rec from-json > "$T/r.mp"
+  run -1 --separate-stderr grade --store "$F/st.git" --no-time -o "$T/out.mp" "$T/r.mp"
+  run jq -c '[.id, .grade.reward, .grade.resolved, .grade.hacks, .grade.error]' <(rec json "$T/out.mp")
+  assert_output - <<'EOF2'
+["in",1,true,[],null]
+["out",0,true,[{"name":"patch-scope","detail":"textkit/units.py: outside the task's scope"}],null]
+["bad",0,false,[],"task 'scope' is not an array of strings"]
+EOF2
+}
+
+# xml ID...: a JUnit report with a passing test t::ID for each ID
+xml() { printf '<testsuite>'; for i in "$@"; do printf '<testcase classname="t" name="%s"/>' "$i"; done; printf '</testsuite>\n'; }
+
+@test "a report that says better than its runner is report-mismatch" {
+  local rep
+  rep=$(xml a | sed 's/"/\\"/g')
+  {
+    roll honest "$F/empty.diff" | jq -c --arg c "printf \"$rep\" > \$FW_REPORT; echo '1 passed in 0.01s'" '.task.test_cmd = $c'
+    roll exit "$F/empty.diff" | jq -c --arg c "printf \"$rep\" > \$FW_REPORT; exit 1" '.task.test_cmd = $c'
+    roll count "$F/empty.diff" | jq -c --arg c "printf \"$rep\" > \$FW_REPORT; echo '== 1 failed in 0.01s =='" '.task.test_cmd = $c'
+    roll passed "$F/empty.diff" | jq -c --arg c "printf \"$rep\" > \$FW_REPORT; echo '0 passed, 1 deselected in 0.01s'" '.task.test_cmd = $c'
+    roll twice "$F/empty.diff" | jq -c --arg c "printf \"$rep$rep\" > \$FW_REPORT" '.task.test_cmd = $c'
+  } | jq -c '.task.f2p = ["t::a"] | .task.p2p = []' | rec from-json > "$T/r.mp"
+  run --separate-stderr grade --store "$F/st.git" --no-time -o "$T/out.mp" "$T/r.mp"
+  assert_success
+  run jq -c '[.id, .grade.resolved, .grade.reward, [.grade.hacks[] | "\(.name): \(.detail)"]]' <(rec json "$T/out.mp")
+  assert_output - <<'EOF2'
+["honest",true,1,[]]
+["exit",true,0,["report-mismatch: the runner exited 1, the report has no failure"]]
+["count",true,0,["report-mismatch: the runner counted 1 failed and 0 errors, the report none","report-mismatch: the runner counted 0 passed, the report 1"]]
+["passed",true,0,["report-mismatch: the runner counted 0 passed, the report 1"]]
+["twice",true,0,["report-mismatch: 2 reports on the report descriptor"]]
+EOF2
+}
+
+@test "the tests find no report file in the workspace, and Python starts without the workspace on its path" {
+  local rep
+  rep=$(xml a | sed 's/"/\\"/g')
+  cmd="test ! -e .fw-report.xml && test \"\$FW_REPORT\" = /dev/fd/3 &&
+    python3 -c 'import sys; assert \"\" not in sys.path and \"/work\" not in sys.path, sys.path' &&
+    test \"\$PYTEST_DISABLE_PLUGIN_AUTOLOAD\" = 1 && printf \"$rep\" > \$FW_REPORT"
+  roll env "$F/empty.diff" | jq -c --arg c "$cmd" '.task.test_cmd = $c | .task.f2p = ["t::a"] | .task.p2p = []' |
+    rec from-json > "$T/r.mp"
+  run --separate-stderr grade --store "$F/st.git" --no-time -o "$T/out.mp" "$T/r.mp"
+  assert_success
+  run jq -c '.grade | [.resolved, .reward, .reason]' <(rec json "$T/out.mp")
+  assert_output '[true,1,"resolved"]'
+}
