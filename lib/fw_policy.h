@@ -224,12 +224,23 @@ struct fw_http;
  * (may be NULL: the server's default) is sent as "model"; the API key, when
  * key_env names a set environment variable, as a Bearer token.  Each
  * request may take timeout_s seconds; a refused connection, a timeout, 429
- * and 5xx answers are retried retries times with doubling waits from 0.25
- * s.  Returns a client (fw_http_free), or NULL with err filled.  A client
- * is used by one thread at a time.
+ * and 5xx answers (but 501) are retried retries times with doubling waits
+ * from 0.25 s.  Returns a client (fw_http_free), or NULL with err filled.
+ * A client is used by one thread at a time.
+ *
+ * The server's context (in tokens) is the max_model_len of the model's
+ * entry in BASE/models, as vLLM and serve(1) report it, asked at the first
+ * request; prompts are counted with the server's own tokenizer through
+ * /tokenize at the server's root (BASE without its final /v1), as vLLM and
+ * serve(1) answer it.  A server that reports neither gets every prompt as
+ * it is, and its own answer decides.
  */
 struct fw_http *fw_http_new(const char *base, const char *model, const char *key_env,
 			    double timeout_s, int retries, char *err, size_t errlen);
+
+/* Sets the server's context to n tokens, for a server that does not report
+ * it (n <= 0: unknown, prompts go as they are).  Cannot fail. */
+void fw_http_set_context(struct fw_http *h, long n);
 
 /* Frees h.  fw_http_free(NULL) does nothing. */
 void fw_http_free(struct fw_http *h);
@@ -241,7 +252,11 @@ void fw_http_free(struct fw_http *h);
  * completion; out->tokens are the ids when the server gives them
  * ("token_ids", as serve(1) does), else none; out->logprobs one per token
  * (or per text token the server lists); out->stop "eos" when the server
- * says "stop", else "max-tokens"; out->keep -1.  Returns 0, or -1 with err
+ * says "stop", else "max-tokens"; out->keep -1.  The prompt is fitted to the
+ * server's context as fw_builtin_complete() fits its own: max_tokens at
+ * most half the context, and a prompt too long keeps its last tokens after
+ * the BOS (sent as token ids), so both policies see the same prompt.
+ * Returns 0, or -1 with err
  * saying what went wrong (server down, HTTP status and message, an answer
  * that is not a completion).
  */
@@ -252,7 +267,10 @@ int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t
 
 /*
  * One chat completion: the n messages roles[i] / texts[i] (lens[i] bytes,
- * valid UTF-8) to BASE/chat/completions, otherwise as fw_http_complete().
+ * valid UTF-8) to BASE/chat/completions, otherwise as fw_http_complete(),
+ * except that a chat is never cut: max_tokens is at most what the context
+ * leaves after it, and a chat that fills the context is an error ("the
+ * chat's N tokens fill the server's context of W").
  */
 int fw_http_chat(struct fw_http *h, const char *const *roles, const char *const *texts,
 		 const size_t *lens, size_t n, uint64_t seed, const struct fw_sampler *s,

@@ -16,9 +16,11 @@
 
 struct fw_http {
 	CURL *c;
-	char *url, *chat_url, *model, *auth;
+	char *url, *chat_url, *models_url, *tokenize_url, *model, *auth;
 	double timeout_s;
 	int retries;
+	long ctx;       /* the server's context in tokens; 0 not asked yet, -1 unknown */
+	int no_tokenize; /* the server has no /tokenize */
 };
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ctx)
@@ -41,8 +43,12 @@ struct fw_http *fw_http_new(const char *base, const char *model, const char *key
 	}
 	while (bl && base[bl - 1] == '/')
 		bl--;
+	/* vLLM's /tokenize is at the server's root, beside /v1 */
+	size_t rl = bl >= 3 && !memcmp(base + bl - 3, "/v1", 3) ? bl - 3 : bl;
 	if (asprintf(&h->url, "%.*s/completions", (int)bl, base) < 0 ||
 	    asprintf(&h->chat_url, "%.*s/chat/completions", (int)bl, base) < 0 ||
+	    asprintf(&h->models_url, "%.*s/models", (int)bl, base) < 0 ||
+	    asprintf(&h->tokenize_url, "%.*s/tokenize", (int)rl, base) < 0 ||
 	    (model && !(h->model = strdup(model))) ||
 	    (key && *key && asprintf(&h->auth, "Authorization: Bearer %s", key) < 0)) {
 		snprintf(err, errlen, "out of memory");
@@ -62,6 +68,8 @@ void fw_http_free(struct fw_http *h)
 		curl_easy_cleanup(h->c);
 	free(h->url);
 	free(h->chat_url);
+	free(h->models_url);
+	free(h->tokenize_url);
 	free(h->model);
 	free(h->auth);
 	free(h);
@@ -121,8 +129,8 @@ static void nap(double s)
 	nanosleep(&ts, NULL);
 }
 
-/* POSTs body; fills *resp and *status.  Returns 0, or -1 with err after the
- * retries are spent. */
+/* POSTs body (GETs when body is NULL); fills *resp and *status.  Returns
+ * 0, or -1 with err after the retries are spent. */
 static int post(struct fw_http *h, const char *url, const char *body, struct fw_buf *resp,
 		long *status, char *err, size_t errlen)
 {
@@ -140,7 +148,10 @@ static int post(struct fw_http *h, const char *url, const char *body, struct fw_
 		curl_easy_reset(h->c);
 		curl_easy_setopt(h->c, CURLOPT_URL, url);
 		curl_easy_setopt(h->c, CURLOPT_HTTPHEADER, hd);
-		curl_easy_setopt(h->c, CURLOPT_POSTFIELDS, body);
+		if (body)
+			curl_easy_setopt(h->c, CURLOPT_POSTFIELDS, body);
+		else
+			curl_easy_setopt(h->c, CURLOPT_HTTPGET, 1L);
 		curl_easy_setopt(h->c, CURLOPT_WRITEFUNCTION, on_body);
 		curl_easy_setopt(h->c, CURLOPT_WRITEDATA, resp);
 		curl_easy_setopt(h->c, CURLOPT_NOSIGNAL, 1L);
@@ -150,7 +161,8 @@ static int post(struct fw_http *h, const char *url, const char *body, struct fw_
 		*status = 0;
 		if (cc == CURLE_OK)
 			curl_easy_getinfo(h->c, CURLINFO_RESPONSE_CODE, status);
-		int again = cc != CURLE_OK || *status == 429 || *status >= 500;
+		/* 501 (a method the server lacks) will not change on retry */
+		int again = cc != CURLE_OK || *status == 429 || (*status >= 500 && *status != 501);
 		if (!again) {
 			rc = 0;
 			break;
@@ -267,6 +279,123 @@ out:
 	return rc;
 }
 
+void fw_http_set_context(struct fw_http *h, long n)
+{
+	h->ctx = n > 0 ? n : -1;
+}
+
+/* POSTs rq (not consumed) to url, or GETs url when rq is NULL, and parses
+ * a 200 answer.  Returns the document (json_decref) or NULL on any failure:
+ * what this reads is an aid, and its absence is not an error. */
+static json_t *ask(struct fw_http *h, const char *url, json_t *rq)
+{
+	struct fw_buf resp = { 0 };
+	char *body = rq ? json_dumps(rq, JSON_COMPACT) : NULL, err[256];
+	long status = 0;
+	json_t *doc = NULL;
+	json_error_t je;
+
+	if ((!rq || body) && post(h, url, body, &resp, &status, err, sizeof err) == 0 &&
+	    status == 200)
+		doc = json_loadb(resp.p ? (const char *)resp.p : "", resp.n, 0, &je);
+	if (status == 404 || status == 405)
+		h->no_tokenize |= url == h->tokenize_url;
+	free(body);
+	fw_buf_free(&resp);
+	return doc;
+}
+
+/* The server's context in tokens: max_model_len of the model's entry in
+ * BASE/models (the first entry when no model is named), as vLLM and
+ * serve(1) report it; asked once.  -1 when the server does not say. */
+static long context(struct fw_http *h)
+{
+	if (h->ctx)
+		return h->ctx;
+	h->ctx = -1;
+	json_t *doc = ask(h, h->models_url, NULL), *m;
+	size_t i;
+	json_array_foreach(json_object_get(doc, "data"), i, m) {
+		const char *id = json_string_value(json_object_get(m, "id"));
+		json_t *w = json_object_get(m, "max_model_len");
+		if (h->model && (!id || strcmp(id, h->model)))
+			continue;
+		if (json_is_integer(w) && json_integer_value(w) > 0)
+			h->ctx = (long)json_integer_value(w);
+		break;
+	}
+	json_decref(doc);
+	return h->ctx;
+}
+
+/* The ids the server makes of rq's "prompt" or "messages" (its /tokenize,
+ * with add_special_tokens as given for a prompt), in a new array that *ids
+ * takes (json_decref).  Returns the count, or -1 when the server does not
+ * tell. */
+static long count(struct fw_http *h, json_t *rq, int special, json_t **ids)
+{
+	json_t *doc, *t;
+	long n = -1;
+
+	*ids = NULL;
+	if (h->no_tokenize)
+		return -1;
+	json_t *q = json_deep_copy(rq);
+	if (!q)
+		return -1;
+	if (h->model)
+		json_object_set_new(q, "model", json_string(h->model));
+	if (json_object_get(q, "prompt"))
+		json_object_set_new(q, "add_special_tokens", json_boolean(special));
+	doc = ask(h, h->tokenize_url, q);
+	json_decref(q);
+	t = json_object_get(doc, "tokens");
+	if (json_is_array(t)) {
+		n = (long)json_array_size(t);
+		*ids = json_incref(t);
+	}
+	json_decref(doc);
+	return n;
+}
+
+/*
+ * Fits a completions prompt to the server's context W the way the builtin
+ * policy fits its own (fw_builtin_complete): *max_tokens at most W / 2,
+ * and a prompt too long keeps its last tokens after the BOS, sent as ids.
+ * rq holds "prompt" as text and is changed in place.  Does nothing when
+ * the server tells neither its context nor a prompt's tokens.
+ */
+static void fit_prompt(struct fw_http *h, json_t *rq, int *max_tokens)
+{
+	long W = context(h);
+	json_t *with = NULL, *bare = NULL, *ids;
+
+	if (W <= 0)
+		return;
+	if (*max_tokens > W / 2)
+		*max_tokens = (int)(W / 2);
+	long n = count(h, rq, 1, &with);
+	if (n < 0 || n + *max_tokens <= W)
+		goto out;
+	long nb = count(h, rq, 0, &bare);
+	if (nb < 0)
+		goto out;
+	int bos = n == nb + 1; /* the server puts a BOS first */
+	long room = W - *max_tokens - bos;
+	if (room < 0)
+		room = 0;
+	if (!(ids = json_array()))
+		goto out;
+	if (bos)
+		json_array_append(ids, json_array_get(with, 0));
+	for (long i = nb > room ? nb - room : 0; i < nb; i++)
+		json_array_append(ids, json_array_get(bare, (size_t)i));
+	json_object_set_new(rq, "prompt", ids);
+out:
+	json_decref(with);
+	json_decref(bare);
+}
+
 int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t seed,
 		     const struct fw_sampler *s, int max_tokens, struct fw_completion *out,
 		     char *err, size_t errlen)
@@ -278,6 +407,7 @@ int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t
 		snprintf(err, errlen, "prompt is not valid UTF-8");
 		return -1;
 	}
+	fit_prompt(h, rq, &max_tokens);
 	return request(h, 0, rq, s, seed, max_tokens, out, err, errlen);
 }
 
@@ -299,6 +429,21 @@ int fw_http_chat(struct fw_http *h, const char *const *roles, const char *const 
 		snprintf(err, errlen, "a message is not valid UTF-8");
 		return -1;
 	}
-	return request(h, 1, json_pack("{s:o}", "messages", msgs), s, seed, max_tokens, out, err,
-		       errlen);
+	json_t *rq = json_pack("{s:o}", "messages", msgs), *ids;
+	long W = context(h), P = W > 0 && rq ? count(h, rq, 1, &ids) : -1;
+	if (P >= 0) {
+		json_decref(ids);
+		/* what the builtin agent does: a chat that fills the context
+		 * ends the episode, and a reply gets what is left */
+		if (P >= W) {
+			json_decref(rq);
+			memset(out, 0, sizeof *out);
+			snprintf(err, errlen, "the chat's %ld tokens fill the server's context of %ld",
+				 P, W);
+			return -1;
+		}
+		if (max_tokens > W - P)
+			max_tokens = (int)(W - P);
+	}
+	return request(h, 1, rq, s, seed, max_tokens, out, err, errlen);
 }

@@ -6,6 +6,12 @@
  * path.  Switching happens only at record boundaries: a record (a map)
  * never starts with byte 0x28 nor with 0x50..0x5f, so the zstd magic and the
  * skippable-frame magics are unambiguous there.
+ *
+ * Two kinds of input that are not records are common enough to be handled
+ * on their own: JSON (a record is a map, and no map starts with '{' or '[')
+ * is refused at once with a hint, and after a value that is not a map the
+ * reader drops bytes until a plausible record starts, so that text or a
+ * damaged stretch costs one error, not one per byte.
  */
 #include "fw_stream.h"
 
@@ -48,6 +54,12 @@ struct fw_reader {
 	uint64_t eindex, eoffset; /* position of the last error */
 	char errmsg[256];
 	int recoverable, dead;
+
+	/* Resynchronising after a value that is not a map: bytes are dropped
+	 * until something that looks like a record starts (see plausible()). */
+	int resync;
+	enum fw_mp_type bad_type; /* type of the value that started it */
+	uint64_t bad_len, skipped; /* its length; bytes dropped in all */
 };
 
 static int is_zstd_magic(const uint8_t *p)
@@ -279,6 +291,86 @@ static ssize_t z_more(struct fw_reader *r, size_t want)
 	return (ssize_t)(r->end - r->start);
 }
 
+static int is_map_byte(uint8_t c) { return (c & 0xf0) == 0x80 || c == 0xde || c == 0xdf; }
+static int is_json_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/*
+ * 1 when the bytes at a record boundary look like JSON text rather than
+ * msgpack.  At the start of the input a '{' or '[' after optional
+ * whitespace (and a UTF-8 byte-order mark) is enough: no record stream
+ * starts that way.  Later, as after `cat a.msgpack b.jsonl`, the byte after
+ * the bracket must be one JSON allows there, since '{' and '[' are also the
+ * msgpack integers 123 and 91.
+ */
+static int looks_json(const uint8_t *p, size_t avail, int at_start)
+{
+	size_t i = 0;
+	if (at_start) {
+		if (avail >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf)
+			i = 3;
+		while (i < avail && is_json_space(p[i]))
+			i++;
+		return i < avail && (p[i] == '{' || p[i] == '[');
+	}
+	if (avail < 2)
+		return 0;
+	if (p[0] == '{')
+		return p[1] == '"' || p[1] == '}' || is_json_space(p[1]);
+	if (p[0] == '[')
+		return p[1] == '{' || p[1] == '[' || p[1] == ']' || p[1] == '"' || p[1] == '-' ||
+		       (p[1] >= '0' && p[1] <= '9') || is_json_space(p[1]);
+	return 0;
+}
+
+/*
+ * Whether a record plausibly starts at p, for resynchronising: a non-empty
+ * map, whole, no bigger than the limit, whose keys are all strings, and
+ * followed by the end of the input, another map or a zstd frame.  Returns 1
+ * yes, 0 no, or -1 when *need bytes must be available to tell.
+ */
+static int plausible(const struct fw_reader *r, const uint8_t *p, size_t avail, int eof,
+		     uint64_t *need)
+{
+	if (avail == 0 || !is_map_byte(p[0]) || p[0] == 0x80)
+		return 0;
+	const char *why = NULL;
+	uint64_t nd = 0;
+	ssize_t n = fw_mp_scan(p, avail, r->o.max_depth, &nd, &why);
+	if (n < 0 || (size_t)n > r->o.max_record)
+		return 0;
+	if (n == 0) {
+		if (eof || nd > r->o.max_record)
+			return 0;
+		*need = nd + 1;
+		return -1;
+	}
+	struct fw_mp_iter it;
+	struct fw_mpv k, v;
+	if (fw_mp_iter_init(&it, (struct fw_mpv){p, (size_t)n}) <= 0)
+		return 0;
+	while (fw_mp_iter_next(&it, &k) == 1) {
+		if (fw_mp_type(k) != FW_MP_STR || fw_mp_iter_next(&it, &v) != 1)
+			return 0;
+	}
+	if ((size_t)n == avail) {
+		if (eof)
+			return 1;
+		*need = (uint64_t)n + 1;
+		return -1;
+	}
+	return is_map_byte(p[n]) || p[n] == 0x28;
+}
+
+/* Ends a resynchronisation: the error for the value that started it. */
+static int resync_done(struct fw_reader *r)
+{
+	r->resync = 0;
+	if (r->skipped == r->bad_len)
+		return fail(r, 1, "record is %s, not a map", fw_mp_type_name(r->bad_type));
+	return fail(r, 1, "record is %s, not a map; %llu bytes that are not records skipped",
+		    fw_mp_type_name(r->bad_type), (unsigned long long)r->skipped);
+}
+
 int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 {
 	if (r->dead)
@@ -320,7 +412,7 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 			p = r->in + r->in_pos;
 			eof = r->in_eof && avail < want;
 			if (avail == 0)
-				return 0;
+				return r->resync ? resync_done(r) : 0;
 			if (p[0] == 0x28 || (p[0] & 0xf0) == 0x50) {
 				if (avail < 4 && !r->in_eof) {
 					want = 4;
@@ -340,8 +432,28 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 			}
 		}
 		if (avail == 0 && eof)
-			return 0;
+			return r->resync ? resync_done(r) : 0;
 		uint64_t need = 0;
+		if (r->resync) {
+			int k = plausible(r, p, avail, r->mode == M_PLAIN ? r->in_eof : eof, &need);
+			if (k == 1)
+				return resync_done(r);
+			if (k < 0 && need > avail) {
+				want = (size_t)need;
+				continue;
+			}
+			/* Not a record here: drop one byte and look again. */
+			if (r->mode == M_ZSTD)
+				r->start++;
+			else
+				r->in_pos++;
+			r->offset++;
+			r->skipped++;
+			want = 1;
+			continue;
+		}
+		if (!r->o.any_value && looks_json(p, avail, r->offset == 0))
+			return fail(r, 0, "this looks like JSON; convert it with `rec from-json`");
 		const char *why = NULL;
 		ssize_t n = fw_mp_scan(p, avail, r->o.max_depth, &need, &why);
 		if (n < 0) {
@@ -380,11 +492,15 @@ int fw_reader_next(struct fw_reader *r, struct fw_rec *rec)
 		r->index++;
 		r->offset += (uint64_t)n;
 		if (!r->o.any_value && fw_mp_type(rec->v) != FW_MP_MAP) {
-			/* A whole value was read: the caller may skip it and go on. */
+			/* A whole value was read: drop what follows up to the next
+			 * plausible record, and the caller may go on from there. */
 			r->eindex = rec->index;
 			r->eoffset = rec->offset;
-			fail(r, 1, "record is %s, not a map", fw_mp_type_name(fw_mp_type(rec->v)));
-			return -1;
+			r->resync = 1;
+			r->bad_type = fw_mp_type(rec->v);
+			r->bad_len = r->skipped = (uint64_t)n;
+			want = 1;
+			continue;
 		}
 		return 1;
 	}

@@ -60,7 +60,14 @@ struct fw_reader *fw_reader_memopen(const void *p, size_t n, const char *name,
  * what and fw_reader_index()/fw_reader_offset() where.  After -1 the reader
  * is finished unless fw_reader_recoverable() says the bad value was skipped
  * whole (a well-formed value that is not a map), in which case the next
- * call goes on after it.
+ * call goes on at the next plausible record: a non-empty map with string
+ * keys, followed by another map, a zstd frame or the end.  The bytes
+ * dropped up to there are one error, counted as one record (the message
+ * says how many bytes), so text amid records costs one error, not one per
+ * byte.  Input that looks like JSON ('{' or '[' at the start, after optional
+ * whitespace, or a bracket and a JSON byte at a record boundary) is an error
+ * after which the reader is finished: "this looks like JSON; convert it
+ * with `rec from-json`".  Neither applies with opts.any_value.
  */
 int fw_reader_next(struct fw_reader *r, struct fw_rec *rec);
 

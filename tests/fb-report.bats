@@ -191,3 +191,8 @@ OUT
   run -2 fb-report --by 'a]'
   run -2 fb-report --resamples 3
 }
+
+@test "JSON Lines given for records is one error that names rec from-json" {
+  run -1 --separate-stderr fb-report --skip-bad "$FIX/cats.jsonl"
+  assert_equal "$stderr" "fb-report: $FIX/cats.jsonl: record 1 (byte 0): this looks like JSON; convert it with \`rec from-json\`"
+}

@@ -285,3 +285,38 @@ setup() {
   run --separate-stderr bash -c "{ cat '$T/in.msgpack'; sleep 0.3; cat '$T/in.msgpack'; } | rec count"
   [ -z "$stderr" ]
 }
+
+@test "JSON where records are expected is refused once, with the command that converts it" {
+  hint='this looks like JSON; convert it with `rec from-json`'
+  for f in "$FIX/traj.jsonl" <(printf '\xef\xbb\xbf\n  [{"kind": "traj"}]\n'); do
+    run --separate-stderr -1 rec count "$f"
+    assert_output "0"
+    [ "$stderr" = "rec: $f: record 1 (byte 0): $hint" ]
+  done
+  # after good records, at the record where the JSON starts
+  cat "$T/in.msgpack" "$FIX/traj.jsonl" > "$T/mixed"
+  run --separate-stderr -1 rec count "$T/mixed"
+  assert_output "4"
+  [[ "$stderr" == "rec: $T/mixed: record 5 (byte "*"): $hint" ]]
+  # 2 MB of JSON Lines: one line on stderr, not one per byte
+  for i in $(seq 2000); do cat "$FIX/traj.jsonl"; done > "$T/big.jsonl"
+  run --separate-stderr -1 rec cat --skip-bad "$T/big.jsonl"
+  [ -z "$output" ]
+  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+}
+
+@test "text amid records is one error; --skip-bad goes on at the next record" {
+  { cat "$T/in.msgpack"; printf 'a line of text\nand \xc1\xc2 bytes that are no msgpack\n'; cat "$T/in.msgpack"; } > "$T/text"
+  run --separate-stderr -1 rec count "$T/text"
+  assert_output "4"
+  [[ "$stderr" =~ ^rec:\ .*/text:\ record\ 5\ \(byte\ [0-9]+\):\ record\ is\ int,\ not\ a\ map\;\ 48\ bytes\ that\ are\ not\ records\ skipped$ ]]
+  run --separate-stderr rec count --skip-bad "$T/text"
+  assert_output "8"
+  [[ "$stderr" == *"skipped 1 bad record"* ]]
+  # the records after it are whole and in order
+  diff <(rec json --skip-bad "$T/text" 2> /dev/null) <(rec json "$T/in.msgpack" "$T/in.msgpack")
+  # a file of text alone: one error, nothing out
+  run --separate-stderr -1 rec json <(seq 1 5000)
+  [ -z "$output" ]
+  [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+}

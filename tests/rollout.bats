@@ -651,3 +651,23 @@ PY
       and (.turns[2].tokens | length) == (.turns[2].logprobs | length))' <(json "$T/k3.mp")
   assert_success
 }
+
+@test "the http policy fits a prompt to the server's context as the builtin does" {
+  # prompts longer than the 64 positions of $F/short: both keep the end
+  start_serve --ckpt "short=$F/short"
+  run jq -c '.data[0].max_model_len' <(curl -s "$URL/v1/models")
+  assert_output 64
+  for temp in 0 0.9; do
+    rollout --policy "http:$URL/v1" --samples 2 --seed 4 --temp $temp --max-tokens 24 \
+      --ignore-stop --no-time "$F/tasks.mp" > "$T/h.mp"
+    rollout --policy "builtin:$F/short" --samples 2 --seed 4 --temp $temp --max-tokens 24 \
+      --ignore-stop --no-time "$F/tasks.mp" > "$T/b.mp"
+    [ "$(rec count "$T/h.mp")" = 6 ]
+    diff <(json "$T/h.mp" | jq -c '[.stop, .turns[1].tokens, .turns[1].logprobs, .patch]') \
+      <(json "$T/b.mp" | jq -c '[.stop, .turns[1].tokens, .turns[1].logprobs, .patch]')
+  done
+  # max_tokens beyond half the context is cut to it, as the builtin cuts it
+  rollout --policy "http:$URL/v1" --temp 0 --max-tokens 50 --ignore-stop --no-time "$F/task1.mp" > "$T/h.mp"
+  rollout --policy "builtin:$F/short" --temp 0 --max-tokens 50 --ignore-stop --no-time "$F/task1.mp" > "$T/b.mp"
+  diff <(json "$T/h.mp" | jq -c '.turns[1].tokens') <(json "$T/b.mp" | jq -c '.turns[1].tokens')
+}

@@ -58,10 +58,14 @@ post() { curl -s -w '\n%{http_code}\n' "$URL$1" -d "$2"; }
   [[ "$URL" == http://127.0.0.1:* ]]
   run curl -s "$URL/health"
   assert_output '{"status":"ok"}'
-  run jq -c '[.data[].id]' <(curl -s "$URL/v1/models")
-  assert_output '["a","b"]'
+  run jq -c '[.data[] | [.id, .max_model_len]]' <(curl -s "$URL/v1/models")
+  assert_output '[["a",512],["b",512]]'
 }
 
+# Log-probs from decoding with the KV cache and from one full forward are
+# the same float32 sums grouped otherwise; 1e-4 is 11 times the estimate
+# sqrt(N) u |lp| with N ~ 600 terms behind a log-prob and |lp| <= 6 (see
+# close_to in teach.bats for the figures).
 @test "a greedy completion is ckpt sample's, and its log-probs are ckpt score's" {
   start --ckpt a="$F/a" --ckpt b="$F/b"
   curl -s "$URL/v1/completions" -d '{"model": "a", "prompt": "def f(x):", "max_tokens": 12,
@@ -126,4 +130,49 @@ post() { curl -s -w '\n%{http_code}\n' "$URL$1" -d "$2"; }
   # the server is still up
   run curl -s "$URL/health"
   assert_output '{"status":"ok"}'
+}
+
+# ids N: a prompt of N token ids
+ids() { jq -nc --argjson n "$1" '[range($n) | 97]'; }
+
+@test "a prompt or max_tokens beyond the context is refused as vLLM refuses it; what fits is answered" {
+  start --ckpt a="$F/a"
+  # 2,000 tokens to a 512-position checkpoint, as ids and as text
+  run post /v1/completions "{\"prompt\": $(ids 2000), \"max_tokens\": 4}"
+  assert_line --index 1 400
+  [ "$(jq -c . <<< "${lines[0]}")" = '{"error":{"message":"This model'"'"'s maximum context length is 512 tokens. However, your request has 2000 input tokens. Please reduce the length of the input messages.","type":"BadRequestError","param":null,"code":400}}' ]
+  long=$(printf 'x = 1\n%.0s' $(seq 400))  # 2,399 bytes: $(...) drops the last newline
+  run post /v1/completions "$(jq -nc --arg p "$long" '{prompt: $p}')"
+  assert_line --index 1 400
+  assert_line --partial "your request has 2399 input tokens"
+  run post /v1/chat/completions "$(jq -nc --arg p "$long" '{messages: [{role: "user", content: $p}]}')"
+  assert_line --index 1 400
+  assert_line --partial "maximum context length is 512 tokens"
+  # prompt and max_tokens together beyond it, as vLLM words it
+  run post /v1/completions "{\"prompt\": $(ids 500), \"max_tokens\": 100}"
+  assert_line --index 1 400
+  assert_line --partial "'max_tokens' or 'max_completion_tokens' is too large: 100. This model's maximum context length is 512 tokens and your request has 500 input tokens (100 > 512 - 500)."
+  run post /v1/chat/completions "$(jq -nc '{messages: [{role: "user", content: "hi"}], max_completion_tokens: 600}')"
+  assert_line --index 1 400
+  assert_line --partial "too large: 600"
+  # what fits: max_tokens to the last position, the default cut to what is left,
+  # the whole context scored
+  run post /v1/completions "{\"prompt\": $(ids 500), \"max_tokens\": 12, \"temperature\": 0}"
+  assert_line --index 1 200
+  run post /v1/completions "{\"prompt\": $(ids 508), \"temperature\": 0}"
+  assert_line --index 1 200
+  jq -e '.usage.prompt_tokens == 508 and .usage.completion_tokens <= 4' <<< "${lines[0]}"
+  run post /v1/completions "{\"prompt\": $(ids 512), \"max_tokens\": 0, \"echo\": true, \"logprobs\": 1}"
+  assert_line --index 1 200
+  run post /v1/completions "{\"prompt\": $(ids 512), \"max_tokens\": 1}"
+  assert_line --index 1 400
+}
+
+@test "/tokenize gives a prompt's ids, their count and the context, as vLLM does" {
+  start --ckpt a="$F/a"
+  run curl -s "$URL/tokenize" -d '{"prompt": "hi"}'
+  assert_output '{"count":2,"max_model_len":512,"tokens":[104,105]}'
+  # the chat's ids are those a chat completion counts
+  body='{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}'
+  [ "$(curl -s "$URL/tokenize" -d "$body" | jq .count)" = "$(curl -s "$URL/v1/chat/completions" -d "$body" | jq .usage.prompt_tokens)" ]
 }

@@ -190,10 +190,14 @@ norm() { rec json "$1" | jq -S -c 'del(.time, .grade.time)' | sort; }
   [ "$(wc -l < "$T/mpi.jsonl")" = 1 ]
   train-step --ckpt "$F/m0" --out "$T/run" --objective pg,distill --steps 1 "$OUT/taught.mp" |
     rec json > "$T/one.jsonl"
+  # one step from the same parameters: the same float32 sums in another
+  # order, (N - 1) u at worst with N = tokens + 264 logits (tiny-llama's
+  # vocabulary) and u = 2^-24 (see close in train-step.bats)
   jq -e -n --slurpfile a "$T/one.jsonl" --slurpfile b "$T/mpi.jsonl" \
-    '$a[0].tokens == $b[0].tokens and $a[0].tokens > 0 and $a[0].groups == $b[0].groups and
-     (($a[0].loss - $b[0].loss) / $a[0].loss | fabs) < 1e-6 and
-     (($a[0].grad_norm - $b[0].grad_norm) / $a[0].grad_norm | fabs) < 1e-6'
+    '(($a[0].tokens + 264 - 1) * pow(2; -24)) as $tol |
+     $a[0].tokens == $b[0].tokens and $a[0].tokens > 0 and $a[0].groups == $b[0].groups and
+     (($a[0].loss - $b[0].loss) / $a[0].loss | fabs) <= $tol and
+     (($a[0].grad_norm - $b[0].grad_norm) / $a[0].grad_norm | fabs) <= $tol'
 }
 
 @test "a stage that fails cancels the jobs after it; --wait names the states and exits 1" {
@@ -228,5 +232,5 @@ norm() { rec json "$1" | jq -S -c 'del(.time, .grade.time)' | sort; }
   # the same step as mpirun's
   cmp "$T/o/run/latest/model.safetensors" "$OUT/run/latest/model.safetensors" ||
     jq -e -n --slurpfile a <(rec json "$T/o/metrics.mp") --slurpfile b <(rec json "$OUT/metrics.mp") \
-      '(($a[0].loss - $b[0].loss) / $a[0].loss | fabs) < 1e-6'
+      '(($a[0].loss - $b[0].loss) / $a[0].loss | fabs) <= ($a[0].tokens + 264 - 1) * pow(2; -24)'
 }

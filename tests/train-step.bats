@@ -364,3 +364,12 @@ close() {
   assert_failure 1
   [[ $stderr == *"record 2 (byte "*"'prompt' and 'completion' must be strings"* ]]
 }
+
+@test "JSON Lines where records are expected is one error that names rec from-json" {
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  printf '{"kind":"seq","tokens":[256,104,105]}\n%.0s' $(seq 100) > "$T/seq.jsonl"
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --skip-bad "$T/seq.jsonl"
+  [ "${stderr%%$'\n'*}" = "train-step: $T/seq.jsonl: record 1 (byte 0): this looks like JSON; convert it with \`rec from-json\`" ]
+  [ "$(printf '%s\n' "$stderr" | wc -l)" -le 2 ]
+  [ ! -e "$T/run" ]
+}

@@ -205,3 +205,9 @@ same_as_jq() {
   run -2 traj-filter --sample lots
   run -2 traj-filter --shard 3/3
 }
+
+@test "JSON Lines given for records is one error that names rec from-json" {
+  run -1 --separate-stderr traj-filter --skip-bad "$FIX/small.jsonl"
+  [ -z "$output" ]
+  assert_equal "$stderr" "traj-filter: $FIX/small.jsonl: record 1 (byte 0): this looks like JSON; convert it with \`rec from-json\`"
+}

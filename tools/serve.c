@@ -136,12 +136,23 @@ static struct arm *find_arm(json_t *req)
 	return NULL;
 }
 
-/* The sampling fields of a request; -1 with msg on a bad value. */
+/* vLLM's answer to a request it refuses: HTTP 400 and this error object. */
+static enum MHD_Result refuse(struct MHD_Connection *c, const char *msg)
+{
+	return reply(c, MHD_HTTP_BAD_REQUEST,
+		     json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", msg, "type",
+			       "BadRequestError", "param", "code", 400));
+}
+
+/* The sampling fields of a request; -1 with msg on a bad value.  *given
+ * (may be NULL) is set when the request names max_tokens. */
 static int sampling(json_t *rq, struct fw_sampler *s, int *max_tokens, uint64_t *seed, int *n,
-		    const char **msg)
+		    int *given, const char **msg)
 {
 	json_t *v;
 
+	if (given)
+		*given = 0;
 	s->temp = 1;
 	s->top_p = 1;
 	s->top_k = 0;
@@ -169,6 +180,8 @@ static int sampling(json_t *rq, struct fw_sampler *s, int *max_tokens, uint64_t 
 		    json_integer_value(v) > 1 << 20)
 			return *msg = "'max_tokens' must be an integer >= 0", -1;
 		*max_tokens = (int)json_integer_value(v);
+		if (given)
+			*given = 1;
 	}
 	if ((v = json_object_get(rq, "seed")) && !json_is_null(v)) {
 		if (!json_is_integer(v))
@@ -236,7 +249,7 @@ static int decode(struct arm *a, json_t *rq, const int32_t *ids, size_t nids, in
 	json_t *lpv = json_object_get(rq, "logprobs");
 	int want_lp = chat ? json_is_true(lpv) : json_is_integer(lpv);
 
-	if (sampling(rq, &s, &max_tokens, &seed, &n, &msg)) {
+	if (sampling(rq, &s, &max_tokens, &seed, &n, NULL, &msg)) {
 		snprintf(err, errlen, "%s", msg);
 		*status = MHD_HTTP_BAD_REQUEST;
 		return -1;
@@ -363,16 +376,63 @@ out:
 	return rc;
 }
 
-static enum MHD_Result completions(struct MHD_Connection *con, json_t *rq, int chat)
+/*
+ * Checks that a prompt of P tokens and the completion asked for fit the
+ * model's context (max_position_embeddings, W), as vLLM does: a prompt that
+ * leaves no room (P > W, or P = W with tokens to generate) and a max_tokens
+ * beyond W - P are refused with HTTP 400 and vLLM's words; a request that
+ * names no max_tokens gets 16, or W - P when less.  The count to decode is
+ * written back into rq.  Returns 0, or -1 with the refusal queued and its
+ * result in *queued.
+ */
+static int fit(struct MHD_Connection *con, struct arm *a, json_t *rq, size_t P,
+	       enum MHD_Result *queued)
 {
-	struct arm *a = find_arm(rq);
-	struct fw_tok_ids ids = { 0 };
-	char err[512];
-	int status = MHD_HTTP_INTERNAL_SERVER_ERROR, pt, ct;
-	json_t *choices;
+	struct fw_sampler s;
+	int M, n, given;
+	uint64_t seed;
+	const char *msg;
+	long W = a->b->m->cfg.max_pos;
+	char buf[512];
 
-	if (!a)
-		return fail(con, MHD_HTTP_NOT_FOUND, "invalid_request_error", "no such model");
+	if (sampling(rq, &s, &M, &seed, &n, &given, &msg))
+		return 0; /* decode() reports it */
+	if ((long)P > W || ((long)P == W && M > 0)) {
+		snprintf(buf, sizeof buf,
+			 "This model's maximum context length is %ld tokens. However, your request "
+			 "has %zu input tokens. Please reduce the length of the input messages.",
+			 W, P);
+		*queued = refuse(con, buf);
+		return -1;
+	}
+	if ((long)P + M > W) {
+		if (given) {
+			snprintf(buf, sizeof buf,
+				 "'max_tokens' or 'max_completion_tokens' is too large: %d. This "
+				 "model's maximum context length is %ld tokens and your request has "
+				 "%zu input tokens (%d > %ld - %zu).",
+				 M, W, P, M, W, P);
+			*queued = refuse(con, buf);
+			return -1;
+		}
+		M = (int)(W - (long)P);
+	}
+	json_object_del(rq, "max_completion_tokens");
+	json_object_set_new(rq, "max_tokens", json_integer(M));
+	return 0;
+}
+
+/*
+ * The prompt of a request as token ids: the rendered chat of "messages"
+ * (chat), or "prompt" as ids or text (a BOS first when the tokenizer has
+ * one and special is set).  Returns 0, or -1 with the error queued and its
+ * result in *queued.
+ */
+static int prompt_ids(struct MHD_Connection *con, struct arm *a, json_t *rq, int chat,
+		      int special, struct fw_tok_ids *ids, enum MHD_Result *queued)
+{
+	char err[512];
+
 	if (chat) {
 		json_t *msgs = json_object_get(rq, "messages"), *m;
 		size_t i, nm = json_array_size(msgs);
@@ -380,8 +440,9 @@ static enum MHD_Result completions(struct MHD_Connection *con, json_t *rq, int c
 		int tmpl = fw_chat_detect(a->b->t);
 		if (!json_is_array(msgs) || nm == 0 || !t) {
 			free(t);
-			return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-				    "'messages' must be a non-empty array");
+			*queued = fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+				       "'messages' must be a non-empty array");
+			return -1;
 		}
 		json_array_foreach(msgs, i, m) {
 			json_t *content = json_object_get(m, "content");
@@ -390,51 +451,74 @@ static enum MHD_Result completions(struct MHD_Connection *con, json_t *rq, int c
 			t[i].len = json_is_string(content) ? json_string_length(content) : 0;
 			if (!t[i].role) {
 				free(t);
-				return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-					    "a message has no 'role'");
+				*queued = fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+					       "a message has no 'role'");
+				return -1;
 			}
 		}
 		int rc = tmpl < 0 ? -1
-			 : fw_chat_render(a->b->t, (enum fw_chat_template)tmpl, t, nm, 1, &ids,
+			 : fw_chat_render(a->b->t, (enum fw_chat_template)tmpl, t, nm, 1, ids,
 					  err, sizeof err);
 		free(t);
 		if (rc) {
-			fw_tok_ids_release(&ids);
-			return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-				    tmpl < 0 ? "the model's tokenizer has no chat template" : err);
+			*queued = fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+				       tmpl < 0 ? "the model's tokenizer has no chat template" : err);
+			return -1;
 		}
-	} else {
-		json_t *p = json_object_get(rq, "prompt"), *x;
-		int32_t bos = fw_tok_bos(a->b->t);
-		size_t i;
-		/* token ids, the API's other form of a prompt: used as they are */
-		if (json_is_array(p) && json_array_size(p) > 0) {
-			json_array_foreach(p, i, x) {
-				json_int_t id = json_integer_value(x);
-				if (!json_is_integer(x) || id < 0 || id >= a->b->m->cfg.vocab) {
-					fw_tok_ids_release(&ids);
-					return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-						    "'prompt' ids must be integers below the vocabulary size");
-				}
-				if (fw_tok_ids_push(&ids, (int32_t)id, 0)) {
-					fw_tok_ids_release(&ids);
-					return fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error",
-						    "out of memory");
-				}
+		return 0;
+	}
+	json_t *p = json_object_get(rq, "prompt"), *x;
+	int32_t bos = special ? fw_tok_bos(a->b->t) : -1;
+	size_t i;
+	/* token ids, the API's other form of a prompt: used as they are */
+	if (json_is_array(p) && json_array_size(p) > 0) {
+		json_array_foreach(p, i, x) {
+			json_int_t id = json_integer_value(x);
+			if (!json_is_integer(x) || id < 0 || id >= a->b->m->cfg.vocab) {
+				*queued = fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+					       "'prompt' ids must be integers below the vocabulary size");
+				return -1;
 			}
-		} else if (!json_is_string(p))
-			return fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-				    "'prompt' must be a string or an array of token ids");
-		if (json_is_string(p) &&
-		    ((bos >= 0 && fw_tok_ids_push(&ids, bos, 0)) ||
-		     fw_tok_encode(a->b->t, json_string_value(p), json_string_length(p), 0, 0, &ids))) {
-			fw_tok_ids_release(&ids);
-			return fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "out of memory");
+			if (fw_tok_ids_push(ids, (int32_t)id, 0))
+				goto oom;
 		}
-		if (ids.n == 0 && fw_tok_ids_push(&ids, a->b->stop[0] >= 0 ? a->b->stop[0] : 0, 0)) {
-			fw_tok_ids_release(&ids);
-			return fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "out of memory");
-		}
+	} else if (!json_is_string(p)) {
+		*queued = fail(con, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+			       "'prompt' must be a string or an array of token ids");
+		return -1;
+	}
+	if (json_is_string(p) &&
+	    ((bos >= 0 && fw_tok_ids_push(ids, bos, 0)) ||
+	     fw_tok_encode(a->b->t, json_string_value(p), json_string_length(p), 0, 0, ids)))
+		goto oom;
+	return 0;
+oom:
+	*queued = fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "out of memory");
+	return -1;
+}
+
+static enum MHD_Result completions(struct MHD_Connection *con, json_t *rq, int chat)
+{
+	struct arm *a = find_arm(rq);
+	struct fw_tok_ids ids = { 0 };
+	char err[512];
+	int status = MHD_HTTP_INTERNAL_SERVER_ERROR, pt, ct;
+	enum MHD_Result q;
+	json_t *choices;
+
+	if (!a)
+		return fail(con, MHD_HTTP_NOT_FOUND, "invalid_request_error", "no such model");
+	if (prompt_ids(con, a, rq, chat, 1, &ids, &q)) {
+		fw_tok_ids_release(&ids);
+		return q;
+	}
+	if (!chat && ids.n == 0 && fw_tok_ids_push(&ids, a->b->stop[0] >= 0 ? a->b->stop[0] : 0, 0)) {
+		fw_tok_ids_release(&ids);
+		return fail(con, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "out of memory");
+	}
+	if (fit(con, a, rq, ids.n, &q) < 0) {
+		fw_tok_ids_release(&ids);
+		return q;
 	}
 	choices = json_array();
 	if (decode(a, rq, ids.ids, ids.n, chat, choices, &pt, &ct, &status, err, sizeof err)) {
@@ -451,6 +535,32 @@ static enum MHD_Result completions(struct MHD_Connection *con, json_t *rq, int c
 			       "completion_tokens", ct, "total_tokens", pt + ct));
 }
 
+/* POST /tokenize, as vLLM answers it: the ids of "prompt" (a BOS first
+ * unless "add_special_tokens" is false) or of the rendered "messages",
+ * their count and the model's context. */
+static enum MHD_Result tokenize(struct MHD_Connection *con, json_t *rq)
+{
+	struct arm *a = find_arm(rq);
+	struct fw_tok_ids ids = { 0 };
+	enum MHD_Result q;
+	json_t *t;
+
+	if (!a)
+		return fail(con, MHD_HTTP_NOT_FOUND, "invalid_request_error", "no such model");
+	if (prompt_ids(con, a, rq, json_object_get(rq, "messages") != NULL,
+		       !json_is_false(json_object_get(rq, "add_special_tokens")), &ids, &q)) {
+		fw_tok_ids_release(&ids);
+		return q;
+	}
+	t = json_array();
+	for (size_t i = 0; t && i < ids.n; i++)
+		json_array_append_new(t, json_integer(ids.ids[i]));
+	fw_tok_ids_release(&ids);
+	return reply(con, MHD_HTTP_OK, json_pack("{s:i,s:i,s:o}", "count", (int)json_array_size(t),
+						 "max_model_len", a->b->m->cfg.max_pos,
+						 "tokens", t));
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char *url,
 			       const char *method, const char *version, const char *upload,
 			       size_t *upload_size, void **state)
@@ -465,9 +575,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char
 		if (!strcmp(url, "/v1/models")) {
 			json_t *d = json_array();
 			for (int i = 0; i < narms; i++)
-				json_array_append_new(d, json_pack("{s:s,s:s,s:s}", "id", arms[i].name,
-								   "object", "model", "owned_by",
-								   "flywheel"));
+				json_array_append_new(d, json_pack("{s:s,s:s,s:s,s:i}", "id",
+								   arms[i].name, "object", "model",
+								   "owned_by", "flywheel", "max_model_len",
+								   arms[i].b->m->cfg.max_pos));
 			return reply(con, MHD_HTTP_OK, json_pack("{s:s,s:o}", "object", "list",
 								 "data", d));
 		}
@@ -511,6 +622,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char
 		rc = completions(con, rq, 0);
 	else if (!strcmp(url, "/v1/chat/completions"))
 		rc = completions(con, rq, 1);
+	else if (!strcmp(url, "/tokenize"))
+		rc = tokenize(con, rq);
 	else
 		rc = fail(con, MHD_HTTP_NOT_FOUND, "invalid_request_error", "no such path");
 	json_decref(rq);
