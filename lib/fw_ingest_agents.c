@@ -280,7 +280,7 @@ static int oh_action(json_t *traj, const json_t *e, const char *path, json_t *ca
 		static const char *const drop[] = {"thought", "confirmation_state", "security_risk",
 						   "is_confirmed", "blocking", "hidden", "is_static",
 						   "cwd", "include_extra", "kernel_init_code", NULL};
-		own = json_deep_copy(args ? args : json_object());
+		own = args ? json_deep_copy(args) : json_object();
 		for (const char *const *d = drop; own && *d; d++)
 			json_object_del(own, *d);
 		a = own;

@@ -165,8 +165,10 @@ json_t *fw_ingest_codex_session(const json_t *lines, long *at, char *err, size_t
 					goto fail;
 			}
 			json_t *c = json_copy((json_t *)l);
-			if (!c || json_object_del(c, "_line") ||
-			    json_object_set_new(c, "line", json_integer(*at)) ||
+			if (!c)
+				goto fail;
+			json_object_del(c, "_line"); /* ours, absent outside a file */
+			if (json_object_set_new(c, "line", json_integer(*at)) ||
 			    json_array_append_new(keep, c))
 				goto fail;
 			continue;
