@@ -501,3 +501,9 @@ all_samples() {
   printf 'sg-fix5,up\n' >> "$T/f.csv"
   run -0 fb-ingest -q --feedback "$T/f.csv" -o "$T/o.mp" "$FIX/sharegpt.jsonl"
 }
+
+@test "OpenAI Chat Completions: reasoning_content of a reply is its thinking" {
+  echo '{"id": "c-r1", "messages": [{"role": "user", "content": "2+2?"}], "choices": [{"message": {"role": "assistant", "content": "4", "reasoning_content": "Add them."}}]}' > "$T/r.jsonl"
+  run -0 bash -c "fb-ingest -q '$T/r.jsonl' | rec json | jq -c '.turns[1] | [.text, .thinking]'"
+  assert_output '["4","Add them."]'
+}
