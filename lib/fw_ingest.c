@@ -23,6 +23,10 @@ static const char *fmt_names[FW_FMT_N] = {
 	[FW_FMT_CLAUDE_CODE] = "claude-code",
 	[FW_FMT_SHAREGPT] = "sharegpt",
 	[FW_FMT_SWE_AGENT] = "swe-agent",
+	[FW_FMT_MINI_SWE_AGENT] = "mini-swe-agent",
+	[FW_FMT_OPENHANDS] = "openhands",
+	[FW_FMT_CODEX] = "codex",
+	[FW_FMT_OTEL] = "otel",
 	[FW_FMT_FLYWHEEL] = "flywheel",
 };
 
@@ -85,10 +89,32 @@ static int messages_lean(const json_t *msgs)
 	return 0;
 }
 
+/* Whether o is an OpenHands event: an action or an observation. */
+static int openhands_event(const json_t *o)
+{
+	return json_is_object(o) && (fw_ing_str(o, "action") || fw_ing_str(o, "observation")) &&
+	       (has(o, "source") || has(o, "id"));
+}
+
 enum fw_fmt fw_ingest_detect_json(const json_t *doc)
 {
+	static const char *const codex_types[] = {"session_meta", "response_item", "turn_context",
+						  "event_msg", "compacted", NULL};
 	if (!json_is_object(doc))
 		return FW_FMT_UNKNOWN;
+	if (json_is_array(json_object_get(doc, "resourceSpans")))
+		return FW_FMT_OTEL;
+	const char *type = fw_ing_str(doc, "type");
+	if (type && json_is_object(json_object_get(doc, "payload")) && has(doc, "timestamp"))
+		for (const char *const *t = codex_types; *t; t++)
+			if (!strcmp(type, *t))
+				return FW_FMT_CODEX;
+	const json_t *hist = json_object_get(doc, "history");
+	if (json_is_array(hist) && openhands_event(json_array_get(hist, 0)))
+		return FW_FMT_OPENHANDS;
+	if (json_is_array(json_object_get(doc, "messages")) &&
+	    (has(doc, "trajectory_format") || has(json_object_get(doc, "info"), "mini_version")))
+		return FW_FMT_MINI_SWE_AGENT;
 	if (json_is_array(json_object_get(doc, "trajectory")) ||
 	    (json_is_array(json_object_get(doc, "history")) && has(doc, "info")))
 		return FW_FMT_SWE_AGENT;
@@ -97,7 +123,9 @@ enum fw_fmt fw_ingest_detect_json(const json_t *doc)
 		return FW_FMT_SHAREGPT;
 	if ((has(doc, "uuid") && (has(doc, "parentUuid") || has(doc, "sessionId"))) ||
 	    (is_type(doc, "type", "summary") && has(doc, "leafUuid")) ||
-	    is_type(doc, "type", "file-history-snapshot"))
+	    is_type(doc, "type", "file-history-snapshot") ||
+	    ((is_type(doc, "type", "ai-title") || is_type(doc, "type", "custom-title") ||
+	      is_type(doc, "type", "queue-operation")) && has(doc, "sessionId")))
 		return FW_FMT_CLAUDE_CODE;
 	if (is_type(doc, "object", "response") ||
 	    (has(doc, "output") && has(doc, "input") && !has(doc, "messages")))
@@ -109,8 +137,16 @@ enum fw_fmt fw_ingest_detect_json(const json_t *doc)
 		msgs = json_object_get(req, "messages");
 	if (!json_is_array(msgs))
 		return FW_FMT_UNKNOWN;
-	if (is_type(doc, "object", "chat.completion") || has(doc, "choices") ||
-	    has(json_object_get(doc, "response"), "choices"))
+	/* a logged request and its reply: the reply's shape says whose API it is */
+	const json_t *resp = json_object_get(doc, "response");
+	if (json_is_object(resp)) {
+		if (has(resp, "choices") || is_type(resp, "object", "chat.completion"))
+			return FW_FMT_OPENAI_CHAT;
+		if (is_type(resp, "type", "message") || json_is_array(json_object_get(resp, "content")) ||
+		    has(resp, "stop_reason"))
+			return FW_FMT_ANTHROPIC;
+	}
+	if (is_type(doc, "object", "chat.completion") || has(doc, "choices"))
 		return FW_FMT_OPENAI_CHAT;
 	if (is_type(doc, "type", "message") || has(doc, "stop_reason"))
 		return FW_FMT_ANTHROPIC;
@@ -122,6 +158,22 @@ enum fw_fmt fw_ingest_detect_json(const json_t *doc)
 	if (has(doc, "system") || (json_is_object(req) && has(req, "system")))
 		return FW_FMT_ANTHROPIC;
 	return FW_FMT_OPENAI_CHAT;
+}
+
+/* The format of a file that is a JSON array whose first element is e: a
+ * list of documents of some format, of mini-swe-agent messages, or of
+ * OpenHands events. */
+static enum fw_fmt detect_element(const json_t *e)
+{
+	enum fw_fmt f = fw_ingest_detect_json(e);
+
+	if (f != FW_FMT_UNKNOWN)
+		return f;
+	if (openhands_event(e))
+		return FW_FMT_OPENHANDS;
+	if (fw_ing_str(e, "role") && (has(e, "content") || has(e, "tool_calls")))
+		return FW_FMT_MINI_SWE_AGENT;
+	return FW_FMT_UNKNOWN;
 }
 
 /* Describes what a document looked like, for "unknown format: ...". */
@@ -154,12 +206,18 @@ static void describe(const json_t *doc, char *why, size_t whylen)
 static enum fw_fmt sniff_keys(const char *s, size_t n)
 {
 	static const struct { const char *key; enum fw_fmt f; } keys[] = {
+		{"\"resourceSpans\"", FW_FMT_OTEL}, {"\"trajectory_format\"", FW_FMT_MINI_SWE_AGENT},
+		{"\"tool_call_metadata\"", FW_FMT_OPENHANDS},
 		{"\"trajectory\"", FW_FMT_SWE_AGENT}, {"\"history\"", FW_FMT_SWE_AGENT},
 		{"\"conversations\"", FW_FMT_SHAREGPT}, {"\"parentUuid\"", FW_FMT_CLAUDE_CODE},
 	};
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 		if (memmem(s, n, keys[i].key, strlen(keys[i].key)))
 			return keys[i].f;
+	/* OpenHands events without function-calling metadata */
+	if (memmem(s, n, "\"source\"", 8) &&
+	    (memmem(s, n, "\"action\"", 8) || memmem(s, n, "\"observation\"", 13)))
+		return FW_FMT_OPENHANDS;
 	return FW_FMT_UNKNOWN;
 }
 
@@ -200,12 +258,15 @@ enum fw_fmt fw_ingest_detect(const void *p, size_t n, char *why, size_t whylen)
 				snprintf(first, sizeof first, "%.100s", je.text);
 			continue;
 		}
+		enum fw_fmt f;
 		if (json_is_array(doc) && json_array_size(doc) > 0) {
 			json_t *e = json_incref(json_array_get(doc, 0));
 			json_decref(doc);
 			doc = e;
+			f = detect_element(doc);
+		} else {
+			f = fw_ingest_detect_json(doc);
 		}
-		enum fw_fmt f = fw_ingest_detect_json(doc);
 		if (f == FW_FMT_UNKNOWN)
 			describe(doc, why, whylen);
 		json_decref(doc);
@@ -219,7 +280,7 @@ enum fw_fmt fw_ingest_detect(const void *p, size_t n, char *why, size_t whylen)
 		body++;
 	json_t *doc = json_loadb(s + body, n - body, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, &je);
 	if (doc) {
-		enum fw_fmt f = fw_ingest_detect_json(doc);
+		enum fw_fmt f = u[i] == '[' ? detect_element(doc) : fw_ingest_detect_json(doc);
 		if (f == FW_FMT_UNKNOWN)
 			describe(doc, why, whylen);
 		json_decref(doc);
@@ -302,15 +363,41 @@ int fw_ingest_time(const json_t *v, char *out, size_t outlen)
 
 /* ---- ids and redaction ------------------------------------------------------ */
 
+/* The turns of traj without their thinking signatures: a signature proves
+ * where a block came from but is not part of the conversation.  A new
+ * reference, or NULL when memory runs out. */
+static json_t *turns_for_id(const json_t *traj)
+{
+	json_t *turns = json_object_get(traj, "turns"), *t;
+	json_t *out = json_array();
+	size_t i;
+
+	json_array_foreach(turns, i, t) {
+		json_t *c = json_is_object(t) && json_object_get(t, "signatures")
+				    ? json_copy(t) : json_incref(t);
+		if (!c || json_array_append_new(out, c)) {
+			json_decref(out);
+			return NULL;
+		}
+		if (json_is_object(c))
+			json_object_del(c, "signatures");
+	}
+	return out;
+}
+
 int fw_ingest_set_id(json_t *traj)
 {
 	json_t *c = json_object();
+	json_t *turns = turns_for_id(traj);
 	char hex[17];
 
-	if (!c)
+	if (!c || !turns) {
+		json_decref(c);
+		json_decref(turns);
 		return -1;
+	}
 	json_object_set(c, "model", json_object_get(traj, "model"));
-	json_object_set(c, "turns", json_object_get(traj, "turns"));
+	json_object_set_new(c, "turns", turns);
 	char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 	json_decref(c);
 	if (!s)
@@ -397,10 +484,16 @@ long fw_ingest_redact(json_t *traj, struct fw_redact *r, struct fw_redact_counts
 
 	memset(&c, 0, sizeof c);
 	json_array_foreach(json_object_get(traj, "turns"), i, t) {
-		if ((x = redact_field(t, "text", r, &c)) < 0 ||
-		    (k += x, x = redact_field(t, "thinking", r, &c)) < 0)
+		if ((x = redact_field(t, "text", r, &c)) < 0)
 			return -1;
 		k += x;
+		/* signed thinking is replayed to the API as it is: a changed
+		 * byte voids the signature */
+		if (!json_array_size(json_object_get(t, "signatures"))) {
+			if ((x = redact_field(t, "thinking", r, &c)) < 0)
+				return -1;
+			k += x;
+		}
 		json_array_foreach(json_object_get(t, "calls"), j, call) {
 			if ((x = redact_field(call, "args", r, &c)) < 0)
 				return -1;
@@ -498,13 +591,12 @@ json_t *fw_ing_traj_new(const char *source)
 	json_object_set_new(t, "id", json_string(""));
 	json_object_set_new(t, "source", json_string(source));
 	json_object_set_new(t, "model", json_string(""));
-	json_object_set_new(t, "created", json_string(""));
 	json_object_set_new(t, "turns", json_array());
 	json_object_set_new(t, "usage", json_object());
 	json_object_set_new(t, "feedback", json_array());
 	json_object_set_new(t, "tags", json_array());
 	json_object_set_new(t, "meta", json_object());
-	if (json_object_size(t) != 11) {
+	if (json_object_size(t) != 10) {
 		json_decref(t);
 		return NULL;
 	}
@@ -695,4 +787,50 @@ void fw_ing_meta_merge(json_t *traj, const json_t *md)
 	json_object_foreach((json_t *)md, k, v)
 		if (!json_object_get(meta, k))
 			json_object_set(meta, k, v);
+}
+
+void fw_ing_check_keys(json_t *traj, const json_t *o, const char *path,
+		       const char *const *known)
+{
+	const char *k;
+	json_t *v;
+
+	if (!json_is_object(o))
+		return;
+	json_object_foreach((json_t *)o, k, v) {
+		const char *const *p;
+		for (p = known; *p && strcmp(*p, k); p++)
+			;
+		if (*p)
+			continue;
+		json_t *u = json_object_get(traj, "_unknown");
+		if (!u) {
+			u = json_array();
+			if (!u || json_object_set_new(traj, "_unknown", u))
+				return;
+		}
+		char name[160];
+		snprintf(name, sizeof name, "%s%s%.100s", path, *path ? "." : "", k);
+		size_t i;
+		json_t *have;
+		json_array_foreach(u, i, have)
+			if (!strcmp(json_string_value(have), name))
+				break;
+		if (i == json_array_size(u))
+			json_array_append_new(u, json_string(name));
+	}
+}
+
+int fw_ing_turn_signature(json_t *turn, const json_t *sig)
+{
+	json_t *a = json_object_get(turn, "signatures");
+
+	if (!json_is_string(sig) || !json_string_length(sig))
+		return 0;
+	if (!a) {
+		a = json_array();
+		if (!a || json_object_set_new(turn, "signatures", a))
+			return -1;
+	}
+	return json_array_append(a, (json_t *)sig);
 }

@@ -9,7 +9,10 @@
  * which link back through logicalParentUuid).  Claude Code writes each content
  * block of an assistant message as its own event with the same message id;
  * those are merged back into one message, then converted like Anthropic
- * Messages.
+ * Messages.  What Claude Code itself put in the chain is left out and
+ * counted: isMeta user events (command caveats, reminders), assistant
+ * events it made up (model "<synthetic>": "API Error: ..." notices the model
+ * never wrote) and system events (api_error retries, local commands).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +60,8 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 	json_t *idx = json_object(), *onmain = json_object(), *msgs = json_array();
 	json_t *usage = json_object(); /* message id -> usage of its last event */
 	json_t *traj = NULL, *chain = NULL, *e, *v;
-	long leaf = -1, nside = 0, dropped = 0;
+	long leaf = -1, nside = 0, dropped = 0, nmeta = 0, nsynth = 0, napi = 0;
+	const char *ai_title = NULL, *custom_title = NULL;
 	int broken = 0;
 	size_t i;
 	const char *k;
@@ -71,8 +75,13 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 	}
 	json_array_foreach(events, i, e) {
 		const char *uuid = fw_ing_str(e, "uuid");
+		const char *type = fw_ing_str(e, "type");
 		if (uuid)
 			json_object_set_new(idx, uuid, json_integer((json_int_t)i));
+		if (type && !strcmp(type, "ai-title") && fw_ing_str(e, "aiTitle"))
+			ai_title = fw_ing_str(e, "aiTitle");
+		if (type && !strcmp(type, "custom-title") && fw_ing_str(e, "customTitle"))
+			custom_title = fw_ing_str(e, "customTitle");
 		if (!is_turn_event(e))
 			continue;
 		if (json_is_true(json_object_get(e, "isSidechain")))
@@ -104,9 +113,23 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 	const char *last_id = NULL;
 	json_array_foreach(chain, i, v) {
 		e = json_array_get(events, (size_t)json_integer_value(v));
-		if (!is_turn_event(e) || json_is_true(json_object_get(e, "isMeta")))
+		const char *type = fw_ing_str(e, "type"), *sub = fw_ing_str(e, "subtype");
+		if (type && !strcmp(type, "system") && sub && !strcmp(sub, "api_error"))
+			napi++;
+		if (!is_turn_event(e))
 			continue;
+		if (json_is_true(json_object_get(e, "isMeta"))) {
+			nmeta++;
+			continue;
+		}
 		const json_t *m = json_object_get(e, "message");
+		const char *emodel = fw_ing_str(m, "model");
+		if ((emodel && !strcmp(emodel, "<synthetic>")) ||
+		    json_is_true(json_object_get(e, "isApiErrorMessage"))) {
+			nsynth++;
+			last_id = NULL;
+			continue;
+		}
 		const char *role = fw_ing_str(m, "role");
 		const char *mid = fw_ing_str(m, "id");
 		const json_t *content = json_object_get(m, "content");
@@ -173,6 +196,14 @@ json_t *fw_ingest_claude_session(const json_t *events, char *err, size_t errlen)
 	}
 	if (dropped)
 		json_object_set_new(meta, "dropped_events", json_integer(dropped));
+	if (nmeta)
+		json_object_set_new(meta, "meta_events", json_integer(nmeta));
+	if (nsynth)
+		json_object_set_new(meta, "synthetic_events", json_integer(nsynth));
+	if (napi)
+		json_object_set_new(meta, "api_errors", json_integer(napi));
+	if (custom_title || ai_title)
+		json_object_set_new(meta, "title", json_string(custom_title ? custom_title : ai_title));
 	if (broken)
 		json_object_set_new(meta, "broken_chain", json_true());
 done:

@@ -35,7 +35,39 @@ struct fw_feedback {
 	size_t n, cap;
 	json_t *by_trace; /* trace -> [event index...] (live ones) */
 	struct fw_feedback_stats st;
+	enum fw_rating_scale want;     /* what the caller asked for */
+	enum fw_rating_scale last;     /* what the last file was read as */
+	char last_why[160];            /* and why */
 };
+
+static const char *const scale_names[] = {
+	[FW_SCALE_AUTO] = "auto", [FW_SCALE_THUMBS] = "thumbs", [FW_SCALE_STARS] = "stars",
+	[FW_SCALE_SCORE] = "score",
+};
+
+const char *fw_rating_scale_name(enum fw_rating_scale s)
+{
+	return (int)s >= 0 && s <= FW_SCALE_SCORE ? scale_names[s] : "auto";
+}
+
+enum fw_rating_scale fw_rating_scale_from_name(const char *name)
+{
+	for (int i = FW_SCALE_THUMBS; i <= FW_SCALE_SCORE; i++)
+		if (!strcmp(name, scale_names[i]))
+			return (enum fw_rating_scale)i;
+	return FW_SCALE_AUTO;
+}
+
+void fw_feedback_set_scale(struct fw_feedback *fb, enum fw_rating_scale s)
+{
+	fb->want = s;
+}
+
+enum fw_rating_scale fw_feedback_scale(const struct fw_feedback *fb, char *why, size_t whylen)
+{
+	snprintf(why, whylen, "%s", fb->last_why);
+	return fb->last;
+}
 
 struct fw_feedback *fw_feedback_new(void)
 {
@@ -139,8 +171,9 @@ static int rating_number(const json_t *raw, long *x)
 	return errno || *end ? -1 : 0;
 }
 
-/* +1/-1 in *out and 0; 1 for a neutral rating; -1 when not a rating. */
-static int rating_of(const json_t *raw, int stars, int *out)
+/* +1/-1 in *out and 0; 1 for a neutral rating; -1 when not a rating on
+ * scale (never FW_SCALE_AUTO: a file's scale is decided before). */
+static int rating_of(const json_t *raw, enum fw_rating_scale scale, int *out)
 {
 	static const char *const up[] = {"up", "thumbs_up", "thumbsup", "thumbs-up", "\xf0\x9f\x91\x8d",
 					 "+", "positive", "good", "like", "yes", "true", "pos", NULL};
@@ -168,9 +201,36 @@ static int rating_of(const json_t *raw, int stars, int *out)
 			if (!strcmp(low, down[i]))
 				return *out = -1, 0;
 	}
-	if (rating_number(raw, &x))
-		return -1;
-	if (stars) {
+	if (rating_number(raw, &x)) {
+		/* a score may be a fraction, as a number or as text */
+		double d;
+		char *end = NULL;
+		if (scale != FW_SCALE_SCORE)
+			return -1;
+		if (json_is_real(raw)) {
+			d = json_real_value(raw);
+		} else {
+			const char *t = json_string_value(raw);
+			if (!t)
+				return -1;
+			d = strtod(t, &end);
+			while (end && isspace((unsigned char)*end))
+				end++;
+			if (end == t || (end && *end) || d != d)
+				return -1;
+		}
+		if (d == 0)
+			return 1;
+		*out = d > 0 ? 1 : -1;
+		return 0;
+	}
+	if (scale == FW_SCALE_SCORE) {
+		if (x == 0)
+			return 1;
+		*out = x > 0 ? 1 : -1;
+		return 0;
+	}
+	if (scale == FW_SCALE_STARS) {
 		if (x < 1 || x > 5)
 			return -1;
 		if (x == 3)
@@ -248,7 +308,10 @@ struct load {
 	size_t nrows, caprows;
 	struct bad *bads;
 	size_t nbads, capbads;
-	int stars;
+	char star_col[64]; /* the rating column's name when it says stars */
+	long star_line;    /* first rating of 2..5 */
+	long neg_line;     /* first negative rating */
+	long star_x, neg_x;
 };
 
 static int add_bad(struct load *L, long line, const char *why)
@@ -342,13 +405,56 @@ fail:
 	return NULL;
 }
 
-/* Records whether a row's rating pushes the file onto the 1-5 scale. */
-static void note_scale(struct load *L, const json_t *raw)
+/* Notes what a row's rating says about the file's scale: a 2..5 is a
+ * star, a negative number a sign. */
+static void note_scale(struct load *L, const json_t *raw, long line)
 {
 	long x;
 
-	if (!json_is_boolean(raw) && rating_number(raw, &x) == 0 && x >= 2 && x <= 5)
-		L->stars = 1;
+	if (json_is_boolean(raw) || rating_number(raw, &x))
+		return;
+	if (x >= 2 && x <= 5 && !L->star_line) {
+		L->star_line = line;
+		L->star_x = x;
+	}
+	if (x < 0 && !L->neg_line) {
+		L->neg_line = line;
+		L->neg_x = x;
+	}
+}
+
+/* Decides the scale of a file from what note_scale() saw, or refuses it
+ * (-1, err set) when it mixes signs with stars: one of the two readings
+ * would turn votes upside down. */
+static int decide_scale(struct fw_feedback *fb, const struct load *L, char *err, size_t errlen)
+{
+	if (fb->want != FW_SCALE_AUTO) {
+		fb->last = fb->want;
+		snprintf(fb->last_why, sizeof fb->last_why, "as --rating-scale says");
+		return 0;
+	}
+	if ((L->star_line || L->star_col[0]) && L->neg_line) {
+		if (L->star_line)
+			snprintf(err, errlen, "ratings mix signs (%ld at line %ld) with stars (%ld at line %ld): "
+				 "say which with --rating-scale", L->neg_x, L->neg_line, L->star_x, L->star_line);
+		else
+			snprintf(err, errlen, "the rating column '%s' says stars but line %ld has %ld: "
+				 "say which with --rating-scale", L->star_col, L->neg_line, L->neg_x);
+		return -1;
+	}
+	if (L->star_col[0]) {
+		fb->last = FW_SCALE_STARS;
+		snprintf(fb->last_why, sizeof fb->last_why, "the rating column is called '%s'",
+			 L->star_col);
+	} else if (L->star_line) {
+		fb->last = FW_SCALE_STARS;
+		snprintf(fb->last_why, sizeof fb->last_why, "a rating of %ld at line %ld", L->star_x,
+			 L->star_line);
+	} else {
+		fb->last = FW_SCALE_THUMBS;
+		snprintf(fb->last_why, sizeof fb->last_why, "no rating above 1");
+	}
+	return 0;
 }
 
 static int parse_csv(struct load *L, FILE *f, char *err, size_t errlen)
@@ -386,8 +492,8 @@ static int parse_csv(struct load *L, FILE *f, char *err, size_t errlen)
 					col[fld] = (int)i;
 					rank[fld] = rk;
 				}
-				if (fld == F_RATING && strstr(json_string_value(c), "star"))
-					L->stars = 1;
+				if (fld == F_RATING && strcasestr(json_string_value(c), "star"))
+					snprintf(L->star_col, sizeof L->star_col, "%s", json_string_value(c));
 			}
 			json_decref(cells);
 			if (col[F_TRACE] < 0 || col[F_RATING] < 0) {
@@ -415,7 +521,7 @@ static int parse_csv(struct load *L, FILE *f, char *err, size_t errlen)
 				r.f[fld] = json_incref(c);
 		}
 		json_decref(cells);
-		note_scale(L, r.f[F_RATING]);
+		note_scale(L, r.f[F_RATING], lineno);
 		if (add_row(L, &r))
 			goto oom;
 	}
@@ -462,14 +568,14 @@ static int parse_jsonl(struct load *L, FILE *f, char *err, size_t errlen)
 			int rk, fld = field_of(key, &rk);
 			if (fld < 0 || json_is_null(v) || (r.f[fld] && rk >= rank[fld]))
 				continue;
-			if (fld == F_RATING && !strcmp(key, "stars"))
-				L->stars = 1;
+			if (fld == F_RATING && !strcasecmp(key, "stars"))
+				snprintf(L->star_col, sizeof L->star_col, "%s", key);
 			json_decref(r.f[fld]);
 			r.f[fld] = json_incref(v);
 			rank[fld] = rk;
 		}
 		json_decref(o);
-		note_scale(L, r.f[F_RATING]);
+		note_scale(L, r.f[F_RATING], lineno);
 		if (add_row(L, &r))
 			goto oom;
 	}
@@ -505,7 +611,7 @@ static int row_event(struct fw_feedback *fb, struct load *L, struct row *r, cons
 		return snprintf(why, whylen, "no trajectory id"), 1;
 	if (!r->f[F_RATING])
 		return snprintf(why, whylen, "no rating"), 1;
-	rc = rating_of(r->f[F_RATING], L->stars, &e.rating);
+	rc = rating_of(r->f[F_RATING], fb->last, &e.rating);
 	if (rc == 1) {
 		fb->st.neutral++;
 		return 0;
@@ -568,6 +674,10 @@ int fw_feedback_load(struct fw_feedback *fb, const char *path, fw_bad_line_fn ba
 	}
 	if (f != stdin)
 		fclose(f);
+	if (rc == 0 && decide_scale(fb, &L, err, errlen)) {
+		errno = EINVAL;
+		rc = -1;
+	}
 
 	for (size_t i = 0; i < L.nrows && rc == 0; i++) {
 		char why[160];
@@ -600,10 +710,17 @@ int fw_feedback_load(struct fw_feedback *fb, const char *path, fw_bad_line_fn ba
 
 /* ---- joining ---------------------------------------------------------------------------- */
 
+/* An event as a feedback[] entry; "at" is left out when the event has no
+ * time. */
 static json_t *ev_json(const struct ev *e)
 {
-	return json_pack("{sisOssssssss}", "rating", e->rating, "raw", e->raw, "comment", e->comment,
-			 "user", e->user, "origin", e->origin, "at", e->at);
+	json_t *o = json_pack("{sisOssssss}", "rating", e->rating, "raw", e->raw, "comment",
+			      e->comment, "user", e->user, "origin", e->origin);
+	if (o && e->at[0] && json_object_set_new(o, "at", json_string(e->at))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 long fw_feedback_join(struct fw_feedback *fb, const char *key, json_t *traj)

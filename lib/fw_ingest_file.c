@@ -17,6 +17,8 @@
 
 struct in {
 	const struct fw_ingest_sink *sink;
+	fw_ingest_warn_fn warn;
+	json_t *warned; /* unknown fields already reported for this file */
 	const char *name;
 	enum fw_fmt f;
 	int stop;
@@ -31,8 +33,32 @@ static void bad_at(struct in *in, const char *unit, long n, const char *why)
 		in->stop = 1;
 }
 
+/* Reports the unknown fields a converter noted (each once per file) and
+ * takes the note out of the record. */
+static void report_unknown(struct in *in, json_t *traj, long line)
+{
+	json_t *u = json_object_get(traj, "_unknown"), *k;
+	size_t i;
+	char where[64], msg[256];
+
+	if (!u)
+		return;
+	json_array_foreach(u, i, k) {
+		const char *name = json_string_value(k);
+		if (!name || json_object_get(in->warned, name))
+			continue;
+		json_object_set_new(in->warned, name, json_true());
+		snprintf(where, sizeof where, "line %ld", line);
+		snprintf(msg, sizeof msg, "unknown field '%s' is ignored", name);
+		if (in->warn && in->warn(in->sink->ctx, in->f, where, msg))
+			in->stop = 1;
+	}
+	json_object_del(traj, "_unknown");
+}
+
 static void give(struct in *in, json_t *traj, long line)
 {
+	report_unknown(in, traj, line);
 	if (in->sink->traj(in->sink->ctx, in->f, traj, line))
 		in->stop = 1;
 }
@@ -131,7 +157,7 @@ static int do_document(struct in *in, FILE *fp)
 		bad_at(in, "line", je.line > 0 ? je.line : 1, je.text);
 		return 0;
 	}
-	if (json_is_array(doc)) {
+	if (json_is_array(doc) && in->f != FW_FMT_MINI_SWE_AGENT && in->f != FW_FMT_OPENHANDS) {
 		json_array_foreach(doc, i, d) {
 			if (in->stop)
 				break;
@@ -172,6 +198,160 @@ static int do_lines(struct in *in, FILE *fp)
 	}
 	free(line);
 	return 0;
+}
+
+/* Codex rollouts: a session is the lines from one session_meta to the
+ * next that names another session (a file may be several rollouts put
+ * together); each is converted when it ends, reported at its first line. */
+static int do_codex(struct in *in, FILE *fp)
+{
+	json_t *lines = json_array();
+	char *line = NULL, *sid = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	long lineno = 0, first = 0;
+	json_error_t je;
+	char err[256];
+
+	if (!lines)
+		goto oom;
+	for (;;) {
+		json_t *e = NULL;
+		int eof = in->stop || (len = getline(&line, &cap, fp)) < 0;
+		const char *id = NULL;
+		if (!eof) {
+			lineno++;
+			ssize_t k = 0;
+			while (k < len && strchr(" \t\r\n", line[k]))
+				k++;
+			if (k == len)
+				continue;
+			e = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
+			if (!json_is_object(e)) {
+				char why[200];
+				snprintf(why, sizeof why, "%s%s", e ? "not a JSON object" : "invalid JSON: ",
+					 e ? "" : je.text);
+				json_decref(e);
+				bad_at(in, "line", lineno, why);
+				continue;
+			}
+			const char *type = fw_ing_str(e, "type");
+			if (type && !strcmp(type, "session_meta"))
+				id = fw_ing_str(json_object_get(e, "payload"), "id");
+		}
+		/* a session ends at the end of the file or where another begins */
+		if (json_array_size(lines) && !in->stop && (eof || (id && sid && strcmp(id, sid)))) {
+			long at;
+			json_t *traj = fw_ingest_codex_session(lines, &at, err, sizeof err);
+			if (traj)
+				give(in, traj, first);
+			else
+				bad_at(in, "line", at ? at : first, err);
+			json_array_clear(lines);
+			free(sid);
+			sid = NULL;
+		}
+		if (eof)
+			break;
+		if (!json_array_size(lines))
+			first = lineno;
+		if (id && !sid && !(sid = strdup(id))) {
+			json_decref(e);
+			goto oom;
+		}
+		if (json_object_set_new(e, "_line", json_integer(lineno)) ||
+		    json_array_append_new(lines, e))
+			goto oom;
+	}
+	free(line);
+	free(sid);
+	json_decref(lines);
+	return 0;
+oom:
+	free(line);
+	free(sid);
+	json_decref(lines);
+	errno = ENOMEM;
+	return -1;
+}
+
+struct otel_give {
+	struct in *in;
+	long n;
+};
+
+static int otel_one(void *ctx, json_t *traj, const char *err)
+{
+	struct otel_give *g = ctx;
+
+	g->n++;
+	if (traj)
+		give(g->in, traj, g->n);
+	else
+		bad_at(g->in, "trajectory", g->n, err);
+	return 0;
+}
+
+/* OTLP JSON: one export document, or one per line as the collector's file
+ * exporter writes them; spans of one trace may be spread over several, so
+ * the whole file is read before anything is rebuilt.  Trajectories are
+ * reported by their number in the file. */
+static int do_otel(struct in *in, FILE *fp, int lines)
+{
+	json_t *docs = json_array();
+	json_error_t je;
+
+	if (!docs)
+		goto oom;
+	if (lines) {
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t len;
+		long lineno = 0;
+		while (!in->stop && (len = getline(&line, &cap, fp)) >= 0) {
+			lineno++;
+			ssize_t k = 0;
+			while (k < len && strchr(" \t\r\n", line[k]))
+				k++;
+			if (k == len)
+				continue;
+			json_t *d = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
+			if (!json_is_object(d)) {
+				char why[200];
+				snprintf(why, sizeof why, "%s%s", d ? "not a JSON object" : "invalid JSON: ",
+					 d ? "" : je.text);
+				json_decref(d);
+				bad_at(in, "line", lineno, why);
+				continue;
+			}
+			if (json_array_append_new(docs, d)) {
+				free(line);
+				goto oom;
+			}
+		}
+		free(line);
+	} else {
+		json_t *d = json_loadf(fp, JSON_ALLOW_NUL, &je);
+		if (!d) {
+			bad_at(in, "line", je.line > 0 ? je.line : 1, je.text);
+			json_decref(docs);
+			return 0;
+		}
+		if (json_is_array(d))
+			json_array_extend(docs, d);
+		else
+			json_array_append(docs, d);
+		json_decref(d);
+	}
+	struct otel_give g = {in, 0};
+	if (!in->stop && fw_ingest_otel(docs, otel_one, &g) < 0)
+		goto oom;
+	json_decref(docs);
+	return 0;
+oom:
+	json_decref(docs);
+	errno = ENOMEM;
+	return -1;
 }
 
 /* Flywheel records: traj records go to the sink as objects, other records
@@ -272,7 +452,14 @@ static int first_line_is_json(FILE *fp, const char *p, size_t n)
 int fw_ingest_file(const char *path, enum fw_fmt force, const struct fw_ingest_sink *sink,
 		   enum fw_fmt *fmt, char *err, size_t errlen)
 {
-	struct in in = {.sink = sink, .name = strcmp(path, "-") ? path : "<stdin>"};
+	return fw_ingest_file_ex(path, force, sink, NULL, fmt, err, errlen);
+}
+
+int fw_ingest_file_ex(const char *path, enum fw_fmt force, const struct fw_ingest_sink *sink,
+		      fw_ingest_warn_fn warn, enum fw_fmt *fmt, char *err, size_t errlen)
+{
+	struct in in = {.sink = sink, .warn = warn, .warned = json_object(),
+			.name = strcmp(path, "-") ? path : "<stdin>"};
 	FILE *fp = strcmp(path, "-") ? fopen(path, "rb") : stdin;
 	char *buf = NULL, *head = NULL;
 	size_t len = 0;
@@ -282,8 +469,11 @@ int fw_ingest_file(const char *path, enum fw_fmt force, const struct fw_ingest_s
 	*fmt = FW_FMT_UNKNOWN;
 	if (errlen)
 		err[0] = 0;
-	if (!fp) {
-		snprintf(err, errlen, "%s", strerror(errno));
+	if (!fp || !in.warned) {
+		snprintf(err, errlen, "%s", fp ? "out of memory" : strerror(errno));
+		if (fp && fp != stdin)
+			fclose(fp);
+		json_decref(in.warned);
 		return -1;
 	}
 	if (fp == stdin || fseek(fp, 0, SEEK_CUR) != 0) {
@@ -342,7 +532,12 @@ int fw_ingest_file(const char *path, enum fw_fmt force, const struct fw_ingest_s
 		rc = do_flywheel(&in, path, buf, len, err, errlen);
 	else if (in.f == FW_FMT_CLAUDE_CODE)
 		rc = do_claude(&in, fp);
-	else if (in.f != FW_FMT_SWE_AGENT && first_line_is_json(fp, head, hn))
+	else if (in.f == FW_FMT_CODEX)
+		rc = do_codex(&in, fp);
+	else if (in.f == FW_FMT_OTEL)
+		rc = do_otel(&in, fp, first_line_is_json(fp, head, hn));
+	else if (in.f != FW_FMT_SWE_AGENT && in.f != FW_FMT_MINI_SWE_AGENT &&
+		 first_line_is_json(fp, head, hn))
 		rc = do_lines(&in, fp);
 	else
 		rc = do_document(&in, fp);
@@ -357,5 +552,6 @@ done:
 	if (fp && fp != stdin)
 		fclose(fp);
 	free(buf);
+	json_decref(in.warned);
 	return rc;
 }

@@ -37,8 +37,7 @@ static void set_source_id(json_t *traj, const json_t *v)
 				    json_string(json_string_value(v)));
 }
 
-/* Appends content's text to field key of turn.  0 or -1. */
-static int append_content(json_t *turn, const char *key, const json_t *content)
+int fw_ing_append_content(json_t *turn, const char *key, const json_t *content)
 {
 	size_t n;
 	char *s = fw_ing_content_text(content, &n);
@@ -52,7 +51,15 @@ static int append_content(json_t *turn, const char *key, const json_t *content)
 
 /* ---- OpenAI Chat Completions ------------------------------------------------- */
 
-static int chat_message(json_t *traj, const json_t *m, const char *path, char **legacy,
+/* The fields of a Chat Completions message (and what servers and agents
+ * add to it: reasoning of vLLM and DeepSeek, mini-swe-agent's extra). */
+static const char *const chat_keys[] = {
+	"role", "content", "name", "tool_calls", "tool_call_id", "function_call", "refusal",
+	"audio", "annotations", "reasoning_content", "reasoning", "extra", "id", "type",
+	"timestamp", "metadata", NULL,
+};
+
+int fw_ing_chat_message(json_t *traj, const json_t *m, const char *path, char **legacy,
 			char *err, size_t errlen)
 {
 	const char *role = fw_ing_str(m, "role");
@@ -67,13 +74,21 @@ static int chat_message(json_t *traj, const json_t *m, const char *path, char **
 		return ERR("'%s' is %s, not object", path, fw_ing_type_name(m));
 	if (!role)
 		return ERR("'%s.role' is missing", path);
+	char gpath[80];
+	snprintf(gpath, sizeof gpath, "%.*s[]", (int)strcspn(path, "["), path);
+	fw_ing_check_keys(traj, m, gpath, chat_keys);
 	if (!strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user")) {
 		t = fw_ing_turn_add(traj, role[0] == 'u' ? "user" : "system");
-		return t && !append_content(t, "text", json_object_get(m, "content")) ? 0 : -1;
+		return t && !fw_ing_append_content(t, "text", json_object_get(m, "content")) ? 0 : -1;
 	}
 	if (!strcmp(role, "assistant")) {
 		t = fw_ing_turn_add(traj, "assistant");
-		if (!t || append_content(t, "text", json_object_get(m, "content")))
+		if (!t || fw_ing_append_content(t, "text", json_object_get(m, "content")))
+			return -1;
+		const json_t *rsn = json_object_get(m, "reasoning_content");
+		if (!json_is_string(rsn))
+			rsn = json_object_get(m, "reasoning");
+		if (json_is_string(rsn) && fw_ing_append_content(t, "thinking", rsn))
 			return -1;
 		if (fw_ing_str(m, "refusal"))
 			fw_ing_turn_append(t, "text", fw_ing_str(m, "refusal"), strlen(fw_ing_str(m, "refusal")));
@@ -142,6 +157,13 @@ static json_t *conv_openai_chat(const json_t *doc, char *err, size_t errlen)
 	}
 	if (!choices && resp)
 		choices = json_object_get(resp, "choices");
+	if (resp && !choices) {
+		/* a logged reply that holds no choice would silently shorten the
+		 * trajectory by its most important turn */
+		snprintf(err, errlen, "'response.choices' is missing: the reply is not understood%s",
+			 json_object_get(resp, "content") ? " (an Anthropic reply? --format anthropic)" : "");
+		return NULL;
+	}
 	if (choices && !json_is_array(choices)) {
 		snprintf(err, errlen, "'choices' is %s, not array", fw_ing_type_name(choices));
 		return NULL;
@@ -151,13 +173,13 @@ static json_t *conv_openai_chat(const json_t *doc, char *err, size_t errlen)
 		return NULL;
 	json_array_foreach(msgs, i, m) {
 		snprintf(path, sizeof path, "%s[%zu]", mpath, i);
-		if (chat_message(traj, m, path, &legacy, err, errlen))
+		if (fw_ing_chat_message(traj, m, path, &legacy, err, errlen))
 			goto fail;
 	}
 	if (json_array_size(choices)) {
 		const json_t *ch = json_array_get(choices, 0);
-		if (chat_message(traj, json_object_get(ch, "message"), "choices[0].message", &legacy,
-				 err, errlen))
+		if (fw_ing_chat_message(traj, json_object_get(ch, "message"), "choices[0].message",
+					&legacy, err, errlen))
 			goto fail;
 		if (fw_ing_str(ch, "finish_reason"))
 			json_object_set_new(json_object_get(traj, "meta"), "stop",
@@ -217,7 +239,7 @@ static int responses_items(json_t *traj, const json_t *items, const char *what, 
 
 	if (json_is_string(items)) {
 		t = fw_ing_turn_add(traj, "user");
-		return t && !append_content(t, "text", items) ? 0 : -1;
+		return t && !fw_ing_append_content(t, "text", items) ? 0 : -1;
 	}
 	if (!items || json_is_null(items))
 		return 0;
@@ -233,11 +255,11 @@ static int responses_items(json_t *traj, const json_t *items, const char *what, 
 				t = open_assistant(traj, 0);
 			else
 				t = fw_ing_turn_add(traj, !strcmp(role, "user") ? "user" : "system");
-			if (!t || append_content(t, "text", json_object_get(it, "content")))
+			if (!t || fw_ing_append_content(t, "text", json_object_get(it, "content")))
 				return -1;
 		} else if (type && !strcmp(type, "reasoning")) {
 			t = open_assistant(traj, 0);
-			if (!t || append_content(t, "thinking", json_object_get(it, "summary")))
+			if (!t || fw_ing_append_content(t, "thinking", json_object_get(it, "summary")))
 				return -1;
 		} else if (type && (!strcmp(type, "function_call") || !strcmp(type, "custom_tool_call"))) {
 			t = open_assistant(traj, 1);
@@ -271,7 +293,7 @@ static json_t *conv_openai_responses(const json_t *doc, char *err, size_t errlen
 	const json_t *ins = json_object_get(doc, "instructions");
 	if (json_is_string(ins) && json_string_length(ins)) {
 		json_t *t = fw_ing_turn_add(traj, "system");
-		if (!t || append_content(t, "text", ins))
+		if (!t || fw_ing_append_content(t, "text", ins))
 			goto fail;
 	}
 	if (responses_items(traj, json_object_get(doc, "input"), "input", &unknown, err, errlen) ||
@@ -299,7 +321,7 @@ static int anthropic_blocks_assistant(json_t *t, const json_t *content, const ch
 	json_t *b;
 
 	if (json_is_string(content))
-		return append_content(t, "text", content);
+		return fw_ing_append_content(t, "text", content);
 	if (!json_is_array(content))
 		return ERR("'%s.content' is %s, not array", path, fw_ing_type_name(content));
 	json_array_foreach(content, i, b) {
@@ -307,10 +329,11 @@ static int anthropic_blocks_assistant(json_t *t, const json_t *content, const ch
 		if (!type)
 			return ERR("'%s.content[%zu].type' is missing", path, i);
 		if (!strcmp(type, "text")) {
-			if (append_content(t, "text", json_object_get(b, "text")))
+			if (fw_ing_append_content(t, "text", json_object_get(b, "text")))
 				return -1;
 		} else if (!strcmp(type, "thinking")) {
-			if (append_content(t, "thinking", json_object_get(b, "thinking")))
+			if (fw_ing_append_content(t, "thinking", json_object_get(b, "thinking")) ||
+			    fw_ing_turn_signature(t, json_object_get(b, "signature")))
 				return -1;
 		} else if (!strcmp(type, "tool_use") || !strcmp(type, "server_tool_use")) {
 			const json_t *in = json_object_get(b, "input");
@@ -338,8 +361,17 @@ int fw_ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpat
 		snprintf(path, sizeof path, "%s[%zu]", mpath, i);
 		const char *role = fw_ing_str(m, "role");
 		const json_t *content = json_object_get(m, "content");
+		static const char *const msg_keys[] = {
+			"role", "content", "id", "type", "model", "stop_reason", "stop_sequence",
+			"usage", "container", "context_management", NULL,
+		};
+		if (!json_is_object(m))
+			return ERR("'%s' is %s, not object", path, fw_ing_type_name(m));
 		if (!role)
 			return ERR("'%s.role' is missing", path);
+		char gpath[80];
+		snprintf(gpath, sizeof gpath, "%s[]", mpath);
+		fw_ing_check_keys(traj, m, gpath, msg_keys);
 		if (!strcmp(role, "assistant")) {
 			json_t *t = fw_ing_turn_add(traj, "assistant");
 			if (!t || anthropic_blocks_assistant(t, content, path, err, errlen))
@@ -350,7 +382,7 @@ int fw_ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpat
 			return ERR("'%s.role' is '%.40s', not user or assistant", path, role);
 		if (json_is_string(content)) {
 			json_t *t = fw_ing_turn_add(traj, "user");
-			if (!t || append_content(t, "text", content))
+			if (!t || fw_ing_append_content(t, "text", content))
 				return -1;
 			continue;
 		}
@@ -379,7 +411,7 @@ int fw_ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *mpat
 			}
 			json_t *one = json_array();
 			json_array_append(one, b);
-			int rc = append_content(user, "text", one);
+			int rc = fw_ing_append_content(user, "text", one);
 			json_decref(one);
 			if (rc)
 				return -1;
@@ -417,7 +449,7 @@ static json_t *conv_anthropic(const json_t *doc, char *err, size_t errlen)
 		sys = json_object_get(doc, "system");
 	if (json_is_string(sys) || json_is_array(sys)) {
 		json_t *t = fw_ing_turn_add(traj, "system");
-		if (!t || append_content(t, "text", sys))
+		if (!t || fw_ing_append_content(t, "text", sys))
 			goto fail;
 	}
 	const json_t *msgs = json_object_get(req, "messages");
@@ -427,6 +459,11 @@ static json_t *conv_anthropic(const json_t *doc, char *err, size_t errlen)
 		goto fail;
 	/* the response, when the log line holds it next to the request */
 	const json_t *rc = json_object_get(resp, "content");
+	if (resp != doc && !rc) {
+		snprintf(err, errlen, "'response.content' is missing: the reply is not understood%s",
+			 json_object_get(resp, "choices") ? " (an OpenAI reply? --format openai-chat)" : "");
+		goto fail;
+	}
 	if (rc && (is_assistant_response(resp) || resp != doc)) {
 		json_t *t = fw_ing_turn_add(traj, "assistant");
 		if (!t || anthropic_blocks_assistant(t, rc, "content", err, errlen))
@@ -535,10 +572,15 @@ static json_t *conv_sharegpt(const json_t *doc, char *err, size_t errlen)
 	const json_t *sys = json_object_get(doc, "system");
 	if (json_is_string(sys) && json_string_length(sys)) {
 		json_t *t = fw_ing_turn_add(traj, "system");
-		if (!t || append_content(t, "text", sys))
+		if (!t || fw_ing_append_content(t, "text", sys))
 			goto fail;
 	}
 	json_array_foreach(conv, i, m) {
+		static const char *const entry_keys[] = {"from", "value", "role", "content", "weight",
+							 "name", "loss", NULL};
+		char gpath[40];
+		snprintf(gpath, sizeof gpath, "%s[]", cpath);
+		fw_ing_check_keys(traj, m, gpath, entry_keys);
 		const char *from = fw_ing_str(m, "from");
 		const json_t *value = json_object_get(m, "value");
 		if (!from)
@@ -575,7 +617,7 @@ static json_t *conv_sharegpt(const json_t *doc, char *err, size_t errlen)
 			snprintf(err, errlen, "'%s[%zu].from' is '%.40s': not a known speaker", cpath, i, from);
 			goto fail;
 		}
-		if (!t || append_content(t, "text", value))
+		if (!t || fw_ing_append_content(t, "text", value))
 			goto fail;
 	}
 	json_decref(pending);
@@ -648,7 +690,7 @@ static json_t *conv_swe_agent(const json_t *doc, const char *name, char *err, si
 				const char *action = fw_ing_str(h, "action");
 				if (!thought && !action) {
 					json_t *t = fw_ing_turn_add(traj, "assistant");
-					if (!t || append_content(t, "text", content))
+					if (!t || fw_ing_append_content(t, "text", content))
 						goto fail;
 					continue;
 				}
@@ -664,7 +706,7 @@ static json_t *conv_swe_agent(const json_t *doc, const char *name, char *err, si
 				pending[0] = 0;
 			} else {
 				json_t *t = fw_ing_turn_add(traj, !strcmp(role, "system") ? "system" : "user");
-				if (!t || append_content(t, "text", content))
+				if (!t || fw_ing_append_content(t, "text", content))
 					goto fail;
 			}
 		}
@@ -716,6 +758,8 @@ fail:
 json_t *fw_ingest_convert(enum fw_fmt f, const json_t *doc, const char *name, char *err,
 			  size_t errlen)
 {
+	if (f == FW_FMT_MINI_SWE_AGENT || f == FW_FMT_OPENHANDS)
+		return fw_ing_conv_agent(f, doc, name, err, errlen);
 	if (!json_is_object(doc)) {
 		snprintf(err, errlen, "a JSON %s, not an object", fw_ing_type_name(doc));
 		return NULL;

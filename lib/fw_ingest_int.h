@@ -9,6 +9,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "fw_ingest.h"
+
 /* A new traj object with every field in schema order (id "" until
  * fw_ingest_set_id()).  NULL when memory runs out. */
 json_t *fw_ing_traj_new(const char *source);
@@ -65,5 +67,31 @@ void fw_ing_meta_merge(json_t *traj, const json_t *md);
  * appends their turns to traj.  Returns 0, or -1 with err set. */
 int fw_ing_anthropic_messages(json_t *traj, const json_t *msgs, const char *path, char *err,
 			   size_t errlen);
+
+/* Notes each key of object o that is not in known (NULL-terminated) as
+ * "PATH.KEY" in traj's "_unknown" array (once each), for fb-ingest to warn
+ * about: a misspelt field would otherwise lose content without a word.
+ * Nothing happens when memory runs out. */
+void fw_ing_check_keys(json_t *traj, const json_t *o, const char *path,
+		       const char *const *known);
+
+/* Appends the signature sig (a string; anything else is ignored) of a
+ * thinking block to the turn's signatures array.  Returns 0 or -1. */
+int fw_ing_turn_signature(json_t *turn, const json_t *sig);
+
+/* Converts one Chat Completions message m (path names it in errors) and
+ * appends its turns to traj.  *legacy holds the id of a pending legacy
+ * function_call (malloc'd; the caller frees it after the last message).
+ * Returns 0, or -1 with err set. */
+int fw_ing_chat_message(json_t *traj, const json_t *m, const char *path, char **legacy,
+			char *err, size_t errlen);
+
+/* Appends the text of content (see fw_ing_content_text()) to field key of
+ * turn.  Returns 0 or -1. */
+int fw_ing_append_content(json_t *turn, const char *key, const json_t *content);
+
+/* fw_ingest_convert() for mini-swe-agent and OpenHands (fw_ingest_agents.c). */
+json_t *fw_ing_conv_agent(enum fw_fmt f, const json_t *doc, const char *name, char *err,
+			  size_t errlen);
 
 #endif

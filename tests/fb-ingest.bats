@@ -203,7 +203,7 @@ all_samples() {
 
 @test "--help, --version and usage errors" {
   run -0 --separate-stderr fb-ingest --help
-  assert_line --index 0 "usage: fb-ingest [--format F] [--feedback FILE]... [--orphans FILE] [--no-redact]"
+  assert_line --index 0 "usage: fb-ingest [--format F] [--model NAME] [--meta KEY=VALUE]... [--feedback FILE]..."
   run -0 fb-ingest --version
   assert_output --regexp '^fb-ingest \(flywheel\) [0-9.]+$'
   run -2 --separate-stderr fb-ingest --format yaml
@@ -273,7 +273,7 @@ all_samples() {
 @test "the usage and the man page synopsis agree word for word" {
   man=$(groff -mdoc -Tascii -P-cbou "$BATS_TEST_DIRNAME/../man/fb-ingest.1" 2>/dev/null |
     sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s ' \n' ' ')
-  use=$(fb-ingest --help | head -2 | sed 's/^usage: //' | tr -s ' \n' ' ')
+  use=$(fb-ingest --help | head -3 | sed 's/^usage: //' | tr -s ' \n' ' ')
   [ -n "$use" ]
   [ "$(echo $man)" = "$(echo $use)" ]
 }
@@ -285,4 +285,225 @@ all_samples() {
   run -1 --separate-stderr fb-ingest --feedback "$T/nope.csv" -o "$T/o2.mp" "$FIX/sharegpt.jsonl"
   [[ "$stderr" == *"fb-ingest: $T/nope.csv: No such file or directory"* ]]
   [ ! -e "$T/o2.mp" ]
+}
+
+# ---- agent formats ----------------------------------------------------------
+
+@test "mini-swe-agent: the single bash block of a reply is its call, the next user message its result" {
+  [ "$(turns_of "$FIX/mini-swe-agent.traj.json" mini-swe-agent)" = "$(expected mini-swe-agent)" ]
+  run -0 bash -c "fb-ingest -q '$FIX/mini-swe-agent.traj.json' | rec json | jq -c '[.source, .model, .meta.exit_status, .meta.trajectory_format, .meta.cost, has(\"created\")]'"
+  assert_output '["mini-swe-agent","ckpt-d","Submitted","mini-swe-agent-1",0.0123,false]'
+}
+
+@test "mini-swe-agent: a bare message list is one trajectory named after its file" {
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$FIX/mini-swe-agent-list.json"
+  [[ "$stderr" == *"mini-swe-agent: 1 trajectory from 1 file"* ]]
+  run -0 bash -c "rec json '$T/o.mp' | jq -c '[.meta.source_id, [.turns[] | .role], .turns[2].calls[0].args, .turns[3].call_id]'"
+  assert_output '["mini-swe-agent-list",["system","user","assistant","tool"],"{\"command\":\"python -m pytest -q\"}","step-0"]'
+}
+
+@test "mini-swe-agent: tool-calling models keep their calls and tool messages" {
+  jq '.trajectory_format = "mini-swe-agent-1.1" | .messages = (.messages[:2] + [
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "call_m1", "type": "function",
+        "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_m1", "content": "calc.py"}])' \
+    "$FIX/mini-swe-agent.traj.json" > "$T/tc.traj.json"
+  run -0 bash -c "fb-ingest -q --no-redact '$T/tc.traj.json' | rec json | jq -c '.turns[2:] | map([.role, .calls[0].id // .call_id, .calls[0].args // .text])'"
+  assert_output '[["assistant","call_m1","{\"command\":\"ls\"}"],["tool","call_m1","calc.py"]]'
+}
+
+@test "OpenHands: actions are calls with the model's arguments, observations answer their cause" {
+  [ "$(turns_of "$FIX/openhands.json" openhands)" = "$(expected openhands)" ]
+  run -0 bash -c "fb-ingest -q '$FIX/openhands.json' | rec json | jq -c '[.source, .model, .created, .usage]'"
+  assert_output '["openhands","ckpt-d","2026-11-05T09:00:00Z",{"input_tokens":3000,"output_tokens":75}]'
+}
+
+@test "OpenHands: an evaluation output line names the instance" {
+  jq -c '{instance_id: "calc__calc-3", instruction: "fix", history: ., metadata: {llm_config: {model: "litellm/ckpt-d"}}, test_result: {}}' \
+    "$FIX/openhands.json" > "$T/output.jsonl"
+  run -0 bash -c "fb-ingest -q --no-redact '$T/output.jsonl' | rec json | jq -c '[.source, .meta.source_id, .model, (.turns | length)]'"
+  assert_output '["openhands","calc__calc-3","ckpt-d",8]'
+  # without the model's responses the configured model is used
+  jq -c '.history |= map(del(.tool_call_metadata))' "$T/output.jsonl" > "$T/bare.jsonl"
+  run -0 bash -c "fb-ingest -q --no-redact '$T/bare.jsonl' | rec json | jq -c '[.model, .turns[2].calls[0].name, .turns[2].calls[0].args]'"
+  assert_output '["litellm/ckpt-d","run","{\"command\":\"grep -n '"'"'def add'"'"' calc.py\",\"is_input\":false}"]'
+}
+
+@test "OpenHands and mini-swe-agent: a broken event or message names itself, the other files are read" {
+  jq '.[4] |= del(.observation)' "$FIX/openhands.json" > "$T/oh.json"
+  jq '.messages[3] |= del(.role)' "$FIX/mini-swe-agent.traj.json" > "$T/m.traj.json"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/oh.json" "$T/m.traj.json" "$FIX/sharegpt.jsonl"
+  [[ "$stderr" == *"$T/oh.json: line 1: '[4]' has neither 'action' nor 'observation'"* ]]
+  [[ "$stderr" == *"$T/m.traj.json: line 1: 'messages[3].role' is missing"* ]]
+  [[ "$stderr" == *"openhands: 0 trajectories from 1 file, 0 duplicates dropped, 1 skipped"* ]]
+  [ "$(rec count "$T/o.mp")" = 1 ]
+  # --strict: exit 1 at the first, after what came before it
+  run -1 --separate-stderr fb-ingest --strict -o "$T/o.mp" "$FIX/sharegpt.jsonl" "$T/m.traj.json" "$FIX/openhands.json"
+  [ "$(rec json "$T/o.mp" | jq -r .source)" = sharegpt ]
+}
+
+@test "Codex rollouts: response items make the turns, unknown lines are kept in meta" {
+  [ "$(turns_of "$FIX/codex.jsonl" 0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b)" = "$(expected codex)" ]
+  run -0 bash -c "fb-ingest -q '$FIX/codex.jsonl' | rec json | jq -c '[.source, .model, .created, .usage, .tags, .meta.git_branch, .meta.unknown_items, [.meta.unknown[] | [.type, .line]]]'"
+  assert_output '["codex","ckpt-e","2026-11-06T10:00:00Z",{"input_tokens":5200,"output_tokens":310},["compacted"],"main",{"web_search_call":1},[["world_state",16]]]'
+}
+
+@test "Codex rollouts: rollouts put together are told apart by their session_meta" {
+  { cat "$FIX/codex.jsonl"; sed 's/0199a1b2/0299a1b2/; s/subtracts; fix it/multiplies; fix it/' "$FIX/codex.jsonl"; } > "$T/two.jsonl"
+  run -0 bash -c "fb-ingest -q '$T/two.jsonl' | rec json | jq -c '[.meta.source_id[0:8], .meta.line]'"
+  assert_line --index 0 '["0199a1b2",1]'
+  assert_line --index 1 '["0299a1b2",18]'
+}
+
+@test "Codex rollouts: a malformed line is named and skipped, a broken item costs only its rollout" {
+  { head -5 "$FIX/codex.jsonl"; echo '{"timestamp": "2026-11-06T10:00:02Z", "type": '; tail -n +6 "$FIX/codex.jsonl"; } > "$T/a.jsonl"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/a.jsonl"
+  [[ "$stderr" == *"$T/a.jsonl: line 6: invalid JSON:"* ]]
+  [[ "$stderr" == *"codex: 1 trajectory from 1 file, 0 duplicates dropped, 1 skipped"* ]]
+  [ "$(rec json "$T/o.mp" | jq -S -c .turns)" = "$(expected codex)" ]
+  # a call whose arguments are not the JSON string the protocol has
+  { sed '7s/"arguments":"[^}]*}"/"arguments":{"command":"ls"}/' "$FIX/codex.jsonl"; sed 's/0199a1b2/0299a1b2/' "$FIX/codex.jsonl"; } > "$T/b.jsonl"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/b.jsonl"
+  [[ "$stderr" == *"$T/b.jsonl: line 7: 'payload.arguments' is object, not string"* ]]
+  [ "$(rec json "$T/o.mp" | jq -r .meta.source_id)" = 0299a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b ]
+  # --strict stops there with exit 1
+  run -1 fb-ingest --strict -o "$T/o.mp" "$T/b.jsonl"
+  [ "$(rec count "$T/o.mp")" = 0 ]
+}
+
+@test "OpenTelemetry: the trajectory is rebuilt from the chat spans, tool results from execute_tool" {
+  run -0 bash -c "fb-ingest -q --no-redact '$FIX/otel.json' | rec json | jq -S -c .turns | head -1"
+  assert_output "$(expected otel)"
+  run -0 bash -c "fb-ingest -q '$FIX/otel.json' | rec json | jq -c '[.source, .model, .created, .usage, .meta.source_id, .meta.agent_name, .meta.service]'"
+  assert_line --index 0 '["otel","ckpt-f-2026","2026-11-07T10:00:00Z",{"input_tokens":450,"output_tokens":45},"conv-otel-1","calc-fixer","calc-agent"]'
+  # a trace with no agent span is a trajectory of its own
+  assert_line --index 1 '["otel","ckpt-f","2026-11-07T10:00:20Z",{},"0af7651916cd43dd8448eb211c80319c",null,"chat-app"]'
+}
+
+@test "OpenTelemetry: spans spread over the lines of a collector file make the same trajectory" {
+  # one export request per line, the agent's spans split between two of them
+  jq -c '.resourceSpans[0] as $r | ($r | .scopeSpans = [.scopeSpans[1]] | {resourceSpans: [.]}),
+         ($r | .scopeSpans = [.scopeSpans[0]] | {resourceSpans: [.]}),
+         {resourceSpans: [.resourceSpans[1]]}' "$FIX/otel.json" > "$T/traces.jsonl"
+  [ "$(wc -l < "$T/traces.jsonl")" = 3 ]
+  run -0 bash -c "fb-ingest -q --no-redact '$T/traces.jsonl' | rec json | jq -S -c .turns | head -1"
+  assert_output "$(expected otel)"
+}
+
+@test "OpenTelemetry: a bad line and a trace without messages are named, the rest is kept" {
+  { jq -c '{resourceSpans: [.resourceSpans[0]]}' "$FIX/otel.json"; echo '{"resourceSpans": [ '; } > "$T/t.jsonl"
+  jq -c '{resourceSpans: [.resourceSpans[1]]} | .resourceSpans[0].scopeSpans[0].spans[0].attributes |=
+      map(select(.key | startswith("gen_ai.") and contains("messages") | not))' "$FIX/otel.json" >> "$T/t.jsonl"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/t.jsonl"
+  [[ "$stderr" == *"$T/t.jsonl: line 2: invalid JSON:"* ]]
+  [[ "$stderr" == *"$T/t.jsonl: trajectory 2: trace 0af7651916cd43dd8448eb211c80319c: no span holds gen_ai.input.messages or gen_ai.output.messages"* ]]
+  [ "$(rec json "$T/o.mp" | jq -r .meta.source_id)" = conv-otel-1 ]
+}
+
+@test "Claude Code: API errors, local commands, meta lines and titles are not turns; split messages merge" {
+  [ "$(turns_of "$FIX/claude-code-real.jsonl" S3)" = "$(expected claude-code-real)" ]
+  run -0 bash -c "fb-ingest -q '$FIX/claude-code-real.jsonl' | rec json | jq -c '[.model, .usage, .meta.title, .meta.api_errors, .meta.synthetic_events, .meta.meta_events]'"
+  assert_output '["ckpt-b",{"input_tokens":1900,"output_tokens":66},"Fix calc.add",1,1,1]'
+}
+
+@test "Claude Code: signed thinking is kept byte for byte even when redacting, unsigned thinking is redacted" {
+  run -0 bash -c "fb-ingest -q '$FIX/claude-code-real.jsonl' | rec json | jq -r '.turns[1] | .thinking, .signatures[0]'"
+  assert_line --index 0 "Run the test first; the CI token ghp_R2d2C3po4Bb8Ee1Ff9Gg7Hh6Ii5Jj0Kk3Ll8Mm is not needed."
+  assert_line --index 1 "EqQBCkYIBxgCKkDsig+verbatim/0A=="
+  sed 's/,"signature":"[^"]*"//' "$FIX/claude-code-real.jsonl" > "$T/unsigned.jsonl"
+  run -0 bash -c "fb-ingest -q '$T/unsigned.jsonl' | rec json | jq -r '.turns[1] | .thinking, has(\"signatures\")'"
+  assert_line --index 0 "Run the test first; the CI token <REDACTED:github> is not needed."
+  assert_line --index 1 false
+  # the signature is not part of the content id
+  [ "$(fb-ingest -q "$FIX/claude-code-real.jsonl" | rec json | jq -r .id)" = "$(fb-ingest -q --no-redact "$T/unsigned.jsonl" | rec json | jq -r .id)" ]
+}
+
+@test "each new format is detected, and --format forces one" {
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$FIX/mini-swe-agent.traj.json" "$FIX/mini-swe-agent-list.json" \
+    "$FIX/openhands.json" "$FIX/codex.jsonl" "$FIX/otel.json" "$FIX/claude-code-real.jsonl"
+  [[ "$stderr" == *"mini-swe-agent: 2 trajectories from 2 files"* ]]
+  [[ "$stderr" == *"openhands: 1 trajectory from 1 file"* ]]
+  [[ "$stderr" == *"codex: 1 trajectory from 1 file"* ]]
+  [[ "$stderr" == *"otel: 2 trajectories from 1 file"* ]]
+  [[ "$stderr" == *"claude-code: 1 trajectory from 1 file"* ]]
+  run -0 --separate-stderr fb-ingest --format codex -o "$T/o.mp" "$FIX/openai-chat.jsonl"
+  [[ "$stderr" == *"openai-chat.jsonl: line 1: 'type' is missing"* ]]
+  # a rollout is read as such from a pipe too
+  [ "$(fb-ingest -q --format codex < "$FIX/codex.jsonl" | rec count)" = 1 ]
+}
+
+# ---- what used to pass silently ----------------------------------------------
+
+@test "--model and --meta fill in what a log does not say, and the id follows the model" {
+  a=$(fb-ingest -q "$FIX/mini-swe-agent-list.json" | rec json | jq -r .id)
+  run -0 bash -c "fb-ingest -q --model ckpt-z --meta run=r7 --meta split=train '$FIX/mini-swe-agent-list.json' '$FIX/mini-swe-agent.traj.json' | rec json | jq -c '[.model, .meta.run, .meta.split]'"
+  assert_line --index 0 '["ckpt-z","r7","train"]'
+  # a model the log names is kept
+  assert_line --index 1 '["ckpt-d","r7","train"]'
+  b=$(fb-ingest -q --model ckpt-z "$FIX/mini-swe-agent-list.json" | rec json | jq -r .id)
+  [ "$a" != "$b" ]
+  run -2 fb-ingest --meta novalue "$FIX/sharegpt.jsonl"
+  run -2 fb-ingest --meta =x "$FIX/sharegpt.jsonl"
+}
+
+@test "a request and its reply are read by the reply's shape; a reply not understood is an error" {
+  echo '{"request": {"model": "claude-x", "messages": [{"role": "user", "content": "hi"}]}, "response": {"id": "msg_p1", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "hello"}], "stop_reason": "end_turn"}}' > "$T/proxy.jsonl"
+  run -0 bash -c "fb-ingest -q '$T/proxy.jsonl' | rec json | jq -c '[.source, .model, .meta.source_id, [.turns[] | [.role, .text]]]'"
+  assert_output '["anthropic","claude-x","msg_p1",[["user","hi"],["assistant","hello"]]]'
+  # forced the other way, the reply is not understood: the record is bad, not shorter
+  run -0 --separate-stderr fb-ingest --format openai-chat -o "$T/o.mp" "$T/proxy.jsonl"
+  [[ "$stderr" == *"line 1: 'response.choices' is missing: the reply is not understood (an Anthropic reply? --format anthropic)"* ]]
+  [ "$(rec count "$T/o.mp")" = 0 ]
+  echo '{"request": {"messages": [{"role": "user", "content": "hi"}]}, "response": {"id": "x", "type": "message", "contnet": []}}' > "$T/odd.jsonl"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/odd.jsonl"
+  [[ "$stderr" == *"line 1: 'response.content' is missing: the reply is not understood"* ]]
+}
+
+@test "an unknown field of a message is warned about once per field and file" {
+  for i in 1 2; do echo '{"id": "c'$i'", "messages": [{"role": "user", "contents": "hi '$i'"}, {"role": "assistant", "content": "ok '$i'", "contents": "x"}]}'; done > "$T/typo.jsonl"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/typo.jsonl"
+  [ "$(grep -c "unknown field" <<< "$stderr")" = 1 ]
+  [[ "$stderr" == *"fb-ingest: $T/typo.jsonl: line 1: unknown field 'messages[].contents' is ignored"* ]]
+  [ "$(rec count "$T/o.mp")" = 2 ]
+  # the same in another file is said again; known fields say nothing
+  cp "$T/typo.jsonl" "$T/typo2.jsonl"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/typo.jsonl" "$T/typo2.jsonl" "$FIX/openai-chat.jsonl" "$FIX/anthropic.jsonl" "$FIX/sharegpt.jsonl" "$FIX/claude-code.jsonl"
+  [ "$(grep -c "unknown field" <<< "$stderr")" = 2 ]
+}
+
+@test "a time the log does not give is left out, not written empty" {
+  run -0 bash -c "fb-ingest -q --feedback <(printf 'trace_id,rating\nmini-swe-agent-list,up\n') '$FIX/mini-swe-agent-list.json' | rec json | jq -c '[has(\"created\"), (.feedback[0] | has(\"at\")), .feedback[0].rating]'"
+  assert_output '[false,false,1]'
+}
+
+@test "a feedback file's rating scale is said in the summary and can be set; signs mixed with stars are refused" {
+  printf 'trace_id,rating\nsg-fix5,1\nmsg_fix3,-1\nresp_fix2,2\n' > "$T/mixed.csv"
+  run -1 --separate-stderr fb-ingest --feedback "$T/mixed.csv" -o "$T/o.mp" "$FIX/sharegpt.jsonl"
+  [[ "$stderr" == *"$T/mixed.csv: ratings mix signs (-1 at line 3) with stars (2 at line 4): say which with --rating-scale"* ]]
+  [ ! -e "$T/o.mp" ]
+  # told it is a score, 1 is up and 2 is up
+  run -0 --separate-stderr fb-ingest --rating-scale score --feedback "$T/mixed.csv" -o "$T/o.mp" "$FIX/sharegpt.jsonl" "$FIX/anthropic.jsonl" "$FIX/openai-responses.jsonl"
+  [[ "$stderr" == *"feedback: $T/mixed.csv: score scale (as --rating-scale says)"* ]]
+  [ "$(rec json "$T/o.mp" | jq -r '.feedback[0].rating' | tr '\n' ' ')" = "1 -1 1 " ]
+  # decided per file otherwise, and said why
+  run -0 --separate-stderr fb-ingest --feedback "$FIX/feedback.jsonl" --feedback "$FIX/feedback.csv" -o "$T/o.mp" "$FIX/sharegpt.jsonl"
+  [[ "$stderr" == *"feedback: $FIX/feedback.jsonl: thumbs scale (no rating above 1)"* ]]
+  [[ "$stderr" == *"feedback: $FIX/feedback.csv: stars scale (a rating of 5 at line 2)"* ]]
+  run -2 fb-ingest --rating-scale percent "$FIX/sharegpt.jsonl"
+}
+
+@test "feedback of which nothing joined while lines were skipped exits 1" {
+  printf 'trace_id,rating\nsg-fix5,meh\nmsg_fix3,\n' > "$T/f.csv"
+  run -1 --separate-stderr fb-ingest --feedback "$T/f.csv" -o "$T/o.mp" "$FIX/sharegpt.jsonl"
+  [[ "$stderr" == *"feedback: no event was joined to a trajectory and 2 lines were skipped"* ]]
+  [ "$(rec count "$T/o.mp")" = 1 ]
+  # one joined event is enough for success
+  printf 'sg-fix5,up\n' >> "$T/f.csv"
+  run -0 fb-ingest -q --feedback "$T/f.csv" -o "$T/o.mp" "$FIX/sharegpt.jsonl"
+}
+
+@test "OpenAI Chat Completions: reasoning_content of a reply is its thinking" {
+  echo '{"id": "c-r1", "messages": [{"role": "user", "content": "2+2?"}], "choices": [{"message": {"role": "assistant", "content": "4", "reasoning_content": "Add them."}}]}' > "$T/r.jsonl"
+  run -0 bash -c "fb-ingest -q '$T/r.jsonl' | rec json | jq -c '.turns[1] | [.text, .thinking]'"
+  assert_output '["4","Add them."]'
 }

@@ -21,18 +21,24 @@
 #include "fw_stream.h"
 
 static const char usage_text[] =
-	"usage: fb-ingest [--format F] [--feedback FILE]... [--orphans FILE] [--no-redact]\n"
-	"                 [--strict] [-q] [-z] [-o OUT] [--progress] [LOG...]\n"
-	"formats: openai-chat openai-responses anthropic claude-code sharegpt swe-agent flywheel\n";
+	"usage: fb-ingest [--format F] [--model NAME] [--meta KEY=VALUE]... [--feedback FILE]...\n"
+	"                 [--rating-scale S] [--orphans FILE] [--no-redact] [--strict] [-q] [-z]\n"
+	"                 [-o OUT] [--progress] [LOG...]\n"
+	"formats: openai-chat openai-responses anthropic claude-code sharegpt swe-agent\n"
+	"         mini-swe-agent openhands codex otel flywheel\n"
+	"rating scales: thumbs stars score\n";
 
 struct state {
 	enum fw_fmt force;
+	const char *model; /* --model: for records that name none */
+	json_t *meta;      /* --meta: keys records do not have */
 	int strict, quiet, redact;
 	struct fw_redact *rd;
 	struct fw_feedback *fb;
 	struct fw_writer *w;
 	struct fw_buf mp;
 	json_t *seen; /* ids written so far */
+	json_t *scales; /* per feedback file: "FILE: SCALE scale (WHY)" */
 	unsigned long recs[FW_FMT_N], dups[FW_FMT_N], bad[FW_FMT_N];
 	unsigned long files[FW_FMT_N];
 	unsigned long fb_bad;
@@ -93,6 +99,17 @@ static int emit(struct state *st, enum fw_fmt f, json_t *traj, const char *file,
 	}
 	json_object_set_new(meta, "file", json_string(file));
 	json_object_set_new(meta, "line", json_integer(line));
+	const char *k;
+	json_t *v;
+	json_object_foreach(st->meta, k, v)
+		if (!json_object_get(meta, k))
+			json_object_set(meta, k, v);
+	if (st->model && !json_string_length(json_object_get(traj, "model"))) {
+		/* the model is part of the content id: a record that had one
+		 * gets it again */
+		json_object_set_new(traj, "model", json_string(st->model));
+		json_object_set_new(traj, "id", json_string(""));
+	}
 	if (!json_string_length(json_object_get(traj, "id")) && fw_ingest_set_id(traj))
 		goto out;
 	const char *id = json_string_value(json_object_get(traj, "id"));
@@ -164,15 +181,25 @@ static int on_bad(void *ctx, enum fw_fmt f, const char *where, const char *why)
 	return st->strict;
 }
 
+static int on_warn(void *ctx, enum fw_fmt f, const char *where, const char *msg)
+{
+	struct file_sink *fs = ctx;
+
+	(void)f;
+	fw_progress_end(&fs->st->prog);
+	fw_warn("%s: %s: %s", fs->name, where, msg);
+	return 0;
+}
+
 /* Ingests one log.  Returns 0, or -1 when output failed. */
 static int ingest_file(struct state *st, const char *path)
 {
 	struct file_sink fs = {.st = st, .name = strcmp(path, "-") ? path : "<stdin>"};
-	struct fw_ingest_sink sink = {on_traj, on_raw, on_bad, &fs};
+	struct fw_ingest_sink sink = {.traj = on_traj, .raw = on_raw, .bad = on_bad, .ctx = &fs};
 	enum fw_fmt f;
 	char err[512];
 
-	int rc = fw_ingest_file(path, st->force, &sink, &f, err, sizeof err);
+	int rc = fw_ingest_file_ex(path, st->force, &sink, on_warn, &f, err, sizeof err);
 	if (f)
 		st->files[f]++;
 	if (rc != 0) {
@@ -214,6 +241,10 @@ static void summary(struct state *st, long orphans)
 			st->files[f] == 1 ? "" : "s", st->dups[f], st->bad[f]);
 	}
 	fw_feedback_stats(st->fb, &fs);
+	size_t i;
+	json_t *sc;
+	json_array_foreach(st->scales, i, sc)
+		fprintf(stderr, "%s: feedback: %s\n", fw_prog, json_string_value(sc));
 	fprintf(stderr, "%s: feedback: %lu events, %lu joined, %ld orphaned, %lu superseded, "
 		"%lu neutral, %lu skipped\n", fw_prog, fs.events, fs.joined, orphans, fs.superseded,
 		fs.neutral, st->fb_bad);
@@ -235,8 +266,11 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"format", required_argument, NULL, 'f'},
+		{"model", required_argument, NULL, 'M'},
+		{"meta", required_argument, NULL, 'm'},
 		{"feedback", required_argument, NULL, 'F'},
 		{"orphans", required_argument, NULL, 'O'},
+		{"rating-scale", required_argument, NULL, 'r'},
 		{"no-redact", no_argument, NULL, 'R'},
 		{"strict", no_argument, NULL, 'S'},
 		{"quiet", no_argument, NULL, 'q'},
@@ -245,7 +279,8 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	struct state st = {.redact = 1};
+	struct state st = {.redact = 1, .meta = json_object(), .scales = json_array()};
+	enum fw_rating_scale scale = FW_SCALE_AUTO;
 	const char *out = NULL, *orphans = NULL;
 	const char *fbfiles[argc + 1];
 	int nfb = 0, level = -1, progress = 0, c;
@@ -262,8 +297,39 @@ int main(int argc, char **argv)
 				return FW_EXIT_USAGE;
 			}
 			break;
+		case 'M':
+			if (!*optarg) {
+				fw_warn("--model needs a name");
+				fputs(usage_text, stderr);
+				return FW_EXIT_USAGE;
+			}
+			st.model = optarg;
+			break;
+		case 'm': {
+			const char *eq = strchr(optarg, '=');
+			if (!eq || eq == optarg) {
+				fw_warn("--meta '%s': not KEY=VALUE", optarg);
+				fputs(usage_text, stderr);
+				return FW_EXIT_USAGE;
+			}
+			char key[128];
+			snprintf(key, sizeof key, "%.*s", (int)(eq - optarg), optarg);
+			if (!st.meta || json_object_set_new(st.meta, key, json_string(eq + 1))) {
+				fw_warn("--meta '%s': not valid UTF-8", optarg);
+				return FW_EXIT_USAGE;
+			}
+			break;
+		}
 		case 'F': fbfiles[nfb++] = optarg; break;
 		case 'O': orphans = optarg; break;
+		case 'r':
+			scale = fw_rating_scale_from_name(optarg);
+			if (!scale) {
+				fw_warn("unknown rating scale '%s'", optarg);
+				fputs(usage_text, stderr);
+				return FW_EXIT_USAGE;
+			}
+			break;
 		case 'R': st.redact = 0; break;
 		case 'S': st.strict = 1; break;
 		case 'q': st.quiet = 1; break;
@@ -286,16 +352,21 @@ int main(int argc, char **argv)
 	}
 	st.fb = fw_feedback_new();
 	st.seen = json_object();
-	if (!st.fb || !st.seen) {
+	if (!st.fb || !st.seen || !st.scales) {
 		fw_warn("out of memory");
 		goto done;
 	}
+	fw_feedback_set_scale(st.fb, scale);
 	for (int i = 0; i < nfb; i++) {
 		int rc = fw_feedback_load(st.fb, fbfiles[i], fb_bad_line, &st, err, sizeof err);
 		if (rc < 0)
 			fw_warn("%s: %s", fbfiles[i], err);
 		if (rc)
 			goto done; /* nothing written yet */
+		char why[200], line[600];
+		enum fw_rating_scale s = fw_feedback_scale(st.fb, why, sizeof why);
+		snprintf(line, sizeof line, "%s: %s scale (%s)", fbfiles[i], fw_rating_scale_name(s), why);
+		json_array_append_new(st.scales, json_string(line));
 	}
 	if (!(st.w = fw_writer_open(out, level, err, sizeof err))) {
 		fw_warn("%s", err);
@@ -317,6 +388,14 @@ int main(int argc, char **argv)
 	long norph = fw_feedback_orphans(st.fb, put_orphan, &oo);
 	if (norph < 0)
 		st.status = FW_EXIT_DATA;
+	struct fw_feedback_stats fbs;
+	fw_feedback_stats(st.fb, &fbs);
+	if (nfb && !fbs.joined && st.fb_bad) {
+		/* every rating lost, some of them to bad lines: not a success */
+		fw_warn("feedback: no event was joined to a trajectory and %lu line%s skipped",
+			st.fb_bad, st.fb_bad == 1 ? " was" : "s were");
+		st.status = FW_EXIT_DATA;
+	}
 	if (oo.w && fw_writer_close(oo.w, err, sizeof err)) {
 		fw_warn("%s", err);
 		st.status = FW_EXIT_DATA;
@@ -332,6 +411,8 @@ done:
 	fw_redact_free(st.rd);
 	fw_feedback_free(st.fb);
 	json_decref(st.seen);
+	json_decref(st.meta);
+	json_decref(st.scales);
 	fw_buf_free(&st.mp);
 	return st.status;
 }

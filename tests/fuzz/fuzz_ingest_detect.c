@@ -1,8 +1,9 @@
 /*
  * fuzz_ingest_detect.c — libFuzzer target for fb-ingest's input side:
  * format detection on arbitrary bytes, then the converter of whatever
- * format was detected (or of every format, for a JSON object that parses),
- * then content ids and redaction of the result.  Nothing may crash, leak
+ * format was detected (or of every format, for a JSON value that parses:
+ * document converters, Claude Code and Codex sessions, OpenTelemetry
+ * traces), then content ids and redaction of the result.  Nothing may crash, leak
  * or read out of bounds; a converter either builds a traj or names a
  * reason.  Build and run: `make fuzz` (FUZZ_TIME=seconds), seeds in
  * tests/fuzz/seeds/fuzz_ingest_detect/.
@@ -30,6 +31,14 @@ static void finish(json_t *traj)
 	}
 	fw_ingest_redact(traj, rd, NULL);
 	json_decref(traj);
+}
+
+static int take_otel(void *ctx, json_t *traj, const char *err)
+{
+	if (!traj && (!err || !err[0]))
+		abort(); /* a trajectory not rebuilt says why */
+	finish(traj);
+	return 0;
 }
 
 static int no_bad(void *ctx, const char *file, long line, const char *why)
@@ -84,12 +93,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_t *doc = json_loadb((const char *)data, size, JSON_ALLOW_NUL, &je);
 	if (!doc)
 		return 0;
+	long at;
 	if (json_is_array(doc)) {
-		/* a Claude Code session is an array of events */
+		/* a Claude Code session or a Codex rollout is an array of lines;
+		 * a mini-swe-agent or OpenHands file may be a bare array */
 		finish(fw_ingest_claude_session(doc, err, sizeof err));
+		finish(fw_ingest_codex_session(doc, &at, err, sizeof err));
+		finish(fw_ingest_convert(FW_FMT_MINI_SWE_AGENT, doc, "x.traj.json", err, sizeof err));
+		finish(fw_ingest_convert(FW_FMT_OPENHANDS, doc, "x.json", err, sizeof err));
+		fw_ingest_otel(doc, take_otel, NULL);
 	} else {
 		for (int g = FW_FMT_OPENAI_CHAT; g < FW_FMT_N; g++) {
-			if (g == FW_FMT_CLAUDE_CODE || g == FW_FMT_FLYWHEEL)
+			if (g == FW_FMT_CLAUDE_CODE || g == FW_FMT_FLYWHEEL || g == FW_FMT_CODEX ||
+			    g == FW_FMT_OTEL)
 				continue;
 			json_t *t = fw_ingest_convert((enum fw_fmt)g, doc, "x.traj", err, sizeof err);
 			if (!t && !err[0])
@@ -99,6 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		json_t *one = json_array();
 		json_array_append(one, doc);
 		finish(fw_ingest_claude_session(one, err, sizeof err));
+		finish(fw_ingest_codex_session(one, &at, err, sizeof err));
+		fw_ingest_otel(one, take_otel, NULL);
 		json_decref(one);
 	}
 	json_decref(doc);

@@ -62,6 +62,43 @@ TEST(detection_by_keys)
 	CHECK_EQ_INT(det("{\"trajectory\":[],\"history\":[],\"info\":{}}", NULL), FW_FMT_SWE_AGENT);
 }
 
+TEST(detection_of_agent_formats)
+{
+	/* mini-swe-agent: the document, and a bare list of messages */
+	CHECK_EQ_INT(det("{\"info\":{\"mini_version\":\"1.0\"},\"messages\":[]}", NULL),
+		     FW_FMT_MINI_SWE_AGENT);
+	CHECK_EQ_INT(det("{\"messages\":[],\"trajectory_format\":\"mini-swe-agent-1\"}\n", NULL),
+		     FW_FMT_MINI_SWE_AGENT);
+	CHECK_EQ_INT(det("[\n  {\"role\": \"system\", \"content\": \"x\"},\n  {\"role\": \"user\"", NULL),
+		     FW_FMT_MINI_SWE_AGENT);
+	/* OpenHands: an event list, pretty or not, and evaluation output */
+	CHECK_EQ_INT(det("[{\"id\":0,\"source\":\"user\",\"action\":\"message\",\"args\":{}}]\n", NULL),
+		     FW_FMT_OPENHANDS);
+	CHECK_EQ_INT(det("[\n {\"id\": 0, \"source\": \"agent\", \"action\": \"system\",", NULL),
+		     FW_FMT_OPENHANDS);
+	CHECK_EQ_INT(det("{\"instance_id\":\"i\",\"history\":[{\"id\":1,\"observation\":\"run\"}]}\n", NULL),
+		     FW_FMT_OPENHANDS);
+	/* Codex: any rollout line type, the first line or a later one */
+	CHECK_EQ_INT(det("{\"timestamp\":\"t\",\"type\":\"session_meta\",\"payload\":{\"id\":\"s\"}}\n", NULL),
+		     FW_FMT_CODEX);
+	CHECK_EQ_INT(det("{\"timestamp\":\"t\",\"type\":\"response_item\",\"payload\":{}}\n", NULL),
+		     FW_FMT_CODEX);
+	/* a type Codex does not write is not taken for a rollout */
+	CHECK_EQ_INT(det("{\"timestamp\":\"t\",\"type\":\"other\",\"payload\":{}}\n", NULL), FW_FMT_UNKNOWN);
+	/* OTLP JSON, also cut by the window */
+	CHECK_EQ_INT(det("{\"resourceSpans\":[]}\n", NULL), FW_FMT_OTEL);
+	CHECK_EQ_INT(det("{\n \"resourceSpans\": [\n  {\"resource\": {\"attributes\": [", NULL), FW_FMT_OTEL);
+	/* Claude Code files may begin with a title */
+	CHECK_EQ_INT(det("{\"type\":\"ai-title\",\"aiTitle\":\"t\",\"sessionId\":\"s\"}\n", NULL),
+		     FW_FMT_CLAUDE_CODE);
+	/* a request and its reply: the reply's shape decides */
+	CHECK_EQ_INT(det("{\"request\":{\"model\":\"claude-x\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]},"
+			 "\"response\":{\"id\":\"msg_1\",\"content\":[{\"type\":\"text\",\"text\":\"yo\"}]}}\n", NULL),
+		     FW_FMT_ANTHROPIC);
+	CHECK_EQ_INT(det("{\"request\":{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]},"
+			 "\"response\":{\"choices\":[]}}\n", NULL), FW_FMT_OPENAI_CHAT);
+}
+
 TEST(detection_of_prefixes_binary_and_bad_first_lines)
 {
 	char why[256];
@@ -237,6 +274,62 @@ TEST(rating_scale_is_decided_per_file)
 	CHECK_EQ_INT(rating_after("{\"trace_id\":\"t1\",\"rating\":\"Thumbs Down\"}\n", "t1"), -1);
 	/* a 3 of 5 is neutral: not joined */
 	CHECK_EQ_INT(rating_after("id,rating\nt1,3\nt2,5\n", "t1"), 99);
+	/* signs and stars in one file: refused, nothing joined */
+	CHECK_EQ_INT(rating_after("id,rating\nt1,1\nt2,-1\nt3,2\n", "t1"), 99);
+	CHECK_EQ_INT(rating_after("id,stars\nt1,-1\n", "t1"), 99);
+}
+
+/* Rating of trace after loading text on scale s. */
+static long rating_on(enum fw_rating_scale s, const char *text, const char *trace, char *why)
+{
+	struct fw_feedback *fb = fw_feedback_new();
+	char err[256];
+	int bad = 0;
+	const char *p = tmpfile_with(text, ".csv");
+	long r = 99;
+
+	fw_feedback_set_scale(fb, s);
+	if (!p || fw_feedback_load(fb, p, count_bad, &bad, err, sizeof err))
+		goto out;
+	fw_feedback_scale(fb, why, 160);
+	json_t *t = json_pack("{s[]}", "feedback");
+	if (fw_feedback_join(fb, trace, t) == 1)
+		r = (long)json_integer_value(json_object_get(json_array_get(json_object_get(t, "feedback"), 0),
+							     "rating"));
+	json_decref(t);
+out:
+	if (p)
+		unlink(p);
+	fw_feedback_free(fb);
+	return r;
+}
+
+TEST(rating_scales_set_by_name)
+{
+	char why[160] = "";
+	const char *mixed = "id,rating\nt1,1\nt2,-1\nt3,2\nt4,0\n";
+
+	CHECK_EQ_INT(rating_on(FW_SCALE_SCORE, mixed, "t1", why), 1);
+	CHECK_STR(why, "as --rating-scale says");
+	CHECK_EQ_INT(rating_on(FW_SCALE_SCORE, mixed, "t2", why), -1);
+	CHECK_EQ_INT(rating_on(FW_SCALE_SCORE, mixed, "t3", why), 1);
+	CHECK_EQ_INT(rating_on(FW_SCALE_SCORE, mixed, "t4", why), 99); /* 0 is neutral */
+	CHECK_EQ_INT(rating_on(FW_SCALE_SCORE, "id,rating\nt1,-0.5\n", "t1", why), -1);
+	/* thumbs: a 2 is no thumb; stars: a -1 is no star */
+	CHECK_EQ_INT(rating_on(FW_SCALE_THUMBS, mixed, "t3", why), 99);
+	CHECK_EQ_INT(rating_on(FW_SCALE_THUMBS, mixed, "t4", why), -1);
+	CHECK_EQ_INT(rating_on(FW_SCALE_STARS, mixed, "t1", why), -1);
+	CHECK_EQ_INT(rating_on(FW_SCALE_STARS, mixed, "t2", why), 99);
+	/* decided: the reason names the evidence */
+	CHECK_EQ_INT(rating_on(FW_SCALE_AUTO, "id,rating\nt1,1\nt2,4\n", "t1", why), -1);
+	CHECK_STR(why, "a rating of 4 at line 3");
+	CHECK_EQ_INT(rating_on(FW_SCALE_AUTO, "id,Stars\nt1,1\n", "t1", why), -1);
+	CHECK_STR(why, "the rating column is called 'Stars'");
+	CHECK_EQ_INT(rating_on(FW_SCALE_AUTO, "id,rating\nt1,1\n", "t1", why), 1);
+	CHECK_STR(why, "no rating above 1");
+	for (int i = FW_SCALE_THUMBS; i <= FW_SCALE_SCORE; i++)
+		CHECK_EQ_INT(fw_rating_scale_from_name(fw_rating_scale_name((enum fw_rating_scale)i)), i);
+	CHECK_EQ_INT(fw_rating_scale_from_name("auto"), FW_SCALE_AUTO);
 }
 
 TEST(the_latest_vote_of_a_user_wins_whatever_the_order)
