@@ -1572,6 +1572,16 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		seterr(err, errlen, "pipe: %s", strerror(errno));
 		goto out;
 	}
+	/* the run's ends of its pipes belong to the uid it runs as: a pipe
+	 * is mode 0600 to its creator, and a command that opens its own
+	 * stdout again by name (/dev/fd/1, /dev/stdout, $FW_REPORT at
+	 * /dev/fd/3) would be refused */
+	if (sg.drop && (fchown(pout[1], o->uid, o->gid) != 0 ||
+			fchown(perr[1], o->uid, o->gid) != 0 ||
+			(!o->stdin_path && fchown(in, o->uid, o->gid) != 0))) {
+		seterr(err, errlen, "pipe: fchown to uid %u: %s", (unsigned)o->uid, strerror(errno));
+		goto out;
+	}
 	if (!fw_nw_enabled(nwhy, sizeof nwhy))
 		add_event(res, "net-watch", 0, "direct network attempts are refused but not "
 			  "recorded: %s", nwhy);

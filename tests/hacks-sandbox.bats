@@ -55,6 +55,18 @@ events() { printf '%s\n' "$output" | jq -r '.events[] | "\(.kind) \(.detail)"'; 
   [ -z "$(find "$WS" -perm /6000)" ]
 }
 
+@test "the unprivileged uid may open its own stdout, stderr and stdin again by name" {
+  # pytest --junitxml=/dev/fd/3 opens the report pipe by name: a pipe is
+  # mode 0600 to the uid that made it, so the run's ends must be its own
+  run --separate-stderr fw-run --workspace "$WS" -- sh -c \
+    'echo out > /dev/stdout && echo err > /dev/fd/2 && cat /dev/stdin && echo done'
+  assert_success
+  assert_equal "$(field exit)" 0
+  assert_equal "$(field stdout)" "out
+done"
+  assert_equal "$(field stderr)" err
+}
+
 @test "the workspace is mounted nosuid and nodev inside" {
   run --separate-stderr fw-run --workspace "$WS" -- sh -c 'grep " /work " /proc/self/mountinfo'
   assert_success
