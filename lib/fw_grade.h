@@ -289,6 +289,11 @@ struct fw_grade_opts {
 	double timeout_s;      /* wall clock of one test run (0: 300 s) */
 	int no_time;           /* 1: leave grade.time out (byte-stable output) */
 	const char *tmpdir;    /* where workspaces are made; NULL: $TMPDIR or /tmp */
+	const char *env;       /* the environment of every task (a directory, or an
+				* id in the env store) in place of task.env; NULL:
+				* task.env's, or none (fw_env.h) */
+	const char *env_store; /* the env store; NULL: $FW_ENV_STORE, else the
+				* task store's envs/ */
 };
 
 struct fw_grader;

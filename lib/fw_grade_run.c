@@ -17,6 +17,7 @@
 
 #include <git2.h>
 
+#include "fw_env.h"
 #include "fw_grade.h"
 #include "fw_mutate.h"
 #include "fw_sandbox.h"
@@ -288,7 +289,8 @@ static void orig_cache_free(struct orig_cache *c)
 
 /* Everything one grading holds, released together. */
 struct job {
-	char *task_id, *tree, *orig, *cmd, *report, *store_path, *patch;
+	char *task_id, *tree, *orig, *cmd, *report, *store_path, *patch, *env_id;
+	struct fw_env *env;   /* where the tests run; NULL: the system */
 	struct fw_strlist f2p, p2p, xfail, scope;
 	char tmp[4096], ws[4200];
 	struct fw_store *s;
@@ -314,6 +316,8 @@ static void job_free(struct job *j)
 	free(j->report);
 	free(j->store_path);
 	free(j->patch);
+	free(j->env_id);
+	free(j->env);
 	fw_strlist_free(&j->f2p);
 	fw_strlist_free(&j->p2p);
 	fw_strlist_free(&j->xfail);
@@ -366,6 +370,8 @@ static int read_task(struct fw_grader *g, struct fw_mpv rec, struct job *j)
 		return bad(j, "task 'scope' is not an array of strings");
 	if (dup_str(task, "store", &j->store_path) < 0)
 		return bad(j, "task 'store' is not a string");
+	if (dup_str(task, "env", &j->env_id) < 0)
+		return bad(j, "task 'env' is not a string");
 	if (fw_mp_get(rec, "patch", &v) != 1)
 		return bad(j, "rollout has no patch");
 	const char *s;
@@ -385,6 +391,16 @@ static int read_task(struct fw_grader *g, struct fw_mpv rec, struct job *j)
 		return bad(j, "task tree %s is missing from the store %s", j->tree, store);
 	if (fw_store_files(j->s, j->orig, &j->ofiles, &j->nofiles, e, sizeof e) < 0)
 		return bad(j, "original tree %s is missing from the store %s", j->orig, store);
+	/* the environment: --env's, else the task's */
+	const char *env = g->o.env ? g->o.env : j->env_id;
+	if (env) {
+		char es[4096];
+		if (!(j->env = malloc(sizeof *j->env)))
+			return -1;
+		if (fw_env_store_path(g->o.env_store, store, es, sizeof es, e, sizeof e) < 0 ||
+		    fw_env_open_arg(j->env, es, env, e, sizeof e) < 0)
+			return bad(j, "%s", e);
+	}
 	char pe[256];
 	if (fw_patch_parse(&j->patch_parsed, j->patch, n, pe, sizeof pe) < 0)
 		return bad(j, "corrupt patch: %s", pe);
@@ -886,6 +902,11 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 	o.fsize_bytes = 1ull << 30;
 	o.output_cap = RUN_OUTPUT_CAP;
 	o.env = tap ? run_env_tap : run_env;
+	const char *binds[2], *vars[8 + FW_ENV_MAXVARS];
+	if (fw_env_apply(j->env, &o, binds, 2, vars, 8 + FW_ENV_MAXVARS) < 0) {
+		seterr(err, errlen, "too many variables");
+		return -1;
+	}
 	char *argv_tap[] = { "sh", "-c", j->cmd, NULL };
 	char *argv_fd[] = { "sh", "-c", (char *)run_report_wrapper, "sh", j->cmd, NULL };
 	struct fw_sandbox_result res;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fw_env.h"
 #include "fw_history.h"
 #include "fw_mutate.h"
 #include "fw_store.h"
@@ -1085,8 +1086,8 @@ static int run_twice(const struct fw_history_opts *o, const char *ws, struct fw_
 		     struct fw_report *b, char *detail, size_t detlen, char *err, size_t errlen)
 {
 	for (int i = 0; i < 2; i++) {
-		int k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout_s, i ? b : a, detail,
-				     detlen, err, errlen);
+		int k = fw_suite_run_env(ws, o->test_cmd, o->fmt, o->timeout_s, o->env, i ? b : a,
+					 detail, detlen, NULL, 0, err, errlen);
 		if (k != FW_SUITE_OK)
 			return k;
 	}
@@ -1154,8 +1155,8 @@ static enum fw_history_reason validate(struct job *j, struct fw_store *s, size_t
 		r = k < 0 ? reject(c, r, "%s", err) : reject(c, FW_HIST_LEAK, "%s", leaks.v[0]);
 		goto out;
 	}
-	k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout_s, m1, detail, sizeof detail, err,
-			 sizeof err);
+	k = fw_suite_run_env(ws, o->test_cmd, o->fmt, o->timeout_s, o->env, m1, detail,
+			     sizeof detail, NULL, 0, err, sizeof err);
 	if (k < 0) {
 		reject(c, r, "%s", err);
 		goto out;
@@ -1185,8 +1186,8 @@ static enum fw_history_reason validate(struct job *j, struct fw_store *s, size_t
 		goto out;
 	}
 	/* Run 2: grading an empty patch must fail the same tests. */
-	k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout_s, m2, detail, sizeof detail, err,
-			 sizeof err);
+	k = fw_suite_run_env(ws, o->test_cmd, o->fmt, o->timeout_s, o->env, m2, detail,
+			     sizeof detail, NULL, 0, err, sizeof err);
 	if (k < 0) {
 		reject(c, r, "%s", err);
 		goto out;
@@ -1254,7 +1255,7 @@ static enum fw_history_reason validate(struct job *j, struct fw_store *s, size_t
 
 	msgpack_packer pk;
 	fw_buf_packer(&pk, &c->rec);
-	msgpack_pack_map(&pk, 22);
+	msgpack_pack_map(&pk, 22 + (o->env != NULL));
 	pack_str(&pk, "kind"); pack_str(&pk, "task");
 	pack_str(&pk, "id"); pack_str(&pk, id);
 	pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
@@ -1287,6 +1288,9 @@ static enum fw_history_reason validate(struct job *j, struct fw_store *s, size_t
 	pack_str(&pk, fw_lang_name(c->ntargets ? c->targets[0].lang : FW_LANG_UNKNOWN));
 	pack_str(&pk, "created"); pack_str(&pk, created);
 	pack_str(&pk, "commit"); pack_str(&pk, c->commit);
+	if (o->env) {
+		pack_str(&pk, "env"); pack_str(&pk, o->env->id);
+	}
 	pack_str(&pk, "context");
 	msgpack_pack_array(&pk, ncf);
 	for (size_t i = 0; i < ncf; i++) {

@@ -30,6 +30,7 @@
 #include "fw_mp.h"
 #include "fw_report.h"
 
+struct fw_env;
 struct fw_store;
 
 /* Where a task's context files appear inside the clean room (read-only). */
@@ -157,6 +158,9 @@ struct fw_history_opts {
 	const char *store_abs;          /* the same, absolute, for the records */
 	const char *tmp;                /* an existing directory for workspaces */
 	const struct fw_context_map *context; /* bundles, or NULL */
+	const struct fw_env *env;       /* the environment the suites run in
+					 * (fw_env.h), named in task.env; NULL:
+					 * the system alone */
 };
 
 struct fw_history_tally {

@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "fw_env.h"
 #include "fw_mp.h"
 #include "fw_mutate.h"
 #include "fw_sandbox.h"
@@ -1118,6 +1119,48 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 		 double timeout_s, struct fw_report *rep, char *detail, size_t detlen,
 		 char *err, size_t errlen)
 {
+	return fw_suite_run_env(ws, cmd, fmt, timeout_s, NULL, rep, detail, detlen, NULL, 0, err,
+				errlen);
+}
+
+/* Appends to tail the last max lines of the n bytes at s, each cut to 200
+ * bytes, under a heading. */
+static void tail_lines(char *tail, size_t taillen, const char *head, const char *s, size_t n,
+		       int max)
+{
+	size_t used = strlen(tail), start;
+	int lines = 0;
+	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		n--;
+	if (n == 0)
+		return;
+	start = n;
+	while (start > 0 && lines < max) {
+		start--;
+		if (s[start] == '\n' && ++lines == max) {
+			start++;
+			break;
+		}
+	}
+	used += (size_t)snprintf(tail + used, used < taillen ? taillen - used : 0, "%s\n", head);
+	for (size_t i = start; i < n && used + 1 < taillen;) {
+		size_t e = i;
+		while (e < n && s[e] != '\n')
+			e++;
+		size_t len = e - i > 200 ? 200 : e - i;
+		int k = snprintf(tail + used, taillen - used, "%.*s\n", (int)len, s + i);
+		if (k < 0 || (size_t)k >= taillen - used)
+			break;
+		used += (size_t)k;
+		i = e + 1;
+	}
+}
+
+int fw_suite_run_env(const char *ws, const char *cmd, enum fw_report_format fmt,
+		     double timeout_s, const struct fw_env *env, struct fw_report *rep,
+		     char *detail, size_t detlen, char *tail, size_t taillen, char *err,
+		     size_t errlen)
+{
 	char rpath[4200];
 	snprintf(rpath, sizeof rpath, "%s/%s", ws, FW_REPORT_PATH);
 	unlink(rpath);
@@ -1130,18 +1173,29 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 	o.fsize_bytes = 1ull << 30;
 	/* Python as grade(1) runs it (-P -s, no autoloaded plugins), so a
 	 * task valid here is gradable there */
-	const char *env[] = { "FW_REPORT=" FW_SANDBOX_WORKDIR "/" FW_REPORT_PATH,
+	const char *vars[] = { "FW_REPORT=" FW_SANDBOX_WORKDIR "/" FW_REPORT_PATH,
 			      "PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1",
 			      "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", NULL };
-	o.env = env;
+	o.env = vars;
+	const char *binds[2], *evars[8 + FW_ENV_MAXVARS];
+	if (fw_env_apply(env, &o, binds, 2, evars, 8 + FW_ENV_MAXVARS) < 0) {
+		seterr(err, errlen, "too many variables");
+		return -1;
+	}
 	char *argv[] = { "sh", "-c", (char *)cmd, NULL };
 	struct fw_sandbox_result res;
+	if (tail && taillen)
+		tail[0] = '\0';
 	if (fw_sandbox_run(&o, argv, &res, err, errlen) < 0)
 		return -1;
+	if (tail && taillen) {
+		tail_lines(tail, taillen, "stdout:", res.out.data ? res.out.data : "", res.out.len, 20);
+		tail_lines(tail, taillen, "stderr:", res.err.data ? res.err.data : "", res.err.len, 20);
+	}
 	int st = FW_SUITE_OK;
-	const char *tail = res.err.data ? res.err.data : "";
+	const char *etail = res.err.data ? res.err.data : "";
 	if (res.err.len > 300)
-		tail += res.err.len - 300;
+		etail += res.err.len - 300;
 	if (res.cause != FW_SANDBOX_OK) {
 		seterr(detail, detlen, "%s after %.1f s", fw_sandbox_cause_name(res.cause),
 		       res.wall_s);
@@ -1164,7 +1218,7 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 	}
 	if (n < 0 || rep->n == 0) {
 		seterr(detail, detlen, "exit %d, %s: %s", res.exit_code,
-		       n < 0 ? perr : "no test results", tail);
+		       n < 0 ? perr : "no test results", etail);
 		for (char *p = detail; p && *p; p++)
 			if (*p == '\n' || *p == '\t')
 				*p = ' ';

@@ -191,4 +191,18 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 		 double timeout_s, struct fw_report *rep, char *detail, size_t detlen,
 		 char *err, size_t errlen);
 
+struct fw_env;
+
+/*
+ * fw_suite_run() in environment env (fw_env.h; NULL: the system alone),
+ * which also writes the last lines of what the command printed (up to 20
+ * of stdout, then up to 20 of stderr, each line at most 200 bytes) to
+ * tail (taillen bytes; may be NULL), whatever the status: the test
+ * command's own account of why a suite cannot be used.
+ */
+int fw_suite_run_env(const char *ws, const char *cmd, enum fw_report_format fmt,
+		     double timeout_s, const struct fw_env *env, struct fw_report *rep,
+		     char *detail, size_t detlen, char *tail, size_t taillen, char *err,
+		     size_t errlen);
+
 #endif

@@ -86,6 +86,7 @@ int fw_builtin_complete_ids(struct fw_builtin *b, const int32_t *ids, size_t n, 
 #include "fw_mp.h"
 #include "fw_workspace.h"
 
+struct fw_env;
 struct fw_store;
 
 /* What an exec episode runs and with what limits.  Pointers are borrowed. */
@@ -96,6 +97,7 @@ struct fw_exec_opts {
 	double timeout_s;                /* wall clock of the whole episode */
 	size_t output_cap;               /* bytes kept of stdout and of stderr */
 	const char *tmpdir;              /* where workspaces are made; NULL: $TMPDIR or /tmp */
+	const struct fw_env *env;        /* the task's environment (fw_env.h), or NULL */
 };
 
 /* Bytes of $FW_TRAJ the host reads at most: a bigger file is not read. */
@@ -163,6 +165,7 @@ struct fw_agent_opts {
 	const char *const *mounts; /* as fw_exec_opts */
 	const char *const *allow;
 	const char *tmpdir;
+	const struct fw_env *env;  /* as fw_exec_opts */
 };
 
 /* What an agent episode left.  Release with fw_agent_result_clear(). */

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fw_env.h"
 #include "fw_mp.h"
 #include "fw_policy.h"
 #include "fw_rollout.h"
@@ -358,6 +359,12 @@ reply:;
 		so.timeout_s = o->step_timeout_s > 0 && o->step_timeout_s < left ? o->step_timeout_s
 										   : left;
 		so.procs = 256;
+		const char *eb[66], *evars[1 + FW_ENV_MAXVARS];
+		if (fw_env_apply(o->env, &so, eb, 66, evars, 1 + FW_ENV_MAXVARS)) {
+			free(script);
+			snprintf(err, errlen, "too many mounts");
+			goto out;
+		}
 		int ran = fw_sandbox_run(&so, argv, &res, err, errlen);
 		free(script);
 		if (ran)

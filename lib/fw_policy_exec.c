@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "fw_env.h"
 #include "fw_ingest.h"
 #include "fw_json.h"
 #include "fw_policy.h"
@@ -181,6 +182,11 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 		so.output_cap = o->output_cap;
 	so.allow = o->allow;
 	so.procs = 256;
+	const char *eb[67], *ev[7 + FW_ENV_MAXVARS];
+	if (fw_env_apply(o->env, &so, eb, 67, ev, 7 + FW_ENV_MAXVARS)) {
+		snprintf(err, errlen, "too many mounts");
+		goto out;
+	}
 	char *argv[] = { "sh", "-c", (char *)o->cmd, NULL };
 	if (fw_sandbox_run(&so, argv, &r->run, err, errlen))
 		goto out;

@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#define SANDBOX_PATH FW_SANDBOX_PATH
 #define PROXY_SOCK_INSIDE "/run/fw-proxy.sock"
 #define STATUS_FD 3
 /* A run pinned at its process limit this long is a fork bomb. */
@@ -1052,7 +1052,7 @@ static const char relay_script[] =
  * its own, binds each source on its mount point, and bwrap binds from
  * there.  Nothing of this is visible outside the child's namespace.
  */
-#define STAGE_MAX (2 + 64)
+#define STAGE_MAX (2 + 64 + 32) /* workspace, proxy, binds, an image root's entries */
 
 struct stage {
 	int drop;                 /* run as uid, gid (the caller is root) */
@@ -1118,6 +1118,53 @@ static void stage_free(struct stage *sg)
 	sg->dir[0] = 0;
 }
 
+/* The top-level entries of an image's root as the sandbox's system:
+ * links recreated, directories and files bound read-only, the
+ * directories the sandbox makes itself left out. */
+static int bind_root(struct strv *a, const char *root, struct stage *sg, char *err,
+		     size_t errlen)
+{
+	static const char *own[] = { "proc", "dev", "sys", "tmp", "run", NULL };
+	char p[PATH_MAX], path[PATH_MAX], target[PATH_MAX];
+	struct dirent *e;
+	struct stat st;
+	DIR *d = opendir(root);
+	int rc = 0;
+
+	if (!d) {
+		seterr(err, errlen, "root '%s': %s", root, strerror(errno));
+		return -1;
+	}
+	while (rc == 0 && (e = readdir(d))) {
+		const char **q = own;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		while (*q && strcmp(*q, e->d_name))
+			q++;
+		if (*q || !strcmp(e->d_name, FW_SANDBOX_WORKDIR + 1))
+			continue;
+		snprintf(p, sizeof p, "%s/%.255s", root, e->d_name);
+		if (lstat(p, &st) != 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(p, target, sizeof target - 1);
+			if (n <= 0)
+				continue;
+			target[n] = 0;
+			sv_push(a, "--symlink");
+			sv_push(a, target);
+			sv_pushf(a, "/%.255s", e->d_name);
+		} else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+			rc = stage_add(sg, p, path, sizeof path, err, errlen);
+			sv_push(a, "--ro-bind");
+			sv_push(a, path);
+			sv_pushf(a, "/%.255s", e->d_name);
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
 static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 		      const char *proxy_sock, struct strv *a, struct files *f,
 		      struct stage *sg, char *err, size_t errlen)
@@ -1150,9 +1197,14 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 	sv_push(a, "--new-session");
 	sv_push(a, "--hostname");
 	sv_push(a, "sandbox");
-	for (const char **p = sys; *p; p++)
-		bind_system(a, *p);
-	bind_etc(a, f);
+	if (o->root) {
+		if (bind_root(a, o->root, sg, err, errlen) != 0)
+			return -1;
+	} else {
+		for (const char **p = sys; *p; p++)
+			bind_system(a, *p);
+		bind_etc(a, f);
+	}
 	sv_push(a, "--proc");
 	sv_push(a, "/proc");
 	/* The sandbox's uid 0 is the host's root, and the kernel lets that
@@ -1176,6 +1228,34 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 		sv_push(a, "--bind");
 		sv_push(a, path);
 		sv_push(a, FW_SANDBOX_WORKDIR);
+	}
+	for (const char *const *b = o->rw_binds; b && *b; b++) {
+		const char *colon = strchr(*b, ':');
+		char src[PATH_MAX], *rsrc, *rws;
+		size_t sl = colon ? (size_t)(colon - *b) : 0;
+		int inside;
+		if (!o->workspace || sl == 0 || sl >= sizeof src || colon[1] != '/') {
+			seterr(err, errlen, "bad read-write bind '%s'", *b);
+			return -1;
+		}
+		memcpy(src, *b, sl);
+		src[sl] = 0;
+		/* inside the workspace, so that its walks cover it */
+		rsrc = realpath(src, NULL);
+		rws = realpath(o->workspace, NULL);
+		inside = rsrc && rws && strncmp(rsrc, rws, strlen(rws)) == 0 &&
+			 rsrc[strlen(rws)] == '/';
+		free(rsrc);
+		free(rws);
+		if (!inside) {
+			seterr(err, errlen, "read-write bind '%s': not inside the workspace", src);
+			return -1;
+		}
+		if (stage_add(sg, src, path, sizeof path, err, errlen) != 0)
+			return -1;
+		sv_push(a, "--bind");
+		sv_push(a, path);
+		sv_push(a, colon + 1);
 	}
 	for (const char *const *b = o->ro_binds; b && *b; b++) {
 		const char *colon = strchr(*b, ':');

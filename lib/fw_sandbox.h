@@ -56,6 +56,8 @@
 
 /* Where the workspace appears inside the sandbox (read-write). */
 #define FW_SANDBOX_WORKDIR "/work"
+/* The sandbox's PATH (a caller's PATH=... in opts.env replaces it). */
+#define FW_SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 /* Loopback port of the in-sandbox proxy relay when hosts are allowed. */
 #define FW_SANDBOX_PROXY_PORT 3128
 /* Default capture cap per stream (stdout, stderr), bytes. */
@@ -109,6 +111,16 @@ struct fw_sandbox_opts {
 	/* Extra read-only binds, NULL-terminated, each "SRC" (same path
 	 * inside) or "SRC:DST"; NULL for none.  A missing SRC is an error. */
 	const char *const *ro_binds;
+	/* Extra read-write binds, NULL-terminated "SRC:DST"; NULL for none.
+	 * Each SRC must lie inside the workspace, which is handed to the
+	 * command's uid (and cleared of set-ID bits) with everything in it. */
+	const char *const *rw_binds;
+	/* A directory tree to use as the sandbox's root (an unpacked OCI
+	 * image rootfs) in place of the host's /usr, /bin, /lib* and the
+	 * pieces of /etc: each of its top-level entries but proc, dev, sys,
+	 * tmp and run is bound read-only (links recreated); NULL for the
+	 * host's system.  /proc, /dev, /tmp and the workspace are as ever. */
+	const char *root;
 	/* Extra environment, NULL-terminated "NAME=VALUE"; overrides the
 	 * defaults of the same name; NULL for none. */
 	const char *const *env;

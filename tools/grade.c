@@ -22,6 +22,7 @@
 static const char usage_text[] =
 	"usage: grade [--store DIR] [--reward resolved|f2p|shaped] [--hacks zero|warn]\n"
 	"             [-j N] [--shard K/N] [--timeout SEC] [--no-time] [-o OUT] [-z]\n"
+	"             [--env DIR | ID] [--env-store DIR]\n"
 	"             [--progress] [--judge SPEC --rubric FILE [--judge-tokenizer DIR]]\n"
 	"             [FILE...]\n"
 	"       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]\n"
@@ -664,7 +665,7 @@ int main(int argc, char **argv)
 	o.g.reward = FW_REWARD_RESOLVED;
 	enum { O_STORE = 256, O_REWARD, O_HACKS, O_SHARD, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
 	       O_SUMMARY, O_RETIRE_AT, O_RECENT, O_RECORDS, O_VERSION, O_JUDGE, O_RUBRIC,
-	       O_JUDGE_TOK };
+	       O_JUDGE_TOK, O_ENV, O_ENV_STORE };
 	static const struct option longopts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "reward", required_argument, NULL, O_REWARD },
@@ -682,6 +683,8 @@ int main(int argc, char **argv)
 		{ "judge", required_argument, NULL, O_JUDGE },
 		{ "rubric", required_argument, NULL, O_RUBRIC },
 		{ "judge-tokenizer", required_argument, NULL, O_JUDGE_TOK },
+		{ "env", required_argument, NULL, O_ENV },
+		{ "env-store", required_argument, NULL, O_ENV_STORE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -735,6 +738,8 @@ int main(int argc, char **argv)
 		case O_JUDGE: o.judge = optarg; grade_only = 1; break;
 		case O_RUBRIC: o.rubric = optarg; grade_only = 1; break;
 		case O_JUDGE_TOK: o.judge_tok = optarg; grade_only = 1; break;
+		case O_ENV: o.g.env = optarg; grade_only = 1; break;
+		case O_ENV_STORE: o.g.env_store = optarg; grade_only = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
 		case O_PROGRESS: o.progress = 1; break;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fw_cli.h"
+#include "fw_env.h"
 #include "fw_history.h"
 #include "fw_json.h"
 #include "fw_mp.h"
@@ -24,7 +25,8 @@ static const char usage_text[] =
 	"               [--samples K] [--seed S] [--temp T] [--top-p P] [--top-k K]\n"
 	"               [--max-tokens N] [--context BYTES] [--max-steps N] [-j N] [--shard K/N]\n"
 	"               [--allow HOST ...]\n"
-	"               [--mount PATH ...] [--timeout SEC] [--ignore-stop] [--no-time]\n"
+	"               [--mount PATH ...] [--env DIR | ID] [--env-store DIR]\n"
+	"               [--timeout SEC] [--ignore-stop] [--no-time]\n"
 	"               [--progress] [-z] [-o OUT] [FILE ...]\n"
 	"       rollout -h | --help | --version\n";
 
@@ -39,6 +41,7 @@ struct opts {
 	uint64_t max_steps;
 	const char **allow, **mounts;
 	size_t nallow, nmounts;
+	const char *env, *env_store; /* --env (in place of task.env), --env-store */
 	char **files;
 	int nfiles;
 };
@@ -434,6 +437,31 @@ out:
 	fw_tok_ids_release(&pids);
 }
 
+/* The environment of task into *e (caller frees): --env's, else the
+ * task's `env`; NULL when it has none.  Returns 0, or -1 with the reason
+ * in err (an environment missing from the env store). */
+static int task_env(const struct opts *o, struct fw_mpv task, const char *store,
+		    struct fw_env **e, char *err, size_t errlen)
+{
+	char id[128], es[4096];
+	const char *arg = o->env ? o->env : get_str(task, "env", id, sizeof id);
+
+	*e = NULL;
+	if (!arg)
+		return 0;
+	if (!(*e = malloc(sizeof **e))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (fw_env_store_path(o->env_store, store, es, sizeof es, err, errlen) ||
+	    fw_env_open_arg(*e, es, arg, err, errlen)) {
+		free(*e);
+		*e = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 /* --policy exec:CMD. */
 static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const char *tid,
 		     const struct task_in *ti)
@@ -442,13 +470,19 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 	char err[1024];
 	struct fw_store *st;
 	struct fw_buf tb = { 0 }, js = { 0 };
-	struct fw_exec_opts eo = { o->arg, o->mounts, o->allow, o->timeout_s, 0, NULL };
+	struct fw_exec_opts eo = { o->arg, o->mounts, o->allow, o->timeout_s, 0, NULL, NULL };
 	struct fw_context_mount cm = { 0 };
+	struct fw_env *env = NULL;
 
 	if (!(st = store_for(w, ti->store, err, sizeof err))) {
 		emit_errors(w, j, task, tid, err);
 		return;
 	}
+	if (task_env(o, task, ti->store, &env, err, sizeof err)) {
+		emit_errors(w, j, task, tid, err);
+		return;
+	}
+	eo.env = env;
 	/* the task's context[] files, read-only at FW_CONTEXT_DIR */
 	if (fw_context_mount(&cm, st, task, o->mounts, err, sizeof err)) {
 		emit_errors(w, j, task, tid, err);
@@ -566,6 +600,7 @@ out:
 	fw_context_unmount(&cm);
 	fw_buf_free(&tb);
 	fw_buf_free(&js);
+	free(env);
 }
 
 /* --policy builtin: --mode agent. */
@@ -577,8 +612,9 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 	struct fw_store *st;
 	struct fw_agent_opts ao = { { (float)o->temp, (float)o->top_p, o->top_k },
 				    (int)o->max_steps, (int)o->max_tokens, o->timeout_s, 60,
-				    2048, 2048, w->h, o->mounts, o->allow, NULL };
+				    2048, 2048, w->h, o->mounts, o->allow, NULL, NULL };
 	struct fw_context_mount cm = { 0 };
+	struct fw_env *env = NULL;
 
 	if (!w->b && !w->h) {
 		emit_errors(w, j, task, tid, w->load_err);
@@ -588,9 +624,15 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 		emit_errors(w, j, task, tid, err);
 		return;
 	}
+	if (task_env(o, task, ti->store, &env, err, sizeof err)) {
+		emit_errors(w, j, task, tid, err);
+		return;
+	}
+	ao.env = env;
 	/* the task's context[] files, read-only at FW_CONTEXT_DIR */
 	if (fw_context_mount(&cm, st, task, o->mounts, err, sizeof err)) {
 		fw_context_unmount(&cm);
+		free(env);
 		emit_errors(w, j, task, tid, err);
 		return;
 	}
@@ -653,6 +695,7 @@ out:
 	free(errs);
 	free(ok);
 	fw_context_unmount(&cm);
+	free(env);
 }
 
 static void run_job(struct worker *w, struct job *j)
@@ -896,7 +939,7 @@ int main(int argc, char **argv)
 			  .timeout_s = 600, .level = -1, .max_steps = 20 };
 	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
 	       O_MAX_TOKENS, O_CONTEXT, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
-	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_VERSION };
+	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_VERSION, O_ENV, O_ENV_STORE };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, O_POLICY },
 		{ "store", required_argument, NULL, O_STORE },
@@ -912,6 +955,8 @@ int main(int argc, char **argv)
 		{ "shard", required_argument, NULL, O_SHARD },
 		{ "allow", required_argument, NULL, O_ALLOW },
 		{ "mount", required_argument, NULL, O_MOUNT },
+		{ "env", required_argument, NULL, O_ENV },
+		{ "env-store", required_argument, NULL, O_ENV_STORE },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "no-time", no_argument, NULL, O_NO_TIME },
 		{ "ignore-stop", no_argument, NULL, O_IGNORE_STOP },
@@ -987,6 +1032,8 @@ int main(int argc, char **argv)
 			if (push(&o.mounts, &o.nmounts, optarg))
 				return FW_EXIT_DATA;
 			break;
+		case O_ENV: o.env = optarg; break;
+		case O_ENV_STORE: o.env_store = optarg; break;
 		case O_TIMEOUT:
 			if (fw_parse_double(optarg, &o.timeout_s) || !(o.timeout_s > 0))
 				return usage_error("bad timeout '%s'", optarg);

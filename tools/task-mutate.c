@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fw_cli.h"
+#include "fw_env.h"
 #include "fw_history.h"
 #include "fw_mp.h"
 #include "fw_mutate.h"
@@ -33,6 +34,7 @@ static const char usage_text[] =
 	"                   [--report junit | tap | gotest] [--lang L] [--store DIR]\n"
 	"                   [--max N] [--seed S] [-j N] [--shard K/N]\n"
 	"                   [--split train=F,eval=F,private=F] [--timeout SEC]\n"
+	"                   [--env DIR | ID] [--env-store DIR]\n"
 	"                   [--allow-dirty] [-o OUT] [-z] [-v] [--progress] REPO ...\n"
 	"       task-mutate --strategy history --test-cmd CMD [--range A..B] [--path P ...]\n"
 	"                   [--test-path P ...] [--since DATE] [--until DATE] [--grep RE]\n"
@@ -77,6 +79,11 @@ struct opts {
 	const char *paths[65], *test_paths[65];
 	size_t npaths, ntest_paths;
 	const char *context;
+	/* --env: the environment of every repository; NULL: a repository's
+	 * flywheel.env recipe names one, or none */
+	const char *env_arg;
+	const struct fw_env *env;
+	const char *env_store;
 };
 
 struct cand {
@@ -102,6 +109,10 @@ struct job {
 	struct fw_text *files;
 	size_t nfiles;
 	struct fw_report *base_pass; /* tests passing (or xfail) in both original runs */
+	const struct fw_env *env;    /* where the suites run; NULL: the system */
+	struct fw_env own_env;       /* the one its flywheel.env names */
+	char why[600];               /* why the repository gave no candidates */
+	char tail[8192];             /* the end of the last original run's output */
 	struct cand *c;
 	size_t nc;
 	size_t next;
@@ -263,8 +274,8 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	}
 
 	/* Run 1: the mutated suite must report results and break something. */
-	k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout, m1, detail, sizeof detail,
-			 err, sizeof err);
+	k = fw_suite_run_env(ws, o->test_cmd, o->fmt, o->timeout, j->env, m1, detail,
+			     sizeof detail, NULL, 0, err, sizeof err);
 	if (k < 0) {
 		r = reject(c, R_ERROR, "%s", err);
 		goto out;
@@ -287,8 +298,8 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	}
 	/* Run 2: grading an empty patch — the same workspace, untouched —
 	 * must fail the same tests. */
-	k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout, m2, detail, sizeof detail,
-			 err, sizeof err);
+	k = fw_suite_run_env(ws, o->test_cmd, o->fmt, o->timeout, j->env, m2, detail,
+			     sizeof detail, NULL, 0, err, sizeof err);
 	if (k < 0) {
 		r = reject(c, R_ERROR, "%s", err);
 		goto out;
@@ -329,9 +340,10 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 		goto out;
 	}
 
-	/* The id names the repository tree and the mutation. */
-	char key[200], id[17];
-	snprintf(key, sizeof key, "%s\n%s\n%s", j->tree, mut, fw_strategy_name(m.strategy));
+	/* The id names the repository tree, the mutation and the environment. */
+	char key[260], id[17];
+	snprintf(key, sizeof key, "%s\n%s\n%s%s%s", j->tree, mut, fw_strategy_name(m.strategy),
+		 j->env ? "\n" : "", j->env ? j->env->id : "");
 	snprintf(id, sizeof id, "%016llx", (unsigned long long)fw_hash64(key, strlen(key)));
 	char ref[64];
 	snprintf(ref, sizeof ref, "tasks/%s", id);
@@ -342,7 +354,7 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 
 	msgpack_packer pk;
 	fw_buf_packer(&pk, &c->rec);
-	msgpack_pack_map(&pk, 19);
+	msgpack_pack_map(&pk, 19 + (j->env != NULL));
 	pack_str(&pk, "kind"); pack_str(&pk, "task");
 	pack_str(&pk, "id"); pack_str(&pk, id);
 	pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
@@ -372,6 +384,9 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	pack_str(&pk, "solution"); pack_str(&pk, patch);
 	pack_str(&pk, "split"); pack_str(&pk, split_of(o, id));
 	pack_str(&pk, "lang"); pack_str(&pk, fw_lang_name(m.targets[0].lang));
+	if (j->env) {
+		pack_str(&pk, "env"); pack_str(&pk, j->env->id);
+	}
 	r = R_KEPT;
 out:
 	fw_rmtree(ws);
@@ -542,6 +557,30 @@ static int make_candidates(struct job *j)
 	return 0;
 }
 
+/* Says why the repository is not used (the summary's line) and warns. */
+static void unusable(struct job *j, const char *reason, const char *fmt, const char *a)
+{
+	char msg[512];
+	snprintf(msg, sizeof msg, fmt, a);
+	snprintf(j->why, sizeof j->why, "%s (%s)", reason, msg);
+	fw_warn("%s: %s", j->repo, msg);
+}
+
+/* With -v: the last lines the test command printed, which say why the
+ * original suite cannot be used. */
+static void show_tail(const struct job *j)
+{
+	if (!j->o->verbose || !j->tail[0])
+		return;
+	fw_warn("%s: the test command's output ends:", j->repo);
+	for (const char *p = j->tail; *p;) {
+		const char *e = strchr(p, '\n');
+		int n = e ? (int)(e - p) : (int)strlen(p);
+		fw_warn("%s: | %.*s", j->repo, n, p);
+		p += n + (e != NULL);
+	}
+}
+
 /* Runs the original suite twice and keeps what passes both times. */
 static int baseline(struct job *j, const char *ws)
 {
@@ -553,18 +592,22 @@ static int baseline(struct job *j, const char *ws)
 	if (!r1 || !r2 || !j->base_pass)
 		goto out;
 	for (int run = 0; run < 2; run++) {
-		int k = fw_suite_run(ws, o->test_cmd, o->fmt, o->timeout, run ? r2 : r1, detail,
-				     sizeof detail, err, sizeof err);
+		int k = fw_suite_run_env(ws, o->test_cmd, o->fmt, o->timeout, j->env,
+					 run ? r2 : r1, detail, sizeof detail, j->tail,
+					 sizeof j->tail, err, sizeof err);
 		if (k < 0) {
-			fw_warn("%s: %s", j->repo, err);
+			unusable(j, "error", "%s", err);
 			goto out;
 		}
 		if (k == FW_SUITE_TIMEOUT) {
-			fw_warn("%s: the original test suite did not finish: %s", j->repo, detail);
+			unusable(j, "suite-timeout", "the original test suite did not finish: %s",
+				 detail);
+			show_tail(j);
 			goto out;
 		}
 		if (k == FW_SUITE_NO_REPORT) {
-			fw_warn("%s: no tests found: %s", j->repo, detail);
+			unusable(j, "no-tests", "no tests found: %s", detail);
+			show_tail(j);
 			goto out;
 		}
 	}
@@ -602,7 +645,11 @@ static int baseline(struct job *j, const char *ws)
 	if (bad)
 		fw_warn("%s: %zu tests fail on the original and are excluded", j->repo, bad);
 	if (fw_report_count(j->base_pass, FW_PASS) == 0) {
-		fw_warn("%s: no test passes on the original", j->repo);
+		char counts[128];
+		snprintf(counts, sizeof counts, "%zu of %zu tests fail or error, %zu flaky", bad,
+			 r1->n, flaky);
+		unusable(j, "no-passing-test", "no test passes on the original: %s", counts);
+		show_tail(j);
 		goto out;
 	}
 	rc = 0;
@@ -617,8 +664,42 @@ struct tally {
 	uint64_t cand, ok, why[R_COUNT];
 };
 
+/*
+ * The environment of repo's suites into *env: --env's, else the one built
+ * from the repository's flywheel.env recipe (into own), else none.
+ * Returns 0, or -1 with the reason in msg when the recipe's environment
+ * is not in the env store.
+ */
+static int repo_env(const struct opts *o, const char *repo, struct fw_env *own,
+		    const struct fw_env **env, char *msg, size_t msglen)
+{
+	char path[4200], rid[FW_ENV_ID_LEN], id[FW_ENV_ID_LEN];
+	struct stat st;
+	*env = o->env;
+	if (o->env)
+		return 0;
+	snprintf(path, sizeof path, "%s/%s", repo, FW_ENV_RECIPE);
+	if (lstat(path, &st) != 0)
+		return 0;
+	if (fw_env_recipe_id(path, rid, msg, msglen) < 0)
+		return -1;
+	int k = fw_env_recipe_find(o->env_store, rid, id, msg, msglen);
+	if (k < 0)
+		return -1;
+	if (k == 0) {
+		snprintf(msg, msglen, "the env store %s holds no environment built from its "
+			 FW_ENV_RECIPE " (run fw-env build on the repository, or give --env)",
+			 o->env_store);
+		return -1;
+	}
+	if (fw_env_open(own, o->env_store, id, msg, msglen) < 0)
+		return -1;
+	*env = own;
+	return 0;
+}
+
 static int run_repo(const struct opts *o, const char *repo, const char *store_abs,
-		    struct fw_writer *w, struct tally *t)
+		    struct fw_writer *w, struct tally *t, char *why, size_t whylen)
 {
 	struct job j;
 	memset(&j, 0, sizeof j);
@@ -630,22 +711,26 @@ static int run_repo(const struct opts *o, const char *repo, const char *store_ab
 	int rc = -1, dirty = 0;
 	struct fw_store *s = fw_store_open(o->store, 1, err, sizeof err);
 	if (!s) {
-		fw_warn("%s", err);
+		unusable(&j, "error", "%s", err);
 		goto out;
 	}
 	if (fw_store_import(s, repo, "HEAD", j.tree, j.base, &dirty, err, sizeof err) < 0) {
-		fw_warn("%s: %s", repo, err);
+		unusable(&j, "import-failed", "%s", err);
 		goto out;
 	}
 	if (dirty && !o->allow_dirty) {
-		fw_warn("%s: work tree has uncommitted changes (commit them, or --allow-dirty "
-			"to use HEAD as committed)", repo);
+		unusable(&j, "dirty", "%s", "work tree has uncommitted changes (commit them, or "
+			 "--allow-dirty to use HEAD as committed)");
+		goto out;
+	}
+	if (repo_env(o, repo, &j.own_env, &j.env, err, sizeof err) < 0) {
+		unusable(&j, "env-missing", "%s", err);
 		goto out;
 	}
 	char ref[64];
 	snprintf(ref, sizeof ref, "base/%s", j.tree);
 	if (fw_store_keep(s, ref, j.tree, err, sizeof err) < 0) {
-		fw_warn("%s: %s", repo, err);
+		unusable(&j, "error", "%s", err);
 		goto out;
 	}
 	const char *tmpdir = getenv("TMPDIR");
@@ -656,21 +741,21 @@ static int run_repo(const struct opts *o, const char *repo, const char *store_ab
 		snprintf(tmp_now, sizeof tmp_now, "%s", j.tmp);
 	pthread_mutex_unlock(&tmp_mu);
 	if (!made) {
-		fw_warn("cannot make a temporary directory: %s", strerror(errno));
+		unusable(&j, "error", "cannot make a temporary directory: %s", strerror(errno));
 		j.tmp[0] = '\0';
 		goto out;
 	}
 	snprintf(ws, sizeof ws, "%s/orig", j.tmp);
 	if (fw_workspace_create(s, j.tree, ws, NULL, NULL, err, sizeof err) < 0) {
-		fw_warn("%s: %s", repo, err);
+		unusable(&j, "error", "%s", err);
 		goto out;
 	}
 	if (fw_ctags(ws, o->lang, &j.syms, err, sizeof err) < 0) {
-		fw_warn("%s: %s", repo, err);
+		unusable(&j, "error", "%s", err);
 		goto out;
 	}
 	if (load_texts(&j, s, err, sizeof err) < 0) {
-		fw_warn("%s: %s", repo, err);
+		unusable(&j, "error", "%s", err);
 		goto out;
 	}
 	if (baseline(&j, ws) < 0)
@@ -698,7 +783,7 @@ static int run_repo(const struct opts *o, const char *repo, const char *store_ab
 		pthread_join(th[i], NULL);
 	fw_progress_end(&j.prog);
 	if (j.fatal) {
-		fw_warn("%s: %s", repo, j.fatal_msg);
+		unusable(&j, "error", "%s", j.fatal_msg);
 		goto out;
 	}
 
@@ -737,6 +822,7 @@ out:
 	free_texts(&j);
 	fw_symbols_free(&j.syms);
 	fw_report_free(j.base_pass);
+	snprintf(why, whylen, "%s", j.why);
 	if (j.tmp[0]) {
 		pthread_mutex_lock(&tmp_mu);
 		fw_rmtree(j.tmp);
@@ -806,9 +892,20 @@ static int run_history(const struct opts *o, const char *repo, const char *store
 	h.context = cm;
 	h.paths = o->npaths ? o->paths : NULL;
 	h.test_paths = o->ntest_paths ? o->test_paths : NULL;
+	struct fw_env *own = malloc(sizeof *own);
+	if (!own || repo_env(o, repo, own, &h.env, err, sizeof err) < 0) {
+		fw_warn("%s: %s", repo, own ? err : "out of memory");
+		free(own);
+		pthread_mutex_lock(&tmp_mu);
+		fw_rmtree(tmp);
+		tmp_now[0] = '\0';
+		pthread_mutex_unlock(&tmp_mu);
+		return -1;
+	}
 	int rc = fw_history_run(&h, repo, history_emit, history_note, &hc, t, err, sizeof err);
 	if (rc < 0)
 		fw_warn("%s: %s", repo, err);
+	free(own);
 	pthread_mutex_lock(&tmp_mu);
 	fw_rmtree(tmp);
 	tmp_now[0] = '\0';
@@ -935,7 +1032,7 @@ int main(int argc, char **argv)
 	};
 	enum { O_TEST_CMD = 256, O_STRATEGY, O_REPORT, O_LANG, O_STORE, O_MAX, O_SEED, O_SHARD,
 	       O_SPLIT, O_TIMEOUT, O_ALLOW_DIRTY, O_PROGRESS, O_VERSION, OH_RANGE, OH_PATH, OH_TEST_PATH, OH_SINCE,
-	       OH_UNTIL, OH_GREP, OH_MAX_FILES, OH_MAX_LINES, OH_CONTEXT };
+	       OH_UNTIL, OH_GREP, OH_MAX_FILES, OH_MAX_LINES, OH_CONTEXT, O_ENV, O_ENV_STORE };
 	static const struct option longopts[] = {
 		{ "test-cmd", required_argument, NULL, O_TEST_CMD },
 		{ "strategy", required_argument, NULL, O_STRATEGY },
@@ -958,6 +1055,8 @@ int main(int argc, char **argv)
 		{ "max-files", required_argument, NULL, OH_MAX_FILES },
 		{ "max-lines", required_argument, NULL, OH_MAX_LINES },
 		{ "context", required_argument, NULL, OH_CONTEXT },
+		{ "env", required_argument, NULL, O_ENV },
+		{ "env-store", required_argument, NULL, O_ENV_STORE },
 		{ "output", required_argument, NULL, 'o' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "progress", no_argument, NULL, O_PROGRESS },
@@ -1006,6 +1105,8 @@ int main(int argc, char **argv)
 				return usage_error("bad count '%s'", optarg);
 			break;
 		case OH_CONTEXT: o.context = optarg; break;
+		case O_ENV: o.env_arg = optarg; break;
+		case O_ENV_STORE: o.env_store = optarg; break;
 		case O_REPORT:
 			if ((st = fw_report_format_parse(optarg)) < 0)
 				return usage_error("unknown report format '%s' (junit, tap, gotest)",
@@ -1108,6 +1209,33 @@ int main(int argc, char **argv)
 	}
 	fw_store_free(s);
 	char *store_abs = realpath(o.store, NULL);
+	/* the environment: named once, the same for every repository */
+	static char env_store[4096];
+	static struct fw_env env;
+	if (store_abs && fw_env_store_path(o.env_store, store_abs, env_store, sizeof env_store,
+					   err, sizeof err) == 0) {
+		o.env_store = env_store;
+	} else if (store_abs) {
+		fw_warn("%s", err);
+		free(store_abs);
+		fw_strlist_free(&repos);
+		fw_strlist_free(&cmds);
+		fw_strlist_free(&fmts);
+		return FW_EXIT_DATA;
+	}
+	if (store_abs && o.env_arg) {
+		char id[FW_ENV_ID_LEN];
+		if (fw_env_resolve(o.env_store, o.env_arg, id, err, sizeof err) < 0 ||
+		    fw_env_open(&env, o.env_store, id, err, sizeof err) < 0) {
+			fw_warn("%s", err);
+			free(store_abs);
+			fw_strlist_free(&repos);
+			fw_strlist_free(&cmds);
+			fw_strlist_free(&fmts);
+			return FW_EXIT_DATA;
+		}
+		o.env = &env;
+	}
 	/* An output that exists and is not a regular file (/dev/null, a
 	 * FIFO) is written in place: the writer's write-beside-and-rename
 	 * would replace it with a file. */
@@ -1145,6 +1273,7 @@ int main(int argc, char **argv)
 		pthread_create(&sig_th, NULL, signal_thread, &sigs);
 	struct tally t = { 0 };
 	struct fw_history_tally ht = { 0 };
+	struct fw_strlist lines = { 0 };
 	for (size_t i = 0; i < repos.n; i++) {
 		if (o.max && t.ok + ht.kept >= o.max)
 			break;
@@ -1172,8 +1301,19 @@ int main(int argc, char **argv)
 			oi.strategies = 0;
 		else if (o.max)
 			oi.max = o.max - t.ok - ht.kept;
-		if (oi.strategies && run_repo(&oi, repos.v[i], store_abs, w, &t) < 0)
+		struct tally before = t;
+		char why[600] = "", line[1400];
+		if (oi.strategies && run_repo(&oi, repos.v[i], store_abs, w, &t, why, sizeof why) < 0)
 			status = FW_EXIT_DATA;
+		if (oi.strategies) {
+			if (why[0])
+				snprintf(line, sizeof line, "%s: not used: %s", repos.v[i], why);
+			else
+				snprintf(line, sizeof line, "%s: candidates %llu, validated %llu",
+					 repos.v[i], (unsigned long long)(t.cand - before.cand),
+					 (unsigned long long)(t.ok - before.ok));
+			fw_strlist_add(&lines, line);
+		}
 		fw_writer_flush(w);
 	}
 	if (fw_writer_close(w, err, sizeof err) < 0) {
@@ -1181,6 +1321,9 @@ int main(int argc, char **argv)
 		status = FW_EXIT_DATA;
 	}
 	if (o.strategies) {
+		/* a line per repository, then the totals */
+		for (size_t i = 0; i < lines.n; i++)
+			fprintf(stderr, "%s: %s\n", fw_prog, lines.v[i]);
 		uint64_t rejected = t.cand - t.ok;
 		fprintf(stderr, "%s: candidates %llu, validated %llu, rejected %llu", fw_prog,
 			(unsigned long long)t.cand, (unsigned long long)t.ok,
@@ -1200,6 +1343,7 @@ int main(int argc, char **argv)
 		fputc('\n', stderr);
 	}
 	fw_context_free(cm);
+	fw_strlist_free(&lines);
 	free(store_abs);
 	fw_strlist_free(&repos);
 	fw_strlist_free(&cmds);
