@@ -155,7 +155,7 @@ static int build(const struct opts *o, const char *repo)
 		goto out;
 	}
 	for (size_t i = 0; i < res.nevents; i++)
-		if (o->verbose || !strcmp(res.events[i].kind, "net-denied"))
+		if (o->verbose || !strncmp(res.events[i].kind, "net-", 4))
 			fw_warn("%s: %s", res.events[i].kind,
 				res.events[i].detail ? res.events[i].detail : "");
 	if (res.cause != FW_SANDBOX_OK || res.exit_code != 0) {
