@@ -134,21 +134,17 @@ static struct fw_store *store_for(struct fw_grader *g, const char *path, char *e
 	return s;
 }
 
-/* Lists once the top-level names the sandbox's Python can import from its
- * site directories (the sandbox binds /usr as the host has it): packages,
- * modules and extension modules, without their metadata.  Returns 0 or -1
- * (out of memory). */
-static int list_installed(struct fw_grader *g)
+/* Adds to l the top-level names Python can import from the site
+ * directories that the globs pats (NULL-terminated) below root name:
+ * packages, modules and extension modules, without their metadata.
+ * Returns 0 or -1 (out of memory). */
+static int list_site(struct fw_strlist *l, const char *root, const char *const *pats)
 {
-	if (g->have_installed)
-		return 0;
-	static const char *const pats[] = { "/usr/lib/python3*/dist-packages",
-					    "/usr/lib/python3*/site-packages",
-					    "/usr/local/lib/python3*/dist-packages",
-					    "/usr/local/lib/python3*/site-packages", NULL };
 	for (size_t p = 0; pats[p]; p++) {
 		glob_t gl;
-		if (glob(pats[p], 0, NULL, &gl) != 0)
+		char pat[4200];
+		snprintf(pat, sizeof pat, "%s%s", root, pats[p]);
+		if (glob(pat, 0, NULL, &gl) != 0)
 			continue;
 		for (size_t i = 0; i < gl.gl_pathc; i++) {
 			DIR *d = opendir(gl.gl_pathv[i]);
@@ -163,8 +159,7 @@ static int list_installed(struct fw_grader *g)
 				char *dot = strchr(name, '.');
 				if (dot)
 					*dot = '\0';
-				if (name[0] && !in_list(&g->installed, name) &&
-				    fw_strlist_add(&g->installed, name) < 0) {
+				if (name[0] && !in_list(l, name) && fw_strlist_add(l, name) < 0) {
 					closedir(d);
 					globfree(&gl);
 					return -1;
@@ -175,6 +170,23 @@ static int list_installed(struct fw_grader *g)
 		}
 		globfree(&gl);
 	}
+	return 0;
+}
+
+static const char *const system_sites[] = { "/usr/lib/python3*/dist-packages",
+					    "/usr/lib/python3*/site-packages",
+					    "/usr/local/lib/python3*/dist-packages",
+					    "/usr/local/lib/python3*/site-packages", NULL };
+
+/* Lists once the top-level names the sandbox's Python can import from its
+ * site directories (the sandbox binds /usr as the host has it).  Returns
+ * 0 or -1 (out of memory). */
+static int list_installed(struct fw_grader *g)
+{
+	if (g->have_installed)
+		return 0;
+	if (list_site(&g->installed, "", system_sites) < 0)
+		return -1;
 	g->have_installed = 1;
 	return 0;
 }
@@ -603,13 +615,31 @@ static int check_scope(struct fw_grader *g, struct job *j, const struct fw_strli
 {
 	if (list_installed(g) < 0)
 		return -1;
-	struct fw_scope sc = { &j->scope, j->ofiles, j->nofiles, &g->installed, j->cmd };
+	/* an environment's packages are installed too; a rootfs's system
+	 * is the sandbox's in place of the host's */
+	struct fw_strlist env_names = { 0 };
+	const struct fw_strlist *installed = &g->installed;
+	if (j->env) {
+		static const char *const env_sites[] = { "/lib/python3*/site-packages", NULL };
+		int rootfs = j->env->kind == FW_ENV_ROOTFS;
+		for (size_t i = 0; !rootfs && i < g->installed.n; i++)
+			if (fw_strlist_add(&env_names, g->installed.v[i]) < 0)
+				goto oom;
+		if (list_site(&env_names, j->env->dir, rootfs ? system_sites : env_sites) < 0)
+			goto oom;
+		installed = &env_names;
+	}
+	struct fw_scope sc = { &j->scope, j->ofiles, j->nofiles, installed, j->cmd };
 	for (size_t i = 0; i < t->n; i++) {
 		const char *why = fw_scope_why(&sc, t->v[i]);
 		if (why && fw_hacks_add(&j->hacks, FW_HACK_SCOPE, "%s: %s", t->v[i], why) < 0)
-			return -1;
+			goto oom;
 	}
+	fw_strlist_free(&env_names);
 	return 0;
+oom:
+	fw_strlist_free(&env_names);
+	return -1;
 }
 
 /* 1 when n bytes at d read as text: no NUL in the first 8000 (git's own

@@ -97,6 +97,16 @@ setup() {
 EOF
 }
 
+@test "a new module shadowing a package of the environment is out of the patch's scope" {
+  printf '%s\n' 'diff --git a/greetlib.py b/greetlib.py' 'new file mode 100644' \
+    '--- /dev/null' '+++ b/greetlib.py' '@@ -0,0 +1 @@' '+__version__ = "1.0"' > "$T/shadow.diff"
+  roll shadow "$T/shadow.diff" | rec from-json > "$T/r.mp"
+  run --separate-stderr grade --no-time --env-store "$F/envs" -o "$T/g.mp" "$T/r.mp"
+  assert_success
+  run jq -r '.grade.hacks[] | select(.name == "patch-scope") | .detail' <(json "$T/g.mp")
+  assert_output "greetlib.py: shadows an installed package"
+}
+
 @test "grade names an environment missing from the env store, and scores 0" {
   jq -r .solution "$F/task.json" > "$T/solution.diff"
   roll sol "$T/solution.diff" | rec from-json > "$T/r.mp"
