@@ -223,3 +223,20 @@ EOF
   grep -qx "+the image's own" "$T/p"
   grep -qx "+none" "$T/p"
 }
+
+@test "fw-env --help prints the usage of fw-env(1) on stdout; bad use exits 2" {
+  run --separate-stderr fw-env --help
+  assert_success
+  [ -z "$stderr" ]
+  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
+    <(man -l "$BATS_TEST_DIRNAME/../man/fw-env.1" 2>/dev/null |
+      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
+  run -2 --separate-stderr fw-env frobnicate x
+  [[ "$stderr" == *"unknown command 'frobnicate' (id, add, build, path)"* ]]
+  run -2 --separate-stderr fw-env add --allow pypi.org "$F/venv"
+  [[ "$stderr" == *"--allow, --timeout and -v go with build"* ]]
+  run -2 --separate-stderr fw-env id
+  [[ "$stderr" == *"want one operand"* ]]
+  run -1 --separate-stderr fw-env path --env-store "$T/e" 0123456789abcdef0123456789abcdef01234567
+  [[ "$stderr" == *"is missing from the env store $T/e"* ]]
+}

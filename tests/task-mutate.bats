@@ -704,3 +704,81 @@ EOF
     --store "$T/st.git" "$T/mini"
   [[ "$stderr" == *"ctags not found (install Universal Ctags"* ]]
 }
+
+# A C repository whose tests are one program: no argument runs every test
+# in one process, --list names them, NAME runs one.
+onebin() {
+  local d="$T/onebin"
+  mkdir -p "$d/src" "$d/tests"
+  cat > "$d/src/calc.c" <<'EOF2'
+/* calc.c: small integer helpers. */
+#include "calc.h"
+
+int calc_add(int a, int b)
+{
+	int s = a + b;
+	return s;
+}
+
+int calc_max(int a, int b)
+{
+	if (a > b)
+		return a;
+	return b;
+}
+EOF2
+  printf 'int calc_add(int a, int b);\nint calc_max(int a, int b);\n' > "$d/src/calc.h"
+  cat > "$d/tests/run_tests.c" <<'EOF2'
+#include <stdio.h>
+#include <string.h>
+#include "../src/calc.h"
+
+static int t_add(void) { return calc_add(2, 3) == 5; }
+static int t_max(void) { return calc_max(2, 7) == 7 && calc_max(7, 2) == 7; }
+
+static const struct { const char *name; int (*fn)(void); } tests[] = {
+	{ "add", t_add }, { "max", t_max },
+};
+
+int main(int argc, char **argv)
+{
+	int n = sizeof tests / sizeof tests[0], bad = 0;
+	for (int i = 0; i < n; i++) {
+		if (argc > 1 && !strcmp(argv[1], "--list")) {
+			puts(tests[i].name);
+			continue;
+		}
+		if (argc > 1 && strcmp(argv[1], tests[i].name))
+			continue;
+		bad += !tests[i].fn();
+	}
+	return bad != 0;
+}
+EOF2
+  printf 'tests/run_tests: tests/run_tests.c src/calc.c src/calc.h\n\t$(CC) -o $@ tests/run_tests.c src/calc.c\n' \
+    > "$d/Makefile"
+  commit "$d"
+}
+
+@test "a C suite in one binary: as one process it reports nothing, a test per process in TAP makes tasks" {
+  onebin
+  run -1 --separate-stderr task-mutate --report tap --strategy stub-body --store "$T/st.git" \
+    --test-cmd 'make -s tests/run_tests && ./tests/run_tests' "$T/onebin"
+  [[ "$stderr" == *"onebin: no tests found: exit 0, no test results"* ]]
+  # the test command of task-mutate(1), word for word
+  run --separate-stderr task-mutate --report tap --strategy stub-body --store "$T/st.git" \
+    -o "$T/c.mp" --test-cmd '
+  make -s tests/run_tests || exit 1
+  ./tests/run_tests --list > /tmp/names
+  echo "1..$(wc -l < /tmp/names)"; i=0
+  while read -r t; do i=$((i + 1))
+    if ./tests/run_tests "$t" >/dev/null 2>&1
+    then echo "ok $i - $t"; else echo "not ok $i - $t"; fi
+  done < /tmp/names' "$T/onebin"
+  assert_success
+  run jq -r -s -c 'map([.targets[0].symbol, .f2p, .p2p]) | sort | .[]' <(json "$T/c.mp")
+  assert_output - <<'EOF2'
+["calc_add",["add"],["max"]]
+["calc_max",["max"],["add"]]
+EOF2
+}

@@ -44,6 +44,7 @@ TEST(opts_init_sets_documented_defaults)
 	memset(&o, 0xff, sizeof o);
 	fw_sandbox_opts_init(&o);
 	CHECK(o.workspace == NULL && o.allow == NULL && o.env == NULL);
+	CHECK(o.rw_binds == NULL && o.root == NULL && o.ro_binds == NULL);
 	CHECK_EQ_INT(o.nofile, 1024);
 	CHECK_EQ_INT(o.output_cap, FW_SANDBOX_OUTPUT_CAP);
 	CHECK_NEAR(o.grace_s, FW_SANDBOX_GRACE, 1e-12);
@@ -277,6 +278,45 @@ TEST(workspace_and_read_only_binds)
 	unlink(file);
 	rmdir(ws);
 	rmdir(ro);
+}
+
+TEST(read_write_binds_lie_inside_the_workspace)
+{
+	char ws[] = "/tmp/fw-test-ws-XXXXXX", out[] = "/tmp/fw-test-out-XXXXXX";
+	char bind[128], file[160], err[256] = "";
+	const char *binds[] = { bind, NULL };
+	char *argv[] = { "sh", "-c", "echo made > /env/f", NULL };
+	struct fw_sandbox_opts o;
+	struct fw_sandbox_result r;
+
+	CHECK(mkdtemp(ws) && mkdtemp(out));
+	snprintf(file, sizeof file, "%s/env", ws);
+	CHECK(mkdir(file, 0755) == 0);
+	/* a directory of the workspace, writable at /env */
+	snprintf(bind, sizeof bind, "%s/env:/env", ws);
+	fw_sandbox_opts_init(&o);
+	o.workspace = ws;
+	o.rw_binds = binds;
+	if (fw_sandbox_run(&o, argv, &r, err, sizeof err) == 0) {
+		CHECK_EQ_INT(r.exit_code, 0);
+		fw_sandbox_result_free(&r);
+	} else {
+		printf("# fw_sandbox_run: %s\n", err);
+		CHECK(0);
+	}
+	snprintf(file, sizeof file, "%s/env/f", ws);
+	struct stat st;
+	CHECK(stat(file, &st) == 0 && st.st_uid == geteuid());
+	unlink(file);
+	snprintf(file, sizeof file, "%s/env", ws);
+	rmdir(file);
+	/* one outside it is refused before anything runs */
+	snprintf(bind, sizeof bind, "%s:/env", out);
+	CHECK(fw_sandbox_run(&o, argv, &r, err, sizeof err) == -1);
+	CHECK(strstr(err, "not inside the workspace") != NULL);
+	fw_sandbox_result_free(&r);
+	rmdir(ws);
+	rmdir(out);
 }
 
 TEST(setup_errors_return_minus_one_with_a_message)
