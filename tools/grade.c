@@ -22,9 +22,8 @@
 static const char usage_text[] =
 	"usage: grade [--store DIR] [--reward resolved|f2p|shaped] [--hacks zero|warn]\n"
 	"             [-j N] [--shard K/N] [--timeout SEC] [--no-time] [-o OUT] [-z]\n"
-	"             [--env DIR | ID] [--env-store DIR]\n"
 	"             [--progress] [--judge SPEC --rubric FILE [--judge-tokenizer DIR]]\n"
-	"             [FILE...]\n"
+	"             [--env DIR | ID] [--env-store DIR] [FILE...]\n"
 	"       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]\n"
 	"             [FILE...]\n"
 	"       grade -h | --help | --version\n";
