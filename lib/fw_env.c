@@ -398,6 +398,12 @@ int fw_env_add(const char *store, const char *dir, char id[FW_ENV_ID_LEN], char 
 		       S_ISDIR(st.st_mode) ? strerror(errno) : "not a directory");
 		return -1;
 	}
+	/* stored before: nothing to copy */
+	if (fw_env_id(dir, id, err, errlen) < 0)
+		return -1;
+	if (snprintf(dst, sizeof dst, "%s/%s", store, id) < (int)sizeof dst && stat(dst, &st) == 0 &&
+	    S_ISDIR(st.st_mode))
+		return 0;
 	if (mkdirs(store, err, errlen) < 0)
 		return -1;
 	if (snprintf(tmp, sizeof tmp, "%s/.new-XXXXXX", store) >= (int)sizeof tmp) {

@@ -76,8 +76,8 @@ int fw_env_store_path(const char *opt, const char *task_store, char *out, size_t
 /*
  * Copies the tree at dir into the env store (made when missing) under its
  * content id, unless the store holds that id already, and writes the id.
- * The copy is hashed, not the source, so that the id names what is
- * stored.  Returns 0, or -1 with a message in err.
+ * A new copy is hashed again, so that the id names what is stored.
+ * Returns 0, or -1 with a message in err.
  */
 int fw_env_add(const char *store, const char *dir, char id[FW_ENV_ID_LEN], char *err,
 	       size_t errlen);
