@@ -55,6 +55,15 @@ setup() {
   git init -q "$T/g"
   git -C "$T/g" --work-tree="$F/venv" add -Af .
   assert_output "$(git -C "$T/g" --work-tree="$F/venv" write-tree)	venv"
+  # git's order (a directory sorts as if its name ended in /), modes, links
+  mkdir -p "$T/odd/lib/deep" "$T/odd/lib.d" "$T/odd/empty"
+  echo a > "$T/odd/lib.txt"; echo b > "$T/odd/lib-x"; echo c > "$T/odd/lib/deep/f"
+  echo d > "$T/odd/lib.d/g"; printf '#!/bin/sh
+' > "$T/odd/run"; chmod 755 "$T/odd/run"
+  ln -s lib/deep/f "$T/odd/link"
+  git init -q "$T/g2"
+  git -C "$T/g2" --work-tree="$T/odd" add -Af .
+  [ "$(fw-env id "$T/odd" | cut -f1)" = "$(git -C "$T/g2" --work-tree="$T/odd" write-tree)" ]
   mkdir -p "$T/prefix/bin" "$T/root/etc" "$T/root/usr/bin"
   printf '#!/bin/sh\n' > "$T/prefix/bin/tool"
   ln -s /usr/bin/dash "$T/root/usr/bin/sh"
