@@ -198,10 +198,10 @@ int fw_toolcall_parse(enum fw_chat_template tmpl, const char *text, size_t len,
 		p = memmem(q, len - (size_t)(q - text), open, sizeof open - 1);
 	}
 	if (out->n) {
-		size_t c = (size_t)(first - text);
-		while (c > 0 && space(text[c - 1]))
-			c--;
-		out->content_len = c;
+		size_t c = (size_t)(first - text), i = 0;
+		while (i < c && space(text[i]))
+			i++;
+		out->content_len = i == c ? 0 : c;
 	}
 	return (int)out->n;
 }

@@ -44,9 +44,9 @@ struct fw_toolcall {
 struct fw_toolcalls {
 	struct fw_toolcall *v;
 	size_t n;
-	size_t content_len; /* bytes of the reply before its first call, its
-			     * surrounding whitespace trimmed (all of it when
-			     * there is no call) */
+	size_t content_len; /* bytes of the reply before its first call (0
+			     * when they are all white space; all of it
+			     * when there is no call) */
 };
 
 /*

@@ -86,6 +86,7 @@ struct job {
 	int nstops;
 	int32_t *stop_ids;
 	int nstop_ids;
+	int ignore_eos;          /* the model's end tokens do not end it */
 	const char *hold;        /* text from which a streamed answer is held
 				  * back until the end (a tool call), or NULL */
 	int hold_json;           /* hold back an answer that starts with '{' */
@@ -343,7 +344,7 @@ static void wait_done(struct arm *a, struct job *j)
 
 static int is_stop_id(const struct arm *a, const struct job *j, int32_t id)
 {
-	for (int i = 0; i < a->b->nstop; i++)
+	for (int i = 0; !j->ignore_eos && i < a->b->nstop; i++)
 		if (a->b->stop[i] == id)
 			return 1;
 	for (int i = 0; i < j->nstop_ids; i++)
@@ -633,13 +634,13 @@ static const char *const completion_fields[] = {
 	"model", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
 	"top_k", "n", "seed", "stop", "stop_token_ids", "stream", "stream_options", "logprobs",
 	"echo", "user", "prompt_logprobs", "frequency_penalty", "presence_penalty", "logit_bias",
-	"best_of", "suffix", NULL
+	"best_of", "suffix", "ignore_eos", NULL
 };
 static const char *const chat_fields[] = {
 	"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
 	"top_k", "n", "seed", "stop", "stop_token_ids", "stream", "stream_options", "logprobs",
 	"top_logprobs", "user", "frequency_penalty", "presence_penalty", "logit_bias", "tools",
-	"tool_choice", "parallel_tool_calls", "response_format", "store", NULL
+	"tool_choice", "parallel_tool_calls", "response_format", "store", "ignore_eos", NULL
 };
 
 /* A request field serve does not act on, or acts on only at its neutral
@@ -1121,6 +1122,13 @@ static struct job *make_job(struct arm *a, json_t *rq, const struct want *w,
 		*field = "stop";
 		goto bad;
 	}
+	v = json_object_get(rq, "ignore_eos");
+	if (v && !json_is_null(v) && !json_is_boolean(v)) {
+		snprintf(buf, blen, "'ignore_eos' must be a boolean");
+		*field = "ignore_eos";
+		goto bad;
+	}
+	j->ignore_eos = json_is_true(v);
 	v = json_object_get(rq, "stop_token_ids");
 	if (json_is_array(v) && json_array_size(v)) {
 		if (!(j->stop_ids = malloc(sizeof(int32_t) * json_array_size(v))))

@@ -99,7 +99,7 @@ TEST(qwen_calls_are_the_tool_call_blocks_after_the_text)
 	CHECK_STR(c.v[0].args, "{\"city\":\"Paris\"}");
 	CHECK_STR(c.v[1].name, "now");
 	CHECK_STR(c.v[1].args, "{}");
-	CHECK_EQ_INT((int)c.content_len, 12);
+	CHECK_EQ_INT((int)c.content_len, 13); /* "Let me look.\n" */
 	fw_toolcalls_clear(&c);
 	/* a reply cut before its closing tag still made its call */
 	static const char cut[] = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": [1, 2]}}\n";
