@@ -431,3 +431,22 @@ ids() { jq -nc --argjson n "$1" '[range($n) | 97]'; }
   d=$(curl -s "$URL/v1/completions" -d '{"prompt": "x", "max_tokens": 16, "seed": 7}' | jq -c .choices[0].token_ids)
   [ "$c" = "$d" ]
 }
+
+# The client labs use, from the npm registry: installed once into a cache
+# folder; without the registry the test says so and is skipped.
+@test "OpenAI's client for Node drives serve: models, tool calls, streams, stop, log-probs, errors" {
+  command -v node > /dev/null && command -v npm > /dev/null || skip "node and npm are not installed"
+  dir=${FW_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flywheel/npm-openai}
+  if [ ! -f "$dir/node_modules/openai/package.json" ]; then
+    mkdir -p "$dir"
+    timeout 300 npm install --prefix "$dir" --no-audit --no-fund --no-package-lock openai@6 \
+      > "$T/npm.log" 2>&1 || skip "npm cannot reach the registry: $(grep -m1 -i error "$T/npm.log")"
+  fi
+  start --ckpt a="$F/a" --ckpt t="$F/t" --api-key k-test
+  NODE_PATH="$dir/node_modules" run node "$BATS_TEST_DIRNAME/client/openai-node.mjs" "$URL" k-test \
+    "$F/chat.json"
+  echo "$output"
+  assert_success
+  refute_line --partial "not ok"
+  assert_line "1..9"
+}
