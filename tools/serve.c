@@ -92,6 +92,8 @@ struct job {
 	int hold_json;           /* hold back an answer that starts with '{' */
 	struct choice *ch;       /* (n) */
 	float *plp;              /* score: (nids + 1) log-probs */
+	int stream;              /* woken at each token, not only at the end */
+	pthread_cond_t cv;       /* the connection waits on it (arm's lock) */
 	int admitted, finished, cancelled, failed;
 	int live;                /* sequences in the engine's batch */
 	char err[256];
@@ -108,7 +110,6 @@ struct arm {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t work;     /* the engine waits for jobs */
-	pthread_cond_t prog;     /* connections wait for tokens */
 	struct job **queue;      /* waiting jobs, FIFO */
 	int nq, capq;
 	int nrun;                /* jobs being decoded */
@@ -293,6 +294,7 @@ static void job_free(struct job *j)
 	free(j->ids);
 	free(j->stop_ids);
 	free(j->plp);
+	pthread_cond_destroy(&j->cv);
 	free(j);
 }
 
@@ -338,7 +340,7 @@ static void wait_done(struct arm *a, struct job *j)
 {
 	pthread_mutex_lock(&a->mu);
 	while (!j->finished)
-		pthread_cond_wait(&a->prog, &a->mu);
+		pthread_cond_wait(&j->cv, &a->mu);
 	pthread_mutex_unlock(&a->mu);
 }
 
@@ -445,6 +447,7 @@ static void finish_job(struct arm *a, struct job *j)
 	int b = 0;
 
 	j->finished = 1;
+	pthread_cond_broadcast(&j->cv);
 	a->nrun--;
 	if (!j->failed) {
 		a->ok++;
@@ -597,7 +600,11 @@ static void *engine(void *arg)
 				next[s] = next[nact];
 			}
 		}
-		pthread_cond_broadcast(&a->prog);
+		/* each connection wakes for its own job only: streams at every
+		 * token, the others when theirs ends (finish_job) */
+		for (int s = 0; s < nact; s++)
+			if (seqs[s].j->stream)
+				pthread_cond_signal(&seqs[s].j->cv);
 		if (nact) {
 			a->steps++;
 			a->step_seqs += (unsigned long long)nact;
@@ -1076,6 +1083,8 @@ static struct job *make_job(struct arm *a, json_t *rq, const struct want *w,
 
 	if (!j)
 		goto oom;
+	pthread_cond_init(&j->cv, NULL);
+	j->stream = w->stream;
 	if (sampling(rq, &j->s, &j->max_tokens, &seed, &j->n, NULL, &seeded, &msg)) {
 		snprintf(buf, blen, "%s", msg);
 		goto bad;
@@ -1564,7 +1573,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		st->out.n = st->off = 0;
 		pthread_mutex_lock(&st->a->mu);
 		while (!produce(st))
-			pthread_cond_wait(&st->a->prog, &st->a->mu);
+			pthread_cond_wait(&st->j->cv, &st->a->mu);
 		pthread_mutex_unlock(&st->a->mu);
 	}
 	size_t n = st->out.n - st->off < max ? st->out.n - st->off : max;
@@ -2079,7 +2088,6 @@ int main(int argc, char **argv)
 		}
 		pthread_mutex_init(&a->mu, NULL);
 		pthread_cond_init(&a->work, NULL);
-		pthread_cond_init(&a->prog, NULL);
 		if (pthread_create(&a->th, NULL, engine, a)) {
 			fw_warn("cannot start the decoding thread");
 			return FW_EXIT_DATA;
