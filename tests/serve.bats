@@ -450,3 +450,27 @@ ids() { jq -nc --argjson n "$1" '[range($n) | 97]'; }
   refute_line --partial "not ok"
   assert_line "1..9"
 }
+
+# As in the batching test, sums grouped otherwise: log-probs to 1e-4.
+@test "a prompt that a request being decoded shares takes that cache and decodes as alone" {
+  ckpt init "$BATS_TEST_DIRNAME/../samples/models/bench-8x512.json" "$T/big" --seed 1
+  start --ckpt big="$T/big"
+  p=$(jq -nc '[range(64) | . * 7 % 250 + 3]')
+  # A streams on; B comes once A's first token is out, so while A decodes
+  curl -sN "$URL/v1/completions" -d "{\"prompt\": $p, \"max_tokens\": 100, \"ignore_eos\": true,
+    \"stream\": true}" > "$T/a.ev" &
+  apid=$!
+  for _ in $(seq 400); do grep -q '"text"' "$T/a.ev" && break; sleep 0.05; done
+  b="{\"prompt\": $p, \"max_tokens\": 8, \"seed\": 5, \"ignore_eos\": true}"
+  curl -s "$URL/v1/completions" -d "$b" > "$T/b.json"
+  wait $apid
+  [ "$(sed -n 's/^data: //p' "$T/a.ev" | tail -1)" = "[DONE]" ]
+  # the prompt but its last id came from A's cache
+  curl -s "$URL/metrics" | grep -qx 'serve_prefix_shared_tokens_total{model="big"} 63'
+  # B alone: nothing to share
+  curl -s "$URL/v1/completions" -d "$b" > "$T/b2.json"
+  curl -s "$URL/metrics" | grep -qx 'serve_prefix_shared_tokens_total{model="big"} 63'
+  jq -e -n --slurpfile x "$T/b.json" --slurpfile y "$T/b2.json" '
+    $x[0].choices[0] as $x | $y[0].choices[0] as $y | $x.token_ids == $y.token_ids
+    and ([$x.token_logprobs_all, $y.token_logprobs_all] | transpose | all(.[]; (.[0] - .[1]) | fabs < 1e-4))'
+}

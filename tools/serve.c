@@ -53,6 +53,7 @@ static const char usage_text[] =
 #define MAX_TOP 20   /* top_logprobs at most, as OpenAI allows */
 #define MAX_STOPS 16 /* stop strings at most */
 #define NBUCKET 12   /* latency histogram buckets */
+#define MIN_SHARE 32 /* prompt tokens worth taking from another sequence */
 static const double buckets[NBUCKET] = { 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 					 1, 2.5, 5, 10, 30, 60 };
 
@@ -119,6 +120,7 @@ struct arm {
 	unsigned long long hist[NBUCKET + 1];
 	double lat_sum;
 	unsigned long long steps, step_seqs;
+	unsigned long long shared;  /* prompt tokens taken from another sequence */
 };
 
 /* The libmicrohttpd calls serve makes, found by dlopen. */
@@ -532,6 +534,7 @@ static void *engine(void *arg)
 				break; /* runs alone in the free sequence */
 		}
 		pthread_mutex_unlock(&a->mu);
+		unsigned long long shared = 0;
 		for (int i = 0; i < nadm; i++) {
 			struct job *j = adm[i];
 			if (j->score) {
@@ -539,12 +542,33 @@ static void *engine(void *arg)
 				continue;
 			}
 			j->t_first = 0;
-			if (fw_gen_truncate(a->g, nact, 0, j->err, sizeof j->err) ||
-			    fw_gen_score(a->g, nact, j->ids, NULL, (int)j->nids, NULL, j->err,
-					 sizeof j->err)) {
+			/* the longest prompt prefix a live sequence holds (the
+			 * last prompt id is run anew: its logits are wanted) */
+			int from = -1;
+			size_t L = 0;
+			for (int s = 0; s < nact; s++) {
+				const struct job *o = seqs[s].j;
+				size_t l = 0, lim = o->nids < j->nids - 1 ? o->nids : j->nids - 1;
+				if (o->failed || seqs[s].k)
+					continue;
+				while (l < lim && o->ids[l] == j->ids[l])
+					l++;
+				if (l > L) {
+					L = l;
+					from = s;
+				}
+			}
+			if (L < MIN_SHARE)
+				L = 0;
+			if ((L ? fw_gen_copy(a->g, from, nact, j->err, sizeof j->err)
+			       : 0) ||
+			    fw_gen_truncate(a->g, nact, (int)L, j->err, sizeof j->err) ||
+			    fw_gen_score(a->g, nact, j->ids + L, NULL, (int)(j->nids - L), NULL,
+					 j->err, sizeof j->err)) {
 				j->failed = 1;
 				continue;
 			}
+			shared += L;
 			for (int k = 0; k < j->n; k++) {
 				if (k)
 					fw_gen_copy(a->g, nact - k, nact, err, sizeof err);
@@ -564,6 +588,7 @@ static void *engine(void *arg)
 					     tid + (size_t)s * MAX_TOP, tlp + (size_t)s * MAX_TOP);
 		}
 		pthread_mutex_lock(&a->mu);
+		a->shared += shared;
 		for (int i = 0; i < nadm; i++)
 			if (adm[i]->score || adm[i]->failed) {
 				finish_job(a, adm[i]);
@@ -1806,6 +1831,8 @@ static enum MHD_Result metrics(struct MHD_Connection *con)
 		{ "serve_decode_steps_total", "counter", "Batched decoding steps." },
 		{ "serve_decode_step_sequences_total", "counter",
 		  "Sequences over all decoding steps (divided by the steps: the batch)." },
+		{ "serve_prefix_shared_tokens_total", "counter",
+		  "Prompt tokens taken from the cache of a request being decoded." },
 	};
 	for (size_t h = 0; h < sizeof help / sizeof help[0]; h++) {
 		OUT("# HELP %s %s\n# TYPE %s %s\n", help[h][0], help[h][2], help[h][0], help[h][1]);
@@ -1815,7 +1842,7 @@ static enum MHD_Result metrics(struct MHD_Connection *con)
 			pthread_mutex_lock(&a->mu);
 			v = h == 0 ? a->ok : h == 1 ? a->prompt_tokens : h == 2 ? a->gen_tokens
 			    : h == 3 ? (unsigned long long)a->nq : h == 4 ? (unsigned long long)a->nrun
-			    : h == 5 ? a->steps : a->step_seqs;
+			    : h == 5 ? a->steps : h == 6 ? a->step_seqs : a->shared;
 			pthread_mutex_unlock(&a->mu);
 			OUT("%s{model=\"%s\"} %llu\n", help[h][0], a->name, v);
 		}
