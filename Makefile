@@ -33,6 +33,9 @@ DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
 DEB_PKGS += mpi-default-bin
 # serve's HTTP server (libmicrohttpd; the library is loaded at run time)
 DEB_PKGS += libmicrohttpd-dev
+# serve.bats drives serve with OpenAI's client for Node, which it installs
+# from the npm registry into a cache folder (skipped when unreachable)
+DEB_PKGS += npm
 # the loops beyond one machine: a single-node Slurm cluster in the tests
 DEB_PKGS += slurm-wlm munge
 # srun --mpi=pmix: Slurm's pmix plugin loads libpmix.so

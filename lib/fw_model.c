@@ -1575,6 +1575,53 @@ int fw_gen_len(const struct fw_gen *g, int seq)
 	return seq >= 0 && seq < g->nseq ? g->len[seq] : -1;
 }
 
+int fw_gen_step_first(struct fw_gen *g, int B, const int32_t *tok, char *err,
+		      size_t errlen)
+{
+	if (B < 1 || B > g->nseq) {
+		seterr(err, errlen, "bad step: %d of %d sequences", B, g->nseq);
+		return -1;
+	}
+	for (int b = 0; b < B; b++)
+		if (g->len[b] <= 0 || g->len[b] >= g->maxT) {
+			seterr(err, errlen, g->len[b] ? "the cache of sequence %d is full "
+			       "(%d positions)" : "sequence %d stepped before prefill (%d)",
+			       b, g->maxT);
+			return -1;
+		}
+	if (check_ids(g->m, tok, B, err, errlen))
+		return -1;
+	gen_run(g, tok, 0, B, 1);
+	for (int b = 0; b < B; b++)
+		g->len[b]++;
+	return 0;
+}
+
+int fw_gen_copy(struct fw_gen *g, int from, int to, char *err, size_t errlen)
+{
+	const struct fw_config *c = &g->m->cfg;
+	size_t kd = (size_t)c->nkv * c->hd, T = g->maxT;
+
+	if (from < 0 || from >= g->nseq || to < 0 || to >= g->nseq) {
+		seterr(err, errlen, "bad copy: sequence %d to %d of %d", from, to, g->nseq);
+		return -1;
+	}
+	if (from == to)
+		return 0;
+	for (int l = 0; l < c->L; l++) {
+		size_t l0 = (size_t)l * g->nseq * T * kd;
+
+		memcpy(g->kc + l0 + (size_t)to * T * kd, g->kc + l0 + (size_t)from * T * kd,
+		       sizeof(float) * g->len[from] * kd);
+		memcpy(g->vc + l0 + (size_t)to * T * kd, g->vc + l0 + (size_t)from * T * kd,
+		       sizeof(float) * g->len[from] * kd);
+	}
+	memcpy(g->logits + (size_t)to * c->vocab, g->logits + (size_t)from * c->vocab,
+	       sizeof(float) * c->vocab);
+	g->len[to] = g->len[from];
+	return 0;
+}
+
 /* ---- sampling ---------------------------------------------------------------- */
 
 struct cand {

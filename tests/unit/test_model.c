@@ -483,6 +483,62 @@ TEST(sequences_of_different_lengths_decode_like_separate_forwards)
 	fw_model_free(m);
 }
 
+/* A server's batch: two prompts prefilled apart (fw_gen_score into empty
+ * sequences), one copied into the front, the front two stepped together
+ * while the third waits.  Each decodes as its own full forward does, to
+ * the tolerance of the test above (the same sums grouped otherwise). */
+TEST(the_front_of_a_batch_steps_alone_and_copies_carry_the_cache)
+{
+	struct fw_model *m = tiny("Qwen2ForCausalLM", 1, 0.3f);
+	int32_t a[40], b[40];
+	int na = 30, nb = 36, Pa = 20, Pb = 9;
+	float *fa = malloc(sizeof(float) * 40 * 37), *fb = malloc(sizeof(float) * 40 * 37);
+	double worst = 0;
+
+	for (int i = 0; i < 40; i++) {
+		a[i] = (i * 5 + 2) % 37;
+		b[i] = (i * 17 + 4) % 37;
+	}
+	fw_model_forward(m, a, NULL, NULL, 1, na, 0, NULL, NULL, err, sizeof(err));
+	memcpy(fa, fw_model_logits(m), sizeof(float) * na * 37);
+	fw_model_forward(m, b, NULL, NULL, 1, nb, 0, NULL, NULL, err, sizeof(err));
+	memcpy(fb, fw_model_logits(m), sizeof(float) * nb * 37);
+
+	struct fw_gen *g = fw_gen_new(m, 3, 48, err, sizeof(err));
+	CHECK_EQ_INT(fw_gen_score(g, 2, a, NULL, Pa, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_gen_score(g, 0, b, NULL, Pb, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_gen_copy(g, 2, 1, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_gen_len(g, 1), Pa);
+	for (int s = 0; s < na - Pa; s++) {
+		int la = Pa + s, lb = Pb + s;
+
+		for (int v = 0; v < 37; v++) {
+			worst = fmax(worst, fabs(fw_gen_logits(g)[v] - fb[(lb - 1) * 37 + v]));
+			worst = fmax(worst, fabs(fw_gen_logits(g)[37 + v] - fa[(la - 1) * 37 + v]));
+		}
+		int32_t t[2] = { b[lb], a[la] };
+		CHECK_EQ_INT(fw_gen_step_first(g, 2, t, err, sizeof(err)), 0);
+	}
+	CHECK(worst < 1e-4);
+	CHECK_EQ_INT(fw_gen_len(g, 2), Pa);
+	CHECK_EQ_INT(fw_gen_len(g, 0), Pb + na - Pa);
+	/* the waiting sequence's logits are still its prompt's */
+	worst = 0;
+	for (int v = 0; v < 37; v++)
+		worst = fmax(worst, fabs(fw_gen_logits(g)[2 * 37 + v] - fa[(Pa - 1) * 37 + v]));
+	CHECK(worst < 1e-4);
+	int32_t t3[3] = { 1, 2, 3 };
+	CHECK_EQ_INT(fw_gen_step_first(g, 4, t3, err, sizeof(err)), -1);
+	CHECK_EQ_INT(fw_gen_truncate(g, 1, 0, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_gen_step_first(g, 2, t3, err, sizeof(err)), -1);
+	CHECK(strstr(err, "sequence 1 stepped before prefill") != NULL);
+	CHECK_EQ_INT(fw_gen_copy(g, 0, 3, err, sizeof(err)), -1);
+	fw_gen_free(g);
+	free(fa);
+	free(fb);
+	fw_model_free(m);
+}
+
 TEST(sampling_greedy_topk_topp_and_seeds)
 {
 	float logits[5] = { 0.0f, 2.0f, 1.0f, -1.0f, 1.9f }, scr[10], lp;
