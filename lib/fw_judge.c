@@ -689,6 +689,53 @@ done:
 	return rc;
 }
 
+int fw_judge_prompt_fit(struct fw_buf *out, const struct fw_rubric *r, int c, struct fw_mpv rec,
+			const struct fw_tok *t, int max_pos)
+{
+	const struct fw_criterion *cr = &r->c[c];
+	struct fw_tok_ids ids = { 0 };
+	size_t base = out->n, lmax = 0, max_chars = 0, prev = (size_t)-1;
+	int rc = -1;
+
+	for (int i = 0; i < cr->nlabels; i++) {
+		char lab[64];
+		snprintf(lab, sizeof lab, " %s", cr->labels[i]);
+		ids.n = 0;
+		if (fw_tok_encode(t, lab, strlen(lab), 0, 1, &ids) < 0)
+			goto done;
+		if (ids.n > lmax)
+			lmax = ids.n;
+	}
+	/* each pass cuts at least one byte more from the transcript's
+	 * start (a token holds one byte or more, so a prompt over by k
+	 * tokens loses at least k bytes); it ends when the prompt fits, or
+	 * when a pass leaves it as long as the last one: the transcript is
+	 * gone */
+	for (;;) {
+		out->n = base;
+		if (fw_judge_prompt(out, r, c, rec, max_chars) < 0)
+			goto done;
+		if (max_pos <= 0) {
+			rc = 0;
+			break;
+		}
+		ids.n = 0;
+		if (fw_tok_encode(t, out->p + base, out->n - base, FW_TOK_ADD_BOS, 0, &ids) < 0)
+			goto done;
+		size_t len = out->n - base;
+		if (ids.n + lmax <= (size_t)max_pos || len == prev || max_chars == 1) {
+			rc = 0;
+			break;
+		}
+		size_t over = ids.n + lmax - (size_t)max_pos, m = max_chars ? max_chars : len;
+		prev = len;
+		max_chars = m > over + 1 ? m - over : 1;
+	}
+done:
+	fw_tok_ids_release(&ids);
+	return rc;
+}
+
 int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct fw_mpv rec,
 		   struct fw_verdict *v, char *err, size_t errlen)
 {
@@ -696,7 +743,13 @@ int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct 
 	int rc;
 
 	memset(v, 0, sizeof *v);
-	if (fw_judge_prompt(&p, r, c, rec, 0) < 0 || fw_buf_append(&p, "", 1) < 0) {
+	/* a model judge reads the prompt fitted to its positions: the
+	 * transcript gives way from its start, the instruction and the
+	 * question stay */
+	if ((j->prog ? fw_judge_prompt(&p, r, c, rec, 0)
+		     : fw_judge_prompt_fit(&p, r, c, rec, j->tok ? j->tok : fw_teacher_tok(j->T),
+					   j->tok ? j->max_pos : fw_teacher_max_pos(j->T))) < 0 ||
+	    fw_buf_append(&p, "", 1) < 0) {
 		seterr(err, errlen, "out of memory or a record that is not valid UTF-8");
 		fw_buf_free(&p);
 		return -1;

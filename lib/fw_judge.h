@@ -80,6 +80,20 @@ int fw_rubric_find(const struct fw_rubric *r, const char *name);
 int fw_judge_prompt(struct fw_buf *out, const struct fw_rubric *r, int c, struct fw_mpv rec,
 		    size_t max_chars);
 
+struct fw_tok;
+
+/*
+ * As fw_judge_prompt, with the transcript cut from its start so that the
+ * prompt, tokenized by t with a BOS, and the longest of the criterion's
+ * labels fit max_pos positions (0: no limit): the prompt a model judge of
+ * that tokenizer and context reads, and the one a judge distilled for it
+ * is trained on.  When the instruction and question alone do not fit, the
+ * prompt is left without its transcript (the scorer then cuts it from the
+ * start).  Returns 0, or -1 when memory runs out.
+ */
+int fw_judge_prompt_fit(struct fw_buf *out, const struct fw_rubric *r, int c, struct fw_mpv rec,
+			const struct fw_tok *t, int max_pos);
+
 /* One criterion's judgement. */
 struct fw_verdict {
 	double p[FW_JUDGE_MAX_LABELS]; /* over the criterion's labels; sums to 1 */
