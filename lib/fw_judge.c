@@ -110,6 +110,8 @@ void fw_rubric_free(struct fw_rubric *r)
 		free(r->c[i].question);
 		free(r->c[i].instruction);
 		free(r->c[i].reference);
+		for (int e = 0; e < r->c[i].nexpect; e++)
+			free(r->c[i].expect[e]);
 	}
 	free(r->c);
 	free(r->id);
@@ -199,13 +201,56 @@ struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen)
 		}
 		k->instruction = dup_str(c, "instruction");
 		k->reference = references(json_object_get(c, "reference"));
+		json_t *ex = json_object_get(c, "expect"), *x;
+		size_t xi;
+		if (json_is_string(ex)) {
+			if (!(k->expect[0] = strdup(json_string_value(ex))))
+				goto oom;
+			k->nexpect = 1;
+		} else if (json_is_array(ex) && json_array_size(ex) > 0 &&
+			   json_array_size(ex) <= FW_JUDGE_MAX_EXPECT) {
+			json_array_foreach(ex, xi, x)
+			{
+				if (!json_is_string(x)) {
+					seterr(err, errlen, "criterion %zu ('%s'): expect %zu is not a string",
+					       i + 1, k->name, xi + 1);
+					goto fail;
+				}
+				if (!(k->expect[k->nexpect] = strdup(json_string_value(x))))
+					goto oom;
+				k->nexpect++;
+			}
+		} else if (ex) {
+			seterr(err, errlen, "criterion %zu ('%s'): expect is not a string or a list "
+			       "of 1 to %d strings", i + 1, k->name, FW_JUDGE_MAX_EXPECT);
+			goto fail;
+		}
 	}
 	json_decref(j);
 	return r;
+oom:
+	seterr(err, errlen, "out of memory");
 fail:
 	json_decref(j);
 	fw_rubric_free(r);
 	return NULL;
+}
+
+int fw_criterion_applies(const struct fw_criterion *c, struct fw_mpv rec)
+{
+	struct fw_mpv t, e;
+	const char *s;
+	size_t n;
+
+	if (!c->nexpect)
+		return 1;
+	if (fw_mp_get(rec, "task", &t) != 1 || fw_mp_get(t, "expect", &e) != 1 ||
+	    fw_mp_str(e, &s, &n) < 0)
+		return 0;
+	for (int i = 0; i < c->nexpect; i++)
+		if (strlen(c->expect[i]) == n && !memcmp(c->expect[i], s, n))
+			return 1;
+	return 0;
 }
 
 struct fw_rubric *fw_rubric_load(const char *path, char *err, size_t errlen)
@@ -743,6 +788,10 @@ int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct 
 	int rc;
 
 	memset(v, 0, sizeof *v);
+	if (!fw_criterion_applies(&r->c[c], rec)) {
+		v->skipped = 1;
+		return 0;
+	}
 	/* a model judge reads the prompt fitted to its positions: the
 	 * transcript gives way from its start, the instruction and the
 	 * question stay */
@@ -769,10 +818,15 @@ static void pack_str(msgpack_packer *pk, const char *s, int *e)
 
 int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw_verdict *v)
 {
-	int e = msgpack_pack_map(pk, (size_t)r->n);
+	size_t judged = 0;
+	for (int i = 0; i < r->n; i++)
+		judged += !v[i].skipped;
+	int e = msgpack_pack_map(pk, judged);
 
 	for (int i = 0; i < r->n; i++) {
 		const struct fw_criterion *c = &r->c[i];
+		if (v[i].skipped)
+			continue;
 		pack_str(pk, c->name, &e);
 		e |= msgpack_pack_map(pk, 4);
 		pack_str(pk, "score", &e);
@@ -879,6 +933,9 @@ double fw_mix_reward(const struct fw_mix *m, double T, const struct fw_rubric *r
 			return -1;
 		}
 		const struct fw_criterion *c = &r->c[k];
+		/* a criterion that does not apply to the record weighs nothing */
+		if (v[k].skipped)
+			continue;
 		double lo = c->values[0], hi = c->values[0];
 		for (int q = 1; q < c->nlabels; q++) {
 			lo = fmin(lo, c->values[q]);
@@ -887,7 +944,9 @@ double fw_mix_reward(const struct fw_mix *m, double T, const struct fw_rubric *r
 		num += m->w[i] * (v[k].score - lo) / (hi - lo);
 		den += m->w[i];
 	}
-	return num / den;
+	/* no weight left (the tests weigh 0, no named criterion applies):
+	 * the tests' reward */
+	return den > 0 ? num / den : T;
 }
 
 /* ---- agreement -------------------------------------------------------------------- */

@@ -236,3 +236,28 @@ judged() {
      | ($b[] | select(.id == $s[$i].id) | .grade.judge.asks.p.yes) - $p | fabs] | max < 1e-4'
   [ "$output" = true ]
 }
+
+@test "criteria that name an expect judge only the tasks that expect it; a mix weighs only those" {
+  rec from-json -o "$F/expect.mp" "$J/expect.jsonl"
+  /usr/bin/python3 "$J/gen.py" items --n 30 --seed 3 --kinds ask,act,skills \
+    | rec from-json -o "$F/kinds.mp"
+  run -0 grade --judge "exec:$J/rules-judge" --rubric "$F/expect.mp" --judge-only \
+    --reward mix:resolved=0,asks-first=1,acts-at-once=1 -o "$F/kinds-judged.mp" "$F/kinds.mp"
+  rec json "$F/kinds-judged.mp" > "$F/kinds.json"
+  # each kind present, and each record judged on its kind's criterion and clarity only
+  run -0 jq -r '.task.expect' "$F/kinds.json"
+  [ "$(printf '%s\n' "${lines[@]}" | sort -u | tr '\n' ' ')" = "act ask skills " ]
+  run -0 jq -r '[.task.expect, (.grade.judge | keys | join(","))] | @tsv' "$F/kinds.json"
+  ! printf '%s\n' "${lines[@]}" | grep -v -e $'^ask\tasks-first,clarity$' \
+    -e $'^act\tacts-at-once,clarity$' -e $'^skills\tclarity,skills$'
+  # the mix is the one criterion that applies (the tests weigh 0); a skills
+  # task has none, so its reward is the tests' own (none ran: 0)
+  run -0 jq -r 'if .task.expect == "ask" then .grade.reward == .grade.judge["asks-first"].score
+                elif .task.expect == "act" then .grade.reward == .grade.judge["acts-at-once"].score
+                else .grade.reward == 0 end' "$F/kinds.json"
+  ! printf '%s\n' "${lines[@]}" | grep -v true
+  # a bad expect is refused with the criterion named
+  jq -c '.criteria[0].expect = [1]' "$J/expect.jsonl" | rec from-json -o "$F/bad-expect.mp"
+  run -1 grade --judge "exec:$J/rules-judge" --rubric "$F/bad-expect.mp" --judge-only "$F/kinds.mp"
+  [[ "$output" == *"criterion 1 ('asks-first'): expect 1 is not a string"* ]]
+}

@@ -161,6 +161,8 @@ static int distil_record(struct run *r, struct fw_mpv rec, char *err, size_t err
 		msgpack_packer pk;
 		int e = 0;
 
+		if (v->skipped)
+			continue;
 		fw_buf_reset(&r->pbuf);
 		if (fw_judge_prompt_fit(&r->pbuf, r->rubric, c, rec, r->stok, r->smax_pos) < 0)
 			goto oom;

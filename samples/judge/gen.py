@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """gen.py -- agent episodes to judge, for `make judge` and tests/judge.bats.
 
-    gen.py items [--n N] [--seed S]    rollout records (JSON lines)
+    gen.py items [--n N] [--seed S] [--kinds ask,act[,skills]]
+                                       rollout records (JSON lines)
 
 Each item is one short agent episode on a request that is either
 ambiguous (task.expect "ask": the right first move is a clarifying
@@ -10,7 +11,10 @@ first reply is a question or a statement, whatever the request wanted
 (so that the judge has both kinds of each), the patch is empty or a few
 lines, and the last reply is short or long.  The requests name
 functions and files drawn from a few word lists, so that a judge cannot
-learn the items by heart.
+learn the items by heart.  With "skills" among the kinds, some requests
+come with many instruction files (task.context, as history tasks carry
+theirs) of which a few apply (task.applies); the agent reads some of them
+(read_file calls), right or wrong.
 """
 
 import json
@@ -86,10 +90,40 @@ def last(r, n):
     return r.choice(short if r.random() < 0.5 else long)
 
 
-def items(n, seed):
+SKILLS = ["AGENTS.md", "docs/style-python.md", "docs/style-go.md", "docs/release.md",
+          "docs/testing.md", "docs/security.md", "docs/migrations.md", "docs/i18n.md",
+          "docs/logging.md", "docs/api-versioning.md"]
+
+
+def skills_item(r, i, seed):
+    v, f, w = r.choice(VERBS), r.choice(FILES), r.choice(WHAT)
+    ctx = r.sample(SKILLS, r.randint(5, len(SKILLS)))
+    applies = r.sample(ctx, r.randint(1, 3))
+    read = [x for x in ctx if (x in applies and r.random() < 0.7) or (x not in applies and r.random() < 0.15)]
+    calls = [{"name": "read_file", "args": json.dumps({"path": x})} for x in read]
+    turns = [{"role": "user", "text": f"In {f}, make {v}() handle {w}."},
+             {"role": "assistant", "text": "Reading the instructions first.", "calls": calls},
+             {"role": "assistant", "text": last(r, v + "()")}]
+    return {
+        "kind": "rollout",
+        "id": f"judge-{seed}-{i:04d}",
+        "task_id": f"judge-task-{i:04d}",
+        "task": {"prompt": turns[0]["text"], "expect": "skills",
+                 "context": [{"path": x, "kind": "doc"} for x in ctx], "applies": applies},
+        "turns": turns,
+        "patch": patch(r, f, v),
+    }
+
+
+def items(n, seed, kinds=("ask", "act")):
     r = random.Random(seed)
     for i in range(n):
-        expect = "ask" if r.random() < 0.5 else "act"
+        # two kinds: one draw, as before there were more
+        expect = (("ask" if r.random() < 0.5 else "act") if kinds == ("ask", "act")
+                  else r.choice(kinds))
+        if expect == "skills":
+            yield skills_item(r, i, seed)
+            continue
         if expect == "ask":
             req, noun, pair = ambiguous(r)
             f, v = r.choice(FILES), r.choice(VERBS)
@@ -118,16 +152,21 @@ def items(n, seed):
 def main(argv):
     if not argv or argv[0] != "items":
         sys.exit(__doc__)
-    n, seed = 200, 1
+    n, seed, kinds = 200, 1, ("ask", "act")
     a = argv[1:]
     while a:
         if a[0] == "--n" and len(a) > 1:
             n = int(a[1]); a = a[2:]
         elif a[0] == "--seed" and len(a) > 1:
             seed = int(a[1]); a = a[2:]
+        elif a[0] == "--kinds" and len(a) > 1:
+            kinds = tuple(a[1].split(","))
+            if not kinds or any(k not in ("ask", "act", "skills") for k in kinds):
+                sys.exit(f"gen.py: --kinds takes ask, act and skills, not {a[1]!r}")
+            a = a[2:]
         else:
             sys.exit(f"gen.py: unknown argument {a[0]!r}\n{__doc__}")
-    for it in items(n, seed):
+    for it in items(n, seed, kinds):
         print(json.dumps(it, ensure_ascii=False))
 
 
