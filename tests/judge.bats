@@ -261,3 +261,16 @@ judged() {
   run -1 grade --judge "exec:$J/rules-judge" --rubric "$F/bad-expect.mp" --judge-only "$F/kinds.mp"
   [[ "$output" == *"criterion 1 ('asks-first'): expect 1 is not a string"* ]]
 }
+
+@test "make judge's pipeline at reduced size: the teacher's labels, a student, agreement and cost" {
+  # 5 steps leave the student at chance: fb-report flags it and the
+  # pipeline says so with exit 1, after writing its figures
+  run -1 env FW_BIN="$BIN_DIR" JUDGE_TRAIN=30 JUDGE_HELDOUT=20 JUDGE_STEPS=5 \
+    "$BATS_TEST_DIRNAME/../pipelines/judge.sh" "$F/jp"
+  [[ "$output" == *"no better than chance"* ]]
+  [ "$(rec count "$F/jp/sft.msgpack")" -eq 90 ]
+  [ "$(wc -l < "$F/jp/labels.tsv")" -eq 60 ]
+  run -0 jq -r '[(.criteria | keys | join(",")), ([.criteria[].n] | unique | join(",")),
+                 (.teacher.judgements_per_s > 0), (.student.prompt_tok_per_s > 0)] | @tsv' "$F/jp/judge.json"
+  [ "$output" = "$(printf 'acts,asks,clarity\t20\ttrue\ttrue')" ]
+}
