@@ -5,6 +5,7 @@
 #   make test         deps + build + C unit tests + bats suite
 #   make check        test + ASan/UBSan unit tests + man lint + fuzz run
 #   make demo         the main job on the embedded samples
+#   make judge        a small judge distilled from a top judge (pipelines/judge.sh)
 #   make CUDA=1       also build kernels/cuda/ (needs nvcc, not a GPU)
 #   make install PREFIX=/usr/local DESTDIR=
 #   V=1               show the commands
@@ -79,7 +80,7 @@ GPU_SRCS    := $(wildcard tests/gpu/*.c)
 LIBFW       := $(O)/libflywheel.a
 MANS        := $(wildcard man/*.[157])
 
-.PHONY: all deps test check learn unit bats demo install uninstall clean fuzz asan manlint \
+.PHONY: all deps test check learn unit bats demo judge install uninstall clean fuzz asan manlint \
 	bench gpu-check outer-loop inner-loop eval status
 .DEFAULT_GOAL := all
 
@@ -214,6 +215,12 @@ gpu-emu: $(EMU_BINS)
 # (pipelines/demo.sh); with ABLATE=teach the same without teach, in
 # $(LOOP)/ablate-teach, drawn beside the main run in $(LOOP)/eval.png.
 LOOP ?= out
+# A small judge distilled from the teacher judge's verdicts, and its agreement
+# with it on held-out items against the cost of each (out/judge/judge.json).
+judge: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)FW_BIN=$(abspath $(B)) pipelines/judge.sh out/judge
+
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 ifeq ($(ABLATE),teach)

@@ -110,6 +110,8 @@ void fw_rubric_free(struct fw_rubric *r)
 		free(r->c[i].question);
 		free(r->c[i].instruction);
 		free(r->c[i].reference);
+		for (int e = 0; e < r->c[i].nexpect; e++)
+			free(r->c[i].expect[e]);
 	}
 	free(r->c);
 	free(r->id);
@@ -199,13 +201,56 @@ struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen)
 		}
 		k->instruction = dup_str(c, "instruction");
 		k->reference = references(json_object_get(c, "reference"));
+		json_t *ex = json_object_get(c, "expect"), *x;
+		size_t xi;
+		if (json_is_string(ex)) {
+			if (!(k->expect[0] = strdup(json_string_value(ex))))
+				goto oom;
+			k->nexpect = 1;
+		} else if (json_is_array(ex) && json_array_size(ex) > 0 &&
+			   json_array_size(ex) <= FW_JUDGE_MAX_EXPECT) {
+			json_array_foreach(ex, xi, x)
+			{
+				if (!json_is_string(x)) {
+					seterr(err, errlen, "criterion %zu ('%s'): expect %zu is not a string",
+					       i + 1, k->name, xi + 1);
+					goto fail;
+				}
+				if (!(k->expect[k->nexpect] = strdup(json_string_value(x))))
+					goto oom;
+				k->nexpect++;
+			}
+		} else if (ex) {
+			seterr(err, errlen, "criterion %zu ('%s'): expect is not a string or a list "
+			       "of 1 to %d strings", i + 1, k->name, FW_JUDGE_MAX_EXPECT);
+			goto fail;
+		}
 	}
 	json_decref(j);
 	return r;
+oom:
+	seterr(err, errlen, "out of memory");
 fail:
 	json_decref(j);
 	fw_rubric_free(r);
 	return NULL;
+}
+
+int fw_criterion_applies(const struct fw_criterion *c, struct fw_mpv rec)
+{
+	struct fw_mpv t, e;
+	const char *s;
+	size_t n;
+
+	if (!c->nexpect)
+		return 1;
+	if (fw_mp_get(rec, "task", &t) != 1 || fw_mp_get(t, "expect", &e) != 1 ||
+	    fw_mp_str(e, &s, &n) < 0)
+		return 0;
+	for (int i = 0; i < c->nexpect; i++)
+		if (strlen(c->expect[i]) == n && !memcmp(c->expect[i], s, n))
+			return 1;
+	return 0;
 }
 
 struct fw_rubric *fw_rubric_load(const char *path, char *err, size_t errlen)
@@ -689,6 +734,53 @@ done:
 	return rc;
 }
 
+int fw_judge_prompt_fit(struct fw_buf *out, const struct fw_rubric *r, int c, struct fw_mpv rec,
+			const struct fw_tok *t, int max_pos)
+{
+	const struct fw_criterion *cr = &r->c[c];
+	struct fw_tok_ids ids = { 0 };
+	size_t base = out->n, lmax = 0, max_chars = 0, prev = (size_t)-1;
+	int rc = -1;
+
+	for (int i = 0; i < cr->nlabels; i++) {
+		char lab[64];
+		snprintf(lab, sizeof lab, " %s", cr->labels[i]);
+		ids.n = 0;
+		if (fw_tok_encode(t, lab, strlen(lab), 0, 1, &ids) < 0)
+			goto done;
+		if (ids.n > lmax)
+			lmax = ids.n;
+	}
+	/* each pass cuts at least one byte more from the transcript's
+	 * start (a token holds one byte or more, so a prompt over by k
+	 * tokens loses at least k bytes); it ends when the prompt fits, or
+	 * when a pass leaves it as long as the last one: the transcript is
+	 * gone */
+	for (;;) {
+		out->n = base;
+		if (fw_judge_prompt(out, r, c, rec, max_chars) < 0)
+			goto done;
+		if (max_pos <= 0) {
+			rc = 0;
+			break;
+		}
+		ids.n = 0;
+		if (fw_tok_encode(t, out->p + base, out->n - base, FW_TOK_ADD_BOS, 0, &ids) < 0)
+			goto done;
+		size_t len = out->n - base;
+		if (ids.n + lmax <= (size_t)max_pos || len == prev || max_chars == 1) {
+			rc = 0;
+			break;
+		}
+		size_t over = ids.n + lmax - (size_t)max_pos, m = max_chars ? max_chars : len;
+		prev = len;
+		max_chars = m > over + 1 ? m - over : 1;
+	}
+done:
+	fw_tok_ids_release(&ids);
+	return rc;
+}
+
 int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct fw_mpv rec,
 		   struct fw_verdict *v, char *err, size_t errlen)
 {
@@ -696,7 +788,17 @@ int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct 
 	int rc;
 
 	memset(v, 0, sizeof *v);
-	if (fw_judge_prompt(&p, r, c, rec, 0) < 0 || fw_buf_append(&p, "", 1) < 0) {
+	if (!fw_criterion_applies(&r->c[c], rec)) {
+		v->skipped = 1;
+		return 0;
+	}
+	/* a model judge reads the prompt fitted to its positions: the
+	 * transcript gives way from its start, the instruction and the
+	 * question stay */
+	if ((j->prog ? fw_judge_prompt(&p, r, c, rec, 0)
+		     : fw_judge_prompt_fit(&p, r, c, rec, j->tok ? j->tok : fw_teacher_tok(j->T),
+					   j->tok ? j->max_pos : fw_teacher_max_pos(j->T))) < 0 ||
+	    fw_buf_append(&p, "", 1) < 0) {
 		seterr(err, errlen, "out of memory or a record that is not valid UTF-8");
 		fw_buf_free(&p);
 		return -1;
@@ -716,10 +818,15 @@ static void pack_str(msgpack_packer *pk, const char *s, int *e)
 
 int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw_verdict *v)
 {
-	int e = msgpack_pack_map(pk, (size_t)r->n);
+	size_t judged = 0;
+	for (int i = 0; i < r->n; i++)
+		judged += !v[i].skipped;
+	int e = msgpack_pack_map(pk, judged);
 
 	for (int i = 0; i < r->n; i++) {
 		const struct fw_criterion *c = &r->c[i];
+		if (v[i].skipped)
+			continue;
 		pack_str(pk, c->name, &e);
 		e |= msgpack_pack_map(pk, 4);
 		pack_str(pk, "score", &e);
@@ -826,6 +933,9 @@ double fw_mix_reward(const struct fw_mix *m, double T, const struct fw_rubric *r
 			return -1;
 		}
 		const struct fw_criterion *c = &r->c[k];
+		/* a criterion that does not apply to the record weighs nothing */
+		if (v[k].skipped)
+			continue;
 		double lo = c->values[0], hi = c->values[0];
 		for (int q = 1; q < c->nlabels; q++) {
 			lo = fmin(lo, c->values[q]);
@@ -834,7 +944,9 @@ double fw_mix_reward(const struct fw_mix *m, double T, const struct fw_rubric *r
 		num += m->w[i] * (v[k].score - lo) / (hi - lo);
 		den += m->w[i];
 	}
-	return num / den;
+	/* no weight left (the tests weigh 0, no named criterion applies):
+	 * the tests' reward */
+	return den > 0 ? num / den : T;
 }
 
 /* ---- agreement -------------------------------------------------------------------- */

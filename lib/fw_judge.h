@@ -30,6 +30,7 @@
 #include "fw_mp.h"
 
 #define FW_JUDGE_MAX_LABELS 5
+#define FW_JUDGE_MAX_EXPECT 8
 
 struct fw_criterion {
 	char *name;        /* key in grade.judge: [A-Za-z0-9_.-]+ */
@@ -39,7 +40,17 @@ struct fw_criterion {
 	int nlabels;
 	const char *labels[FW_JUDGE_MAX_LABELS];
 	double values[FW_JUDGE_MAX_LABELS];
+	/* the task.expect values the criterion applies to (none: every
+	 * record), e.g. "ask" for a criterion on clarifying questions */
+	int nexpect;
+	char *expect[FW_JUDGE_MAX_EXPECT];
 };
+
+/*
+ * 1 when criterion c applies to record rec: it names no expect, or the
+ * record's task.expect is one it names; else 0.
+ */
+int fw_criterion_applies(const struct fw_criterion *c, struct fw_mpv rec);
 
 struct fw_rubric {
 	char *id, *name;
@@ -80,12 +91,27 @@ int fw_rubric_find(const struct fw_rubric *r, const char *name);
 int fw_judge_prompt(struct fw_buf *out, const struct fw_rubric *r, int c, struct fw_mpv rec,
 		    size_t max_chars);
 
+struct fw_tok;
+
+/*
+ * As fw_judge_prompt, with the transcript cut from its start so that the
+ * prompt, tokenized by t with a BOS, and the longest of the criterion's
+ * labels fit max_pos positions (0: no limit): the prompt a model judge of
+ * that tokenizer and context reads, and the one a judge distilled for it
+ * is trained on.  When the instruction and question alone do not fit, the
+ * prompt is left without its transcript (the scorer then cuts it from the
+ * start).  Returns 0, or -1 when memory runs out.
+ */
+int fw_judge_prompt_fit(struct fw_buf *out, const struct fw_rubric *r, int c, struct fw_mpv rec,
+			const struct fw_tok *t, int max_pos);
+
 /* One criterion's judgement. */
 struct fw_verdict {
 	double p[FW_JUDGE_MAX_LABELS]; /* over the criterion's labels; sums to 1 */
 	int label;                     /* index of the verdict */
 	double score;                  /* Σ p[i]·values[i] */
 	char rationale[512];
+	int skipped;                   /* the criterion does not apply */
 };
 
 struct fw_judge;
@@ -103,7 +129,9 @@ struct fw_judge *fw_judge_open(const char *spec, const char *tok_dir, double tim
 void fw_judge_free(struct fw_judge *j);
 
 /*
- * Judges criterion c of rubric r on record rec into *v.  A model judge
+ * Judges criterion c of rubric r on record rec into *v; a criterion that
+ * does not apply to rec (fw_criterion_applies) is not judged and v is
+ * marked skipped.  A model judge
  * scores the prompt (cut from its start to fit the model's positions)
  * followed by " LABEL" for each label.  An exec judge gets on stdin
  * {"rubric": ID, "criterion": {name, question, instruction, reference,
@@ -119,7 +147,7 @@ int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct 
 
 /*
  * Packs the map {CRITERION: {score, verdict, p: {LABEL: PROB}, rationale}}
- * for the n criteria of r with verdicts v[0..n) into pk.  Cannot fail
+ * for the criteria of r with verdicts v[0..n) that are not skipped into pk.  Cannot fail
  * beyond the packer's own errors (returns the sum of their return codes).
  */
 int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw_verdict *v);
@@ -151,7 +179,8 @@ int fw_mix_parse(struct fw_mix *m, const char *s, char *err, size_t errlen);
 void fw_mix_clear(struct fw_mix *m);
 
 /*
- * The mixed reward for test reward T in [0, 1] and verdicts v of rubric r.
+ * The mixed reward for test reward T in [0, 1] and verdicts v of rubric r;
+ * a skipped verdict weighs nothing, and with no weight left it is T.
  * Returns it in [0, 1], or -1 with err filled when a criterion of m is not
  * in r.
  */

@@ -176,3 +176,101 @@ judged() {
     '[$a[].grade.judge[].verdict] == [$b[].grade.judge[].verdict]'
   [ "$output" = true ]
 }
+
+@test "--judge-only judges records as they are: no test runs, a grade kept, trajectories too" {
+  # the rollouts never graded: the judge is all of their grade
+  run -0 grade --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" --judge-only \
+    -o "$F/only.mp" "$F/rollouts.mp"
+  run -0 jq -n --slurpfile a <(rec json "$F/only.mp") --slurpfile b "$F/exec.json" \
+    '[$a[] | .grade | keys] == [range(4) | ["judge"]] and [$a[].grade.judge] == [$b[].grade.judge]'
+  [ "$output" = true ]
+  # graded records judged again keep the tests' reward and get the new verdicts
+  jq -c '.task.prompt = "x" | .turns[1].text = "Sure."' "$F/exec.json" | rec from-json -o "$F/regrade.mp"
+  run -0 grade --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" --judge-only \
+    -o "$F/regraded.mp" "$F/regrade.mp"
+  run -0 jq -r '[.id, .grade.reward, .grade.judge.asks.verdict] | @tsv' <(rec json "$F/regraded.mp")
+  [ "${lines[0]}" = "$(printf 'ask-fix\t1\tno')" ]
+  [ "${lines[2]}" = "$(printf 'ask-none\t0\tno')" ]
+  # an ingested trajectory is judged; a task record passes as it came
+  { printf '%s\n' '{"kind":"traj","id":"t1","turns":[{"role":"user","text":"fix it"},{"role":"assistant","text":"Which one?"}]}'
+    rec json "$F/task.mp"; } | rec from-json -o "$F/mixed.mp"
+  run -0 grade --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" --judge-only \
+    -o "$F/mixed-judged.mp" "$F/mixed.mp"
+  run -0 jq -r '[.kind, .grade.judge.asks.verdict // "-"] | @tsv' <(rec json "$F/mixed-judged.mp")
+  [ "${lines[0]}" = "$(printf 'traj\tyes')" ]
+  [ "${lines[1]}" = "$(printf 'task\t-')" ]
+  run -2 grade --judge-only "$F/mixed.mp"
+  [[ "$output" == *"need --judge and --rubric"* ]]
+  run -2 grade --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" --distil "$F/x.mp" "$F/mixed.mp"
+  [[ "$output" == *"--distil and --student go together"* ]]
+}
+
+@test "--distil writes the student's examples: the prompt it reads, the teacher's verdict" {
+  run -0 grade --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" --judge-only \
+    --distil "$F/sft.mp" --student "$F/ckpt" -o "$F/only.mp" "$F/rollouts.mp"
+  rec json "$F/sft.mp" > "$F/sft.json"
+  # one example per rollout and criterion, its completion the verdict
+  run -0 jq -n --slurpfile s "$F/sft.json" --slurpfile a <(rec json "$F/only.mp") '
+    [$a[] | .id as $i | .grade.judge | to_entries[] | [$i, .key, " " + .value.verdict]]
+    == [$s[] | [.id, .criterion, .completion]]'
+  [ "$output" = true ]
+  # the task's request is longer than the student's 512 positions: the
+  # transcript gives way from its start, the question and "Answer:" stay,
+  # and prompt + BOS + the longest label (" yes", 4 bytes) fit
+  max=$(jq -r .max_position_embeddings "$F/ckpt/config.json")
+  run -0 jq -r --argjson max "$max" '[(.prompt | utf8bytelength) + 1 + 4 <= $max,
+    (.prompt | endswith("\nAnswer:")), (.prompt | test("transcript cut"))] | all' "$F/sft.json"
+  ! printf '%s\n' "${lines[@]}" | grep -v true
+  # that prompt is the one a builtin judge of that checkpoint reads: its
+  # p(yes) is the softmax of the checkpoint's own log-probs of " yes" and
+  # " no" after it (ckpt score; the same tokens through the same weights,
+  # summed in another order: within 1e-4, as for serve above)
+  [ -s "$F/builtin.json" ] || grade --store "$F/st.git" --judge "builtin:$F/ckpt" \
+    --rubric "$F/rubric.mp" "$F/rollouts.mp" | rec json > "$F/builtin.json"
+  jq -c 'select(.criterion == "asks") | {id, text: (.prompt + " yes")}, {id, text: (.prompt + " no")}' \
+    "$F/sft.json" | rec from-json | ckpt score "$F/ckpt" | rec json > "$F/scored.json"
+  run -0 jq -n --slurpfile s "$F/scored.json" --slurpfile b "$F/builtin.json" '
+    def lp(n): .logprobs[-n:] | add;
+    [range(0; $s | length; 2) as $i | ($s[$i] | lp(4)) as $y | ($s[$i + 1] | lp(3)) as $n
+     | (1 / (1 + ($n - $y | exp))) as $p
+     | ($b[] | select(.id == $s[$i].id) | .grade.judge.asks.p.yes) - $p | fabs] | max < 1e-4'
+  [ "$output" = true ]
+}
+
+@test "criteria that name an expect judge only the tasks that expect it; a mix weighs only those" {
+  rec from-json -o "$F/expect.mp" "$J/expect.jsonl"
+  /usr/bin/python3 "$J/gen.py" items --n 30 --seed 3 --kinds ask,act,skills \
+    | rec from-json -o "$F/kinds.mp"
+  run -0 grade --judge "exec:$J/rules-judge" --rubric "$F/expect.mp" --judge-only \
+    --reward mix:resolved=0,asks-first=1,acts-at-once=1 -o "$F/kinds-judged.mp" "$F/kinds.mp"
+  rec json "$F/kinds-judged.mp" > "$F/kinds.json"
+  # each kind present, and each record judged on its kind's criterion and clarity only
+  run -0 jq -r '.task.expect' "$F/kinds.json"
+  [ "$(printf '%s\n' "${lines[@]}" | sort -u | tr '\n' ' ')" = "act ask skills " ]
+  run -0 jq -r '[.task.expect, (.grade.judge | keys | join(","))] | @tsv' "$F/kinds.json"
+  ! printf '%s\n' "${lines[@]}" | grep -v -e $'^ask\tasks-first,clarity$' \
+    -e $'^act\tacts-at-once,clarity$' -e $'^skills\tclarity,skills$'
+  # the mix is the one criterion that applies (the tests weigh 0); a skills
+  # task has none, so its reward is the tests' own (none ran: 0)
+  run -0 jq -r 'if .task.expect == "ask" then .grade.reward == .grade.judge["asks-first"].score
+                elif .task.expect == "act" then .grade.reward == .grade.judge["acts-at-once"].score
+                else .grade.reward == 0 end' "$F/kinds.json"
+  ! printf '%s\n' "${lines[@]}" | grep -v true
+  # a bad expect is refused with the criterion named
+  jq -c '.criteria[0].expect = [1]' "$J/expect.jsonl" | rec from-json -o "$F/bad-expect.mp"
+  run -1 grade --judge "exec:$J/rules-judge" --rubric "$F/bad-expect.mp" --judge-only "$F/kinds.mp"
+  [[ "$output" == *"criterion 1 ('asks-first'): expect 1 is not a string"* ]]
+}
+
+@test "make judge's pipeline at reduced size: the teacher's labels, a student, agreement and cost" {
+  # 5 steps leave the student at chance: fb-report flags it and the
+  # pipeline says so with exit 1, after writing its figures
+  run -1 env FW_BIN="$BIN_DIR" JUDGE_TRAIN=30 JUDGE_HELDOUT=20 JUDGE_STEPS=5 \
+    "$BATS_TEST_DIRNAME/../pipelines/judge.sh" "$F/jp"
+  [[ "$output" == *"no better than chance"* ]]
+  [ "$(rec count "$F/jp/sft.msgpack")" -eq 90 ]
+  [ "$(wc -l < "$F/jp/labels.tsv")" -eq 60 ]
+  run -0 jq -r '[(.criteria | keys | join(",")), ([.criteria[].n] | unique | join(",")),
+                 (.teacher.judgements_per_s > 0), (.student.prompt_tok_per_s > 0)] | @tsv' "$F/jp/judge.json"
+  [ "$output" = "$(printf 'acts,asks,clarity\t20\ttrue\ttrue')" ]
+}

@@ -16,14 +16,17 @@
 #include "fw_cli.h"
 #include "fw_grade.h"
 #include "fw_judge.h"
+#include "fw_model.h"
 #include "fw_mp.h"
+#include "fw_tok.h"
 #include "fw_stream.h"
 
 static const char usage_text[] =
 	"usage: grade [--store DIR] [--reward resolved|f2p|shaped] [--hacks zero|warn]\n"
 	"             [-j N] [--shard K/N] [--timeout SEC] [--no-time] [-o OUT] [-z]\n"
-	"             [--progress] [--judge SPEC --rubric FILE [--judge-tokenizer DIR]]\n"
-	"             [--env DIR | ID] [--env-store DIR] [FILE...]\n"
+	"             [--progress] [--judge SPEC --rubric FILE [--judge-tokenizer DIR]\n"
+	"             [--judge-only] [--distil OUT --student DIR]] [--env DIR | ID]\n"
+	"             [--env-store DIR] [FILE...]\n"
 	"       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]\n"
 	"             [FILE...]\n"
 	"       grade -h | --help | --version\n";
@@ -37,6 +40,8 @@ struct opts {
 	uint64_t recent;
 	const char *out;
 	const char *judge, *rubric, *judge_tok;
+	int judge_only;
+	const char *distil, *student;
 	struct fw_mix mix;
 	int have_mix;
 	char **files;
@@ -122,7 +127,80 @@ struct run {
 	struct fw_rubric *rubric;
 	struct fw_verdict *verdicts;
 	struct fw_buf jbuf, gbuf, rbuf;
+	/* --distil: the student's tokenizer and positions, the examples */
+	struct fw_tok *stok;
+	int smax_pos;
+	struct fw_writer *dw;
+	struct fw_buf dbuf, pbuf;
+	uint64_t distilled;
 };
+
+static int pack_cstr(msgpack_packer *pk, const char *str)
+{
+	size_t n = strlen(str);
+	return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, str, n);
+}
+
+/*
+ * --distil: one SFT example per criterion of the judged record rec, the
+ * judge prompt as the student reads it (fitted to its tokenizer and
+ * positions) and the verdict as its completion: {prompt, completion:
+ * " LABEL", criterion, rubric, id, p}.  Returns 0, or -1 with err filled.
+ */
+static int distil_record(struct run *r, struct fw_mpv rec, char *err, size_t errlen)
+{
+	struct fw_mpv idv;
+	const char *id = "";
+	size_t idn = 0;
+
+	if (fw_mp_get(rec, "id", &idv) == 1)
+		fw_mp_str(idv, &id, &idn);
+	for (int c = 0; c < r->rubric->n; c++) {
+		const struct fw_criterion *cr = &r->rubric->c[c];
+		const struct fw_verdict *v = &r->verdicts[c];
+		const char *lab = cr->labels[v->label];
+		msgpack_packer pk;
+		int e = 0;
+
+		if (v->skipped)
+			continue;
+		fw_buf_reset(&r->pbuf);
+		if (fw_judge_prompt_fit(&r->pbuf, r->rubric, c, rec, r->stok, r->smax_pos) < 0)
+			goto oom;
+		fw_buf_reset(&r->dbuf);
+		fw_buf_packer(&pk, &r->dbuf);
+		e |= msgpack_pack_map(&pk, 7);
+		e |= pack_cstr(&pk, "kind");
+		e |= pack_cstr(&pk, "sft");
+		e |= pack_cstr(&pk, "prompt");
+		e |= msgpack_pack_str(&pk, r->pbuf.n);
+		e |= msgpack_pack_str_body(&pk, r->pbuf.p, r->pbuf.n);
+		e |= pack_cstr(&pk, "completion");
+		e |= msgpack_pack_str(&pk, strlen(lab) + 1);
+		e |= msgpack_pack_str_body(&pk, " ", 1);
+		e |= msgpack_pack_str_body(&pk, lab, strlen(lab));
+		e |= pack_cstr(&pk, "rubric");
+		e |= pack_cstr(&pk, r->rubric->id ? r->rubric->id : "");
+		e |= pack_cstr(&pk, "criterion");
+		e |= pack_cstr(&pk, cr->name);
+		e |= pack_cstr(&pk, "id");
+		e |= msgpack_pack_str(&pk, idn);
+		e |= msgpack_pack_str_body(&pk, id, idn);
+		e |= pack_cstr(&pk, "p");
+		e |= msgpack_pack_double(&pk, v->p[v->label]);
+		if (e)
+			goto oom;
+		if (fw_writer_put(r->dw, r->dbuf.p, r->dbuf.n) < 0) {
+			snprintf(err, errlen, "--distil: %s", fw_writer_error(r->dw));
+			return -1;
+		}
+		r->distilled++;
+	}
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
 
 /* A grade reward as a double (the sub-map's "reward"), or 0. */
 static double field_double(struct fw_mpv m, const char *key)
@@ -146,14 +224,22 @@ static int judge_record(struct run *r, struct slot *s)
 	struct fw_mpv rec = fw_mp_view(s->out.p, s->out.p + s->out.n), g, hacks;
 	msgpack_packer pk;
 
+	static const unsigned char empty_map[] = { 0x80 };
 	if (fw_mp_get(rec, "grade", &g) != 1) {
-		snprintf(s->err, sizeof s->err, "graded record without a grade map");
-		return -1;
+		if (!o->judge_only) {
+			snprintf(s->err, sizeof s->err, "graded record without a grade map");
+			return -1;
+		}
+		/* --judge-only on a record never graded: the judge is all
+		 * its grade */
+		g = fw_mp_view(empty_map, empty_map + 1);
 	}
 	for (int c = 0; c < r->rubric->n; c++)
 		if (fw_judge_score(r->judge, r->rubric, c, rec, &r->verdicts[c], s->err,
 				   sizeof s->err) < 0)
 			return -1;
+	if (r->dw && distil_record(r, rec, s->err, sizeof s->err) < 0)
+		return -1;
 	fw_buf_reset(&r->jbuf);
 	fw_buf_packer(&pk, &r->jbuf);
 	size_t jn, rn;
@@ -268,6 +354,12 @@ static int is_rollout(struct fw_mpv v)
 	return fw_mp_get(v, "kind", &k) == 1 && fw_mp_str_eq(k, "rollout", 7);
 }
 
+static int is_traj(struct fw_mpv v)
+{
+	struct fw_mpv k;
+	return fw_mp_get(v, "kind", &k) == 1 && fw_mp_str_eq(k, "traj", 4);
+}
+
 /* Enqueues one record.  Returns 0 or -1 (stop). */
 static int enqueue(struct run *r, const struct fw_rec *rec, const char *file)
 {
@@ -285,10 +377,20 @@ static int enqueue(struct run *r, const struct fw_rec *rec, const char *file)
 	s->file = file;
 	s->index = rec->index;
 	s->offset = rec->offset;
-	s->pass = !is_rollout(rec->v);
+	int judge_now = r->pool.o->judge_only && (is_rollout(rec->v) || is_traj(rec->v));
+	s->pass = !judge_now && !is_rollout(rec->v);
+	if (judge_now) {
+		/* --judge-only: the record as it is goes to the judge */
+		s->rc = 0;
+		fw_buf_reset(&s->out);
+		if (fw_buf_append(&s->out, rec->v.p, rec->v.n) < 0) {
+			fw_warn("out of memory");
+			return -1;
+		}
+	}
 	pthread_mutex_lock(&p->mu);
 	s->seq = seq;
-	s->state = s->pass ? SLOT_DONE : SLOT_PENDING;
+	s->state = s->pass || judge_now ? SLOT_DONE : SLOT_PENDING;
 	p->next_seq++;
 	pthread_cond_signal(&p->cv_work);
 	pthread_mutex_unlock(&p->mu);
@@ -328,6 +430,24 @@ static int grade_main(struct opts *o)
 				free(p->slots);
 				return FW_EXIT_DATA;
 			}
+	}
+	if (o->distil) {
+		char path[4096];
+		struct fw_config cfg;
+		snprintf(path, sizeof path, "%s/tokenizer.json", o->student);
+		if (!(r.stok = fw_tok_load(path, err, sizeof err)) ||
+		    (snprintf(path, sizeof path, "%s/config.json", o->student),
+		     fw_config_load(&cfg, path, err, sizeof err) < 0) ||
+		    !(r.dw = fw_writer_open(o->distil, o->level, err, sizeof err))) {
+			fw_warn("--student %s: %s", o->student, err);
+			fw_tok_free(r.stok);
+			fw_judge_free(r.judge);
+			fw_rubric_free(r.rubric);
+			free(r.verdicts);
+			free(p->slots);
+			return FW_EXIT_DATA;
+		}
+		r.smax_pos = cfg.max_pos;
 	}
 	r.w = fw_writer_open(o->out, o->level, err, sizeof err);
 	if (!r.w || !p->slots) {
@@ -386,6 +506,18 @@ static int grade_main(struct opts *o)
 	if (fw_writer_close(r.w, err, sizeof err) < 0) {
 		fw_warn("%s", err);
 		r.status = FW_EXIT_DATA;
+	}
+	if (r.dw) {
+		if (fw_writer_close(r.dw, err, sizeof err) < 0) {
+			fw_warn("--distil: %s", err);
+			r.status = FW_EXIT_DATA;
+		} else {
+			fw_warn("%llu examples for the student in %s",
+				(unsigned long long)r.distilled, o->distil);
+		}
+		fw_tok_free(r.stok);
+		fw_buf_free(&r.dbuf);
+		fw_buf_free(&r.pbuf);
 	}
 	for (size_t i = 0; i < p->nslots; i++) {
 		fw_buf_free(&p->slots[i].in);
@@ -664,7 +796,7 @@ int main(int argc, char **argv)
 	o.g.reward = FW_REWARD_RESOLVED;
 	enum { O_STORE = 256, O_REWARD, O_HACKS, O_SHARD, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
 	       O_SUMMARY, O_RETIRE_AT, O_RECENT, O_RECORDS, O_VERSION, O_JUDGE, O_RUBRIC,
-	       O_JUDGE_TOK, O_ENV, O_ENV_STORE };
+	       O_JUDGE_TOK, O_ENV, O_ENV_STORE, O_JUDGE_ONLY, O_DISTIL, O_STUDENT };
 	static const struct option longopts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "reward", required_argument, NULL, O_REWARD },
@@ -684,6 +816,9 @@ int main(int argc, char **argv)
 		{ "judge-tokenizer", required_argument, NULL, O_JUDGE_TOK },
 		{ "env", required_argument, NULL, O_ENV },
 		{ "env-store", required_argument, NULL, O_ENV_STORE },
+		{ "judge-only", no_argument, NULL, O_JUDGE_ONLY },
+		{ "distil", required_argument, NULL, O_DISTIL },
+		{ "student", required_argument, NULL, O_STUDENT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -739,6 +874,9 @@ int main(int argc, char **argv)
 		case O_JUDGE_TOK: o.judge_tok = optarg; grade_only = 1; break;
 		case O_ENV: o.g.env = optarg; grade_only = 1; break;
 		case O_ENV_STORE: o.g.env_store = optarg; grade_only = 1; break;
+		case O_JUDGE_ONLY: o.judge_only = 1; grade_only = 1; break;
+		case O_DISTIL: o.distil = optarg; grade_only = 1; break;
+		case O_STUDENT: o.student = optarg; grade_only = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
 		case O_PROGRESS: o.progress = 1; break;
@@ -768,6 +906,10 @@ int main(int argc, char **argv)
 		return usage_error("%s", "--judge and --rubric go together");
 	if (o.have_mix && !o.judge)
 		return usage_error("%s", "a mix: reward needs --judge and --rubric");
+	if ((o.judge_only || o.distil) && !o.judge)
+		return usage_error("%s", "--judge-only and --distil need --judge and --rubric");
+	if (!o.distil != !o.student)
+		return usage_error("%s", "--distil and --student go together");
 	o.files = argv + optind;
 	o.nfiles = argc - optind;
 	int status = o.summary ? summary_main(&o) : grade_main(&o);
