@@ -15,60 +15,6 @@
 
 /* ---- UTF-8 and base64 ------------------------------------------------- */
 
-/* Index of the first byte of the first invalid sequence, or n. */
-static size_t utf8_check(const uint8_t *s, size_t n)
-{
-	size_t i = 0;
-	while (i < n) {
-		/* ASCII runs dominate real text: skip eight bytes at a time. */
-		while (i + 8 <= n) {
-			uint64_t w;
-			memcpy(&w, s + i, 8);
-			if (w & 0x8080808080808080ULL)
-				break;
-			i += 8;
-		}
-		if (i >= n)
-			break;
-		uint8_t c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t k;
-		uint32_t cp;
-		if (c >= 0xc2 && c <= 0xdf) {
-			k = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			k = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			k = 3;
-			cp = c & 0x07;
-		} else {
-			return i;
-		}
-		if (n - i <= k)
-			return i;
-		for (size_t j = 1; j <= k; j++) {
-			if ((s[i + j] & 0xc0) != 0x80)
-				return i;
-			cp = cp << 6 | (s[i + j] & 0x3f);
-		}
-		if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-		    (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-			return i;
-		i += k + 1;
-	}
-	return n;
-}
-
-int fw_utf8_valid(const uint8_t *s, size_t n)
-{
-	return utf8_check(s, n) == n;
-}
-
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 int fw_base64_encode(struct fw_buf *out, const uint8_t *p, size_t n)
@@ -485,7 +431,7 @@ static int parse_string(struct dec *d)
 		}
 		if (c < 0x20)
 			DFAIL(d, i, "control character in string");
-		size_t bad = utf8_check(s + run, i - run);
+		size_t bad = fw_utf8_check(s + run, i - run);
 		if (bad != i - run)
 			DFAIL(d, run + bad, "invalid UTF-8 in string");
 		memcpy(o, s + run, i - run);
@@ -523,7 +469,7 @@ static int parse_string(struct dec *d)
 		}
 		run = i;
 	}
-	size_t bad = utf8_check(s + run, j - run);
+	size_t bad = fw_utf8_check(s + run, j - run);
 	if (bad != j - run)
 		DFAIL(d, run + bad, "invalid UTF-8 in string");
 	memcpy(o, s + run, j - run);

@@ -19,7 +19,7 @@
 #define FW_JSON_H
 
 #include <stddef.h>
-#include "fw_mp.h"
+#include "fw_mp.h" /* and fw_base.h: fw_utf8_valid() */
 
 /*
  * Appends the JSON text of v (one line, no newline) to out.  Returns 0, or
@@ -58,8 +58,5 @@ int fw_base64_encode(struct fw_buf *out, const uint8_t *p, size_t n);
 /* Appends the bytes decoded from base64 text s[0..n) to out.  Returns 0, or
  * -1 when s is not base64. */
 int fw_base64_decode(struct fw_buf *out, const char *s, size_t n);
-
-/* 1 when s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
-int fw_utf8_valid(const uint8_t *s, size_t n);
 
 #endif

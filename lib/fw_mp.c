@@ -800,13 +800,45 @@ int fw_rec_set(struct fw_buf *out, struct fw_mpv rec, const struct fw_field *f, 
 	return 0;
 }
 
-uint64_t fw_hash64(const void *p, size_t n)
+int fw_pack_str(msgpack_packer *pk, const char *s, size_t n)
 {
-	const uint8_t *s = p;
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (size_t i = 0; i < n; i++) {
-		h ^= s[i];
-		h *= 0x100000001b3ULL;
+	return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
+}
+
+int fw_pack_cstr(msgpack_packer *pk, const char *s)
+{
+	return fw_pack_str(pk, s, strlen(s));
+}
+
+int fw_pack_text(msgpack_packer *pk, const char *s, size_t n)
+{
+	const uint8_t *u = (const uint8_t *)s;
+	size_t out = 0;
+
+	/* sized first, so that valid text is packed without a copy */
+	for (size_t i = 0; i < n;) {
+		size_t k = fw_utf8_seq(u + i, n - i);
+		out += k ? k : 3;
+		i += k ? k : 1;
 	}
-	return h;
+	if (msgpack_pack_str(pk, out))
+		return -1;
+	if (out == n)
+		return msgpack_pack_str_body(pk, s, n);
+	for (size_t i = 0; i < n;) {
+		size_t k = fw_utf8_seq(u + i, n - i);
+		if (msgpack_pack_str_body(pk, k ? s + i : "\xef\xbf\xbd", k ? k : 3))
+			return -1;
+		i += k ? k : 1;
+	}
+	return 0;
+}
+
+int fw_pack_strlist(msgpack_packer *pk, const struct fw_strlist *l)
+{
+	int e = msgpack_pack_array(pk, l->n);
+
+	for (size_t i = 0; i < l->n && !e; i++)
+		e = fw_pack_cstr(pk, l->v[i]);
+	return e;
 }

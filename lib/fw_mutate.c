@@ -16,19 +16,10 @@
 
 #include <jansson.h>
 
+#include "fw_base.h"
 #include "fw_mp.h"
 #include "fw_mutate.h"
 #include "fw_sandbox.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- languages and names ------------------------------------------------------ */
 
@@ -152,12 +143,12 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 {
 	int fd[2];
 	if (pipe(fd) < 0) {
-		seterr(err, errlen, "pipe: %s", strerror(errno));
+		fw_seterr(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
 	pid_t pid = fork();
 	if (pid < 0) {
-		seterr(err, errlen, "fork: %s", strerror(errno));
+		fw_seterr(err, errlen, "fork: %s", strerror(errno));
 		close(fd[0]);
 		close(fd[1]);
 		return -1;
@@ -217,7 +208,7 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 					if (!v) {
 						json_decref(t);
 						rc = -1;
-						seterr(err, errlen, "out of memory");
+						fw_seterr(err, errlen, "out of memory");
 						break;
 					}
 					out->v = v;
@@ -245,10 +236,10 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 	if (rc == 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
 		int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 		if (code == 127)
-			seterr(err, errlen, "ctags not found (install Universal Ctags: "
+			fw_seterr(err, errlen, "ctags not found (install Universal Ctags: "
 					    "Debian package universal-ctags)");
 		else
-			seterr(err, errlen, "ctags failed in '%s' (exit %d): it must be "
+			fw_seterr(err, errlen, "ctags failed in '%s' (exit %d): it must be "
 					    "Universal Ctags with JSON output", dir, code);
 		rc = -1;
 	}
@@ -1143,7 +1134,7 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 	if (res.err.len > 300)
 		tail += res.err.len - 300;
 	if (res.cause != FW_SANDBOX_OK) {
-		seterr(detail, detlen, "%s after %.1f s", fw_sandbox_cause_name(res.cause),
+		fw_seterr(detail, detlen, "%s after %.1f s", fw_sandbox_cause_name(res.cause),
 		       res.wall_s);
 		st = FW_SUITE_TIMEOUT;
 		goto out;
@@ -1163,7 +1154,7 @@ int fw_suite_run(const char *ws, const char *cmd, enum fw_report_format fmt,
 		n = fw_report_load(rep, rpath, fmt, perr, sizeof perr);
 	}
 	if (n < 0 || rep->n == 0) {
-		seterr(detail, detlen, "exit %d, %s: %s", res.exit_code,
+		fw_seterr(detail, detlen, "exit %d, %s: %s", res.exit_code,
 		       n < 0 ? perr : "no test results", tail);
 		for (char *p = detail; p && *p; p++)
 			if (*p == '\n' || *p == '\t')

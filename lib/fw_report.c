@@ -21,17 +21,8 @@
 
 #include <jansson.h>
 
+#include "fw_base.h"
 #include "fw_report.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 struct fw_report *fw_report_new(void)
 {
@@ -368,7 +359,7 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 		if (skip_to) {
 			close = find(p, end, skip_to);
 			if (!close) {
-				seterr(err, errlen, "report ends inside a comment or declaration");
+				fw_seterr(err, errlen, "report ends inside a comment or declaration");
 				rc = -1;
 				goto out;
 			}
@@ -378,7 +369,7 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 		struct tag t;
 		const char *next = parse_tag(p, end, &t);
 		if (!next) {
-			seterr(err, errlen, "report ends inside a tag at byte %zu",
+			fw_seterr(err, errlen, "report ends inside a tag at byte %zu",
 			       (size_t)(lt - xml));
 			rc = -1;
 			goto out;
@@ -455,23 +446,23 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 			msg = first_line(attr_get(&t, "message"));
 	}
 	if (id) {
-		seterr(err, errlen, "report ends inside a testcase");
+		fw_seterr(err, errlen, "report ends inside a testcase");
 		rc = -1;
 		goto out;
 	}
 	if (!saw_suite) {
-		seterr(err, errlen, "not a junit report: no <testsuite> element");
+		fw_seterr(err, errlen, "not a junit report: no <testsuite> element");
 		rc = -1;
 		goto out;
 	}
 	if (suites_open > 0) {
-		seterr(err, errlen, "report is cut short: <testsuite> not closed");
+		fw_seterr(err, errlen, "report is cut short: <testsuite> not closed");
 		rc = -1;
 		goto out;
 	}
 	goto out;
 nomem:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	rc = -1;
 out:
 	free(id);
@@ -595,7 +586,7 @@ int fw_report_parse_tap(struct fw_report *r, const char *text, size_t len,
 nomem:
 	free(line);
 	normalize(r);
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
 }
 
@@ -718,7 +709,7 @@ int fw_report_parse_gotest(struct fw_report *r, const char *text, size_t len,
 		const char *pkg = ev ? json_string_value(json_object_get(ev, "Package")) : NULL;
 		const char *test = ev ? json_string_value(json_object_get(ev, "Test")) : NULL;
 		if (!action) {
-			seterr(err, errlen, "line %zu: not a go test -json event%s%s", lineno,
+			fw_seterr(err, errlen, "line %zu: not a go test -json event%s%s", lineno,
 			       ev ? "" : ": ", ev ? "" : je.text);
 			json_decref(ev);
 			rc = -1;
@@ -772,7 +763,7 @@ int fw_report_parse_gotest(struct fw_report *r, const char *text, size_t len,
 nomem:
 	gotab_free(&tab);
 	normalize(r);
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
 }
 
@@ -801,7 +792,7 @@ int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format 
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
-		seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		fw_seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
 		return -1;
 	}
 	char *buf = NULL;
@@ -813,7 +804,7 @@ int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format 
 			if (!b) {
 				free(buf);
 				fclose(f);
-				seterr(err, errlen, "out of memory");
+				fw_seterr(err, errlen, "out of memory");
 				return -1;
 			}
 			buf = b;
@@ -828,7 +819,7 @@ int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format 
 	fclose(f);
 	if (bad) {
 		free(buf);
-		seterr(err, errlen, "cannot read '%s'", path);
+		fw_seterr(err, errlen, "cannot read '%s'", path);
 		return -1;
 	}
 	int rc = fmt == FW_REPORT_TAP	   ? fw_report_parse_tap(r, buf, n, err, errlen)

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fw_base.h" /* fw_rand64() */
+
 /* z of a two-sided 95% interval: the 0.975 quantile of the standard normal. */
 #define FW_Z95 1.959963984540054
 
@@ -71,8 +73,5 @@ int fw_boot_diff(const struct fw_cluster *c, size_t nc, uint64_t seed, unsigned 
  * rounded up.  Returns 0 when p1 == p2 or an argument is out of range.
  */
 uint64_t fw_n_needed(double p1, double p2, double alpha, double power);
-
-/* splitmix64 step: advances *state and returns the next 64 random bits. */
-uint64_t fw_rand64(uint64_t *state);
 
 #endif

@@ -34,12 +34,6 @@ static int usage_error(const char *fmt, const char *arg)
 	return FW_EXIT_USAGE;
 }
 
-static int pack_str(msgpack_packer *pk, const char *s)
-{
-	size_t n = strlen(s);
-	return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
-}
-
 /* Captured bytes go out as a string when they are UTF-8, as bin otherwise
  * (JSON shows bin as {"$bin": BASE64}). */
 static int pack_bytes(msgpack_packer *pk, const char *p, size_t n)
@@ -58,31 +52,31 @@ static int pack_result(struct fw_buf *b, const struct fw_sandbox_result *r)
 
 	fw_buf_packer(&pk, b);
 	e |= msgpack_pack_map(&pk, 16);
-	e |= pack_str(&pk, "kind") || pack_str(&pk, "sandbox");
-	e |= pack_str(&pk, "v") || msgpack_pack_int(&pk, 1);
-	e |= pack_str(&pk, "cause") || pack_str(&pk, fw_sandbox_cause_name(r->cause));
-	e |= pack_str(&pk, "exit");
+	e |= fw_pack_cstr(&pk, "kind") || fw_pack_cstr(&pk, "sandbox");
+	e |= fw_pack_cstr(&pk, "v") || msgpack_pack_int(&pk, 1);
+	e |= fw_pack_cstr(&pk, "cause") || fw_pack_cstr(&pk, fw_sandbox_cause_name(r->cause));
+	e |= fw_pack_cstr(&pk, "exit");
 	e |= r->exit_code >= 0 ? msgpack_pack_int(&pk, r->exit_code) : msgpack_pack_nil(&pk);
-	e |= pack_str(&pk, "signal") || msgpack_pack_int(&pk, r->signal);
-	e |= pack_str(&pk, "wall_s") || msgpack_pack_double(&pk, r->wall_s);
-	e |= pack_str(&pk, "cpu_s") || msgpack_pack_double(&pk, r->cpu_s);
-	e |= pack_str(&pk, "max_rss") || msgpack_pack_uint64(&pk, r->max_rss);
-	e |= pack_str(&pk, "cgroup") ||
+	e |= fw_pack_cstr(&pk, "signal") || msgpack_pack_int(&pk, r->signal);
+	e |= fw_pack_cstr(&pk, "wall_s") || msgpack_pack_double(&pk, r->wall_s);
+	e |= fw_pack_cstr(&pk, "cpu_s") || msgpack_pack_double(&pk, r->cpu_s);
+	e |= fw_pack_cstr(&pk, "max_rss") || msgpack_pack_uint64(&pk, r->max_rss);
+	e |= fw_pack_cstr(&pk, "cgroup") ||
 	     (r->cgroup ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
-	e |= pack_str(&pk, "stdout") || pack_bytes(&pk, r->out.data, r->out.len);
-	e |= pack_str(&pk, "stdout_bytes") || msgpack_pack_uint64(&pk, r->out.total);
-	e |= pack_str(&pk, "stdout_truncated") ||
+	e |= fw_pack_cstr(&pk, "stdout") || pack_bytes(&pk, r->out.data, r->out.len);
+	e |= fw_pack_cstr(&pk, "stdout_bytes") || msgpack_pack_uint64(&pk, r->out.total);
+	e |= fw_pack_cstr(&pk, "stdout_truncated") ||
 	     (r->out.truncated ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
-	e |= pack_str(&pk, "stderr") || pack_bytes(&pk, r->err.data, r->err.len);
-	e |= pack_str(&pk, "stderr_bytes") || msgpack_pack_uint64(&pk, r->err.total);
-	e |= pack_str(&pk, "stderr_truncated") ||
+	e |= fw_pack_cstr(&pk, "stderr") || pack_bytes(&pk, r->err.data, r->err.len);
+	e |= fw_pack_cstr(&pk, "stderr_bytes") || msgpack_pack_uint64(&pk, r->err.total);
+	e |= fw_pack_cstr(&pk, "stderr_truncated") ||
 	     (r->err.truncated ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
-	e |= pack_str(&pk, "events") || msgpack_pack_array(&pk, r->nevents);
+	e |= fw_pack_cstr(&pk, "events") || msgpack_pack_array(&pk, r->nevents);
 	for (size_t i = 0; i < r->nevents; i++) {
 		e |= msgpack_pack_map(&pk, 3);
-		e |= pack_str(&pk, "kind") || pack_str(&pk, r->events[i].kind);
-		e |= pack_str(&pk, "detail") || pack_str(&pk, r->events[i].detail);
-		e |= pack_str(&pk, "at_s") || msgpack_pack_double(&pk, r->events[i].at_s);
+		e |= fw_pack_cstr(&pk, "kind") || fw_pack_cstr(&pk, r->events[i].kind);
+		e |= fw_pack_cstr(&pk, "detail") || fw_pack_cstr(&pk, r->events[i].detail);
+		e |= fw_pack_cstr(&pk, "at_s") || msgpack_pack_double(&pk, r->events[i].at_s);
 	}
 	return e ? -1 : 0;
 }

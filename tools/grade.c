@@ -413,13 +413,6 @@ static int grade_main(struct opts *o)
 
 static const char *const scope_names[] = { "checkpoint", "task", "split" };
 
-static void pack_str(msgpack_packer *pk, const char *s)
-{
-	size_t n = strlen(s);
-	msgpack_pack_str(pk, n);
-	msgpack_pack_str_body(pk, s, n);
-}
-
 static void pack_num(msgpack_packer *pk, double x)
 {
 	if (isnan(x))
@@ -442,22 +435,22 @@ static int summary_records(const struct fw_gsum_row *rows, long n, struct fw_wri
 		fw_buf_packer(&pk, &b);
 		int nf = 16 + (r->scope == FW_GSUM_TASK);
 		msgpack_pack_map(&pk, nf);
-		pack_str(&pk, "kind"); pack_str(&pk, "grade-summary");
-		pack_str(&pk, "id"); pack_str(&pk, id);
-		pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
-		pack_str(&pk, "scope"); pack_str(&pk, scope_names[r->scope]);
-		pack_str(&pk, "key"); pack_str(&pk, r->key);
+		fw_pack_cstr(&pk, "kind"); fw_pack_cstr(&pk, "grade-summary");
+		fw_pack_cstr(&pk, "id"); fw_pack_cstr(&pk, id);
+		fw_pack_cstr(&pk, "v"); msgpack_pack_int(&pk, 1);
+		fw_pack_cstr(&pk, "scope"); fw_pack_cstr(&pk, scope_names[r->scope]);
+		fw_pack_cstr(&pk, "key"); fw_pack_cstr(&pk, r->key);
 		if (r->scope == FW_GSUM_TASK) {
-			pack_str(&pk, "split");
-			pack_str(&pk, r->split);
+			fw_pack_cstr(&pk, "split");
+			fw_pack_cstr(&pk, r->split);
 		}
-		pack_str(&pk, "tasks"); msgpack_pack_uint64(&pk, r->tasks);
-		pack_str(&pk, "rollouts"); msgpack_pack_uint64(&pk, r->rollouts);
-		pack_str(&pk, "solved"); msgpack_pack_uint64(&pk, r->solved);
-		pack_str(&pk, "rate"); pack_num(&pk, r->rate);
-		pack_str(&pk, "lo"); pack_num(&pk, r->lo);
-		pack_str(&pk, "hi"); pack_num(&pk, r->hi);
-		pack_str(&pk, "pass_at");
+		fw_pack_cstr(&pk, "tasks"); msgpack_pack_uint64(&pk, r->tasks);
+		fw_pack_cstr(&pk, "rollouts"); msgpack_pack_uint64(&pk, r->rollouts);
+		fw_pack_cstr(&pk, "solved"); msgpack_pack_uint64(&pk, r->solved);
+		fw_pack_cstr(&pk, "rate"); pack_num(&pk, r->rate);
+		fw_pack_cstr(&pk, "lo"); pack_num(&pk, r->lo);
+		fw_pack_cstr(&pk, "hi"); pack_num(&pk, r->hi);
+		fw_pack_cstr(&pk, "pass_at");
 		int nk = 0;
 		for (int j = 0; j < FW_GSUM_NK; j++)
 			nk += !isnan(r->pass_at[j]);
@@ -466,14 +459,14 @@ static int summary_records(const struct fw_gsum_row *rows, long n, struct fw_wri
 			if (isnan(r->pass_at[j]))
 				continue;
 			snprintf(k, sizeof k, "%u", fw_gsum_k[j]);
-			pack_str(&pk, k);
+			fw_pack_cstr(&pk, k);
 			msgpack_pack_double(&pk, r->pass_at[j]);
 		}
-		pack_str(&pk, "recent_rollouts"); msgpack_pack_uint64(&pk, r->recent_rollouts);
-		pack_str(&pk, "recent_rate"); pack_num(&pk, r->recent_rate);
-		pack_str(&pk, "retire");
+		fw_pack_cstr(&pk, "recent_rollouts"); msgpack_pack_uint64(&pk, r->recent_rollouts);
+		fw_pack_cstr(&pk, "recent_rate"); pack_num(&pk, r->recent_rate);
+		fw_pack_cstr(&pk, "retire");
 		r->retire ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-		pack_str(&pk, "never_solved");
+		fw_pack_cstr(&pk, "never_solved");
 		r->never_solved ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
 		if (fw_writer_put(w, b.p, b.n) < 0) {
 			fw_warn("write error: %s", fw_writer_error(w));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_json.h"
 #include "fw_mp.h"
@@ -431,15 +432,6 @@ static int cmd_from_json(struct opts *o)
 
 /* ---- sample ---------------------------------------------------------------- */
 
-/* splitmix64: small, seedable, and the same everywhere. */
-static uint64_t next_rand(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 struct kept {
 	uint64_t order;
 	uint8_t *p;
@@ -454,7 +446,7 @@ struct sample_arg {
 static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
 {
 	struct sample_arg *a = arg;
-	uint64_t j = a->seen < a->k ? a->seen : next_rand(&a->rng) % (a->seen + 1);
+	uint64_t j = a->seen < a->k ? a->seen : fw_rand64(&a->rng) % (a->seen + 1);
 	uint64_t order = a->seen++;
 	if (j >= a->k)
 		return 0;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_decontam.h"
 #include "fw_expr.h"
@@ -94,14 +95,6 @@ struct state {
 
 /* ---- hashing -------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t z)
-{
-	z += 0x9e3779b97f4a7c15ULL;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 /* The hash sharding uses: of the id string, or of the whole record. */
 static uint64_t id_hash(struct fw_mpv rec)
 {
@@ -158,11 +151,11 @@ static uint64_t hash_b(const uint8_t *p, size_t n)
 	for (; i + 8 <= n; i += 8) {
 		uint64_t w;
 		memcpy(&w, p + i, 8);
-		h = mix64(h ^ w);
+		h = fw_mix64(h ^ w);
 	}
 	uint64_t w = 0;
 	memcpy(&w, p + i, n - i);
-	return mix64(h ^ w ^ ((uint64_t)(n - i) << 56));
+	return fw_mix64(h ^ w ^ ((uint64_t)(n - i) << 56));
 }
 
 /* ---- sample ------------------------------------------------------------------ */
@@ -339,7 +332,7 @@ static int one(struct state *st, struct fw_mpv v, const char *file, uint64_t ind
 		}
 	}
 	if (st->sample == 1) {
-		uint64_t key = mix64(id_hash(v) ^ mix64(st->seed));
+		uint64_t key = fw_mix64(id_hash(v) ^ fw_mix64(st->seed));
 		if (sample_offer(st, key, v) < 0) {
 			fw_warn("out of memory");
 			return -1;
@@ -347,7 +340,7 @@ static int one(struct state *st, struct fw_mpv v, const char *file, uint64_t ind
 		return 0;
 	}
 	if (st->sample == 2) {
-		uint64_t key = mix64(id_hash(v) ^ mix64(st->seed));
+		uint64_t key = fw_mix64(id_hash(v) ^ fw_mix64(st->seed));
 		if ((double)(key >> 11) / 9007199254740992.0 >= st->sample_frac)
 			return 0;
 	}
