@@ -975,27 +975,6 @@ static char *history_prompt(const struct cand *c, const struct fw_context_file *
 	return (char *)b.p;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	struct fw_buf b = { 0 };
-	char tmp[65536];
-	size_t k;
-	if (!f)
-		return NULL;
-	while ((k = fread(tmp, 1, sizeof tmp, f)) > 0)
-		if (fw_buf_append(&b, tmp, k) < 0)
-			break;
-	int bad = ferror(f);
-	fclose(f);
-	if (bad || fw_buf_append(&b, "", 1) < 0) {
-		fw_buf_free(&b);
-		return NULL;
-	}
-	*len = b.n - 1;
-	return (char *)b.p;
-}
-
 /*
  * Writes the bundle's files into s as blobs (their ids into blobs, ncf
  * entries of FW_OID_HEX) and keeps a tree of them under context/ID.
@@ -1016,7 +995,7 @@ static int store_context(struct fw_store *s, struct fw_audit *audit, const char 
 	}
 	for (size_t i = 0; i < ncf; i++) {
 		size_t len;
-		char *data = read_file(cf[i].path, &len), name[300];
+		char *data = fw_read_file(cf[i].path, 0, &len), name[300];
 		git_oid bid;
 		if (!data) {
 			fw_seterr(err, errlen, "%s: %s", cf[i].path, strerror(errno));

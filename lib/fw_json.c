@@ -344,23 +344,7 @@ static int hex4(const char *p, uint32_t *out)
 
 static void put_utf8(uint8_t **o, uint32_t cp)
 {
-	uint8_t *p = *o;
-	if (cp < 0x80) {
-		*p++ = (uint8_t)cp;
-	} else if (cp < 0x800) {
-		*p++ = (uint8_t)(0xc0 | cp >> 6);
-		*p++ = (uint8_t)(0x80 | (cp & 0x3f));
-	} else if (cp < 0x10000) {
-		*p++ = (uint8_t)(0xe0 | cp >> 12);
-		*p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-		*p++ = (uint8_t)(0x80 | (cp & 0x3f));
-	} else {
-		*p++ = (uint8_t)(0xf0 | cp >> 18);
-		*p++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3f));
-		*p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-		*p++ = (uint8_t)(0x80 | (cp & 0x3f));
-	}
-	*o = p;
+	*o += fw_utf8_put(*o, cp);
 }
 
 /* Writes a str header for n bytes at out->p + at, where 5 bytes were

@@ -178,40 +178,11 @@ fail:
 
 static char *slurp(const char *path, size_t *len, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0, r;
+	char *s = fw_read_file(path, 0, len);
 
-	if (!f) {
+	if (!s)
 		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	for (;;) {
-		if (n + 65536 > cap) {
-			char *nb = realloc(buf, cap = cap * 2 + 65536);
-
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				fw_seterr(err, errlen, "%s: out of memory", path);
-				return NULL;
-			}
-			buf = nb;
-		}
-		r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0)
-			break;
-	}
-	if (ferror(f)) {
-		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
-		free(buf);
-		fclose(f);
-		return NULL;
-	}
-	fclose(f);
-	*len = n;
-	return buf;
+	return s;
 }
 
 int fw_config_load(struct fw_config *c, const char *path, char *err,

@@ -609,26 +609,6 @@ static int brace_body(const char *s, const struct lines *L, int start, int end,
 	return -1;
 }
 
-static char *read_text(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	struct fw_buf b = { 0 };
-	char tmp[65536];
-	size_t k;
-	while ((k = fread(tmp, 1, sizeof tmp, f)) > 0)
-		if (fw_buf_append(&b, tmp, k) < 0)
-			break;
-	fclose(f);
-	if (fw_buf_append(&b, "", 1) < 0) {
-		fw_buf_free(&b);
-		return NULL;
-	}
-	*len = b.n - 1;
-	return (char *)b.p;
-}
-
 /* ctags gives no end line for some languages (JavaScript, TypeScript in
  * 5.9) and no class scope for Python functions: derive the end from the
  * braces and a Python method from its indentation.  Symbols whose end
@@ -646,7 +626,7 @@ static int fix_spans(const char *dir, struct fw_symbols *out, char *err, size_t 
 			L.off = NULL;
 			char p[8200];
 			snprintf(p, sizeof p, "%s/%s", dir, y->path);
-			text = read_text(p, &len);
+			text = fw_read_file(p, 0, &len);
 			free(cur);
 			cur = strdup(y->path);
 			if (text && lines_index(&L, text, len) < 0) {

@@ -171,23 +171,7 @@ static const char *find(const char *p, const char *end, const char *lit)
 /* Appends the UTF-8 encoding of code point c to *o. */
 static void put_utf8(char **o, unsigned long c)
 {
-	char *q = *o;
-	if (c < 0x80) {
-		*q++ = (char)c;
-	} else if (c < 0x800) {
-		*q++ = (char)(0xc0 | (c >> 6));
-		*q++ = (char)(0x80 | (c & 0x3f));
-	} else if (c < 0x10000) {
-		*q++ = (char)(0xe0 | (c >> 12));
-		*q++ = (char)(0x80 | ((c >> 6) & 0x3f));
-		*q++ = (char)(0x80 | (c & 0x3f));
-	} else {
-		*q++ = (char)(0xf0 | (c >> 18));
-		*q++ = (char)(0x80 | ((c >> 12) & 0x3f));
-		*q++ = (char)(0x80 | ((c >> 6) & 0x3f));
-		*q++ = (char)(0x80 | (c & 0x3f));
-	}
-	*o = q;
+	*o += fw_utf8_put((uint8_t *)*o, (uint32_t)c);
 }
 
 /* Decodes XML entities of n bytes at s into a new string (malloc'd).  An
@@ -790,36 +774,10 @@ int fw_report_format_parse(const char *s)
 int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format fmt,
 		   char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fw_seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-		return -1;
-	}
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	for (;;) {
-		if (cap - n < 65536) {
-			size_t nc = cap ? cap * 2 : 65536;
-			char *b = realloc(buf, nc);
-			if (!b) {
-				free(buf);
-				fclose(f);
-				fw_seterr(err, errlen, "out of memory");
-				return -1;
-			}
-			buf = b;
-			cap = nc;
-		}
-		size_t k = fread(buf + n, 1, cap - n, f);
-		n += k;
-		if (k == 0)
-			break;
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(buf);
-		fw_seterr(err, errlen, "cannot read '%s'", path);
+	size_t n;
+	char *buf = fw_read_file(path, 0, &n);
+	if (!buf) {
+		fw_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
 		return -1;
 	}
 	int rc = fmt == FW_REPORT_TAP	   ? fw_report_parse_tap(r, buf, n, err, errlen)

@@ -14,7 +14,6 @@
 
 #include "fw_base.h"
 #include "fw_store.h"
-#include "fw_workspace.h"
 
 struct fw_store {
 	git_repository *repo;

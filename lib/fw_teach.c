@@ -864,32 +864,16 @@ oom:
 
 struct fw_teach_rules *fw_teach_rules_load(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	struct fw_buf b = { 0 };
-	char chunk[4096];
-	size_t n;
 	struct fw_teach_rules *r;
+	size_t n;
+	char *s = fw_read_file(path, 0, &n);
 
-	if (!f) {
+	if (!s) {
 		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-		if (fw_buf_append(&b, chunk, n)) {
-			fclose(f);
-			fw_buf_free(&b);
-			fw_seterr(err, errlen, "out of memory");
-			return NULL;
-		}
-	if (ferror(f)) {
-		fw_seterr(err, errlen, "%s: read error", path);
-		fclose(f);
-		fw_buf_free(&b);
-		return NULL;
-	}
-	fclose(f);
-	r = fw_teach_rules_parse(b.p ? (const char *)b.p : "", b.n, path, err, errlen);
-	fw_buf_free(&b);
+	r = fw_teach_rules_parse(s, n, path, err, errlen);
+	free(s);
 	return r;
 }
 

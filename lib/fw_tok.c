@@ -804,39 +804,13 @@ fail:
 
 struct fw_tok *fw_tok_load(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
+	size_t n;
+	char *buf = fw_read_file(path, 0, &n);
 
-	if (!f) {
+	if (!buf) {
 		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1 << 20;
-			char *nb = realloc(buf, cap);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				fw_seterr(err, errlen, "%s: out of memory", path);
-				return NULL;
-			}
-			buf = nb;
-		}
-		size_t r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0)
-			break;
-	}
-	if (ferror(f)) {
-		int e = errno;
-		free(buf);
-		fclose(f);
-		fw_seterr(err, errlen, "%s: %s", path, strerror(e));
-		return NULL;
-	}
-	fclose(f);
 	struct fw_tok *t = fw_tok_load_mem(buf, n, path, err, errlen);
 	free(buf);
 	return t;

@@ -1062,24 +1062,6 @@ void fw_ckpt_id(const struct fw_model *m, char id[17])
 	snprintf(id, 17, "%016llx", (unsigned long long)r);
 }
 
-/* Removes a directory of plain files (a checkpoint). */
-static void rm_flat(const char *d)
-{
-	DIR *dp = opendir(d);
-	struct dirent *e;
-	char p[PATH_MAX];
-
-	if (dp) {
-		while ((e = readdir(dp)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-				snprintf(p, sizeof(p), "%s/%s", d, e->d_name);
-				unlink(p);
-			}
-		closedir(dp);
-	}
-	rmdir(d);
-}
-
 static int sync_path(const char *p)
 {
 	int fd = open(p, O_RDONLY), rc;
@@ -1088,30 +1070,6 @@ static int sync_path(const char *p)
 		return -1;
 	rc = fsync(fd);
 	close(fd);
-	return rc;
-}
-
-static int copy_file(const char *from, const char *to)
-{
-	FILE *a = fopen(from, "rb"), *b;
-	char buf[65536];
-	size_t n;
-	int rc = 0;
-
-	if (!a)
-		return -1;
-	if (!(b = fopen(to, "wb"))) {
-		fclose(a);
-		return -1;
-	}
-	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
-		if (fwrite(buf, 1, n, b) != n)
-			rc = -1;
-	if (ferror(a))
-		rc = -1;
-	fclose(a);
-	if (fclose(b))
-		rc = -1;
 	return rc;
 }
 
@@ -1139,7 +1097,7 @@ static void tidy(const char *root, int keep, const char *keep_name)
 			pid = strtol(dash + 1, NULL, 10);
 			if (pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) && errno == ESRCH) {
 				snprintf(p, sizeof(p), "%s/%s", root, e->d_name);
-				rm_flat(p);
+				fw_rmtree(p);
 			}
 		} else if (!strncmp(e->d_name, "step-", 5) && keep > 0) {
 			if (n == cap) {
@@ -1160,7 +1118,7 @@ static void tidy(const char *root, int keep, const char *keep_name)
 	for (int i = 0; i < n; i++) {
 		if (i >= keep && strcmp(names[i], keep_name)) {
 			snprintf(p, sizeof(p), "%s/%s", root, names[i]);
-			rm_flat(p);
+			fw_rmtree(p);
 		}
 		free(names[i]);
 	}
@@ -1185,7 +1143,7 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 	snprintf(name, sizeof(name), "step-%08ld-%s", s->step, s->id);
 	snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-%ld", root, name, (long)getpid());
 	snprintf(fin, sizeof(fin), "%s/%s", root, name);
-	rm_flat(tmp);
+	fw_rmtree(tmp);
 	if (mkdir(tmp, 0777)) {
 		fw_seterr(err, errlen, "%s: %s", tmp, strerror(errno));
 		return -1;
@@ -1197,7 +1155,7 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 		goto fail;
 	if (tok_from && !access(tok_from, F_OK)) {
 		snprintf(p, sizeof(p), "%s/tokenizer.json", tmp);
-		if (copy_file(tok_from, p)) {
+		if (fw_copy_file(tok_from, p)) {
 			fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 			goto fail;
 		}
@@ -1213,7 +1171,7 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 	sync_path(tmp);
 	if (!stat(fin, &sb)) {
 		/* The same step and content id: that checkpoint is already here. */
-		rm_flat(tmp);
+		fw_rmtree(tmp);
 	} else if (rename(tmp, fin)) {
 		fw_seterr(err, errlen, "%s: %s", fin, strerror(errno));
 		goto fail;
@@ -1231,6 +1189,6 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 	snprintf(out, outlen, "%s", fin);
 	return 0;
 fail:
-	rm_flat(tmp);
+	fw_rmtree(tmp);
 	return -1;
 }

@@ -737,37 +737,6 @@ int fw_audit_check(struct fw_audit *a, const char *name, const char *data, size_
 	return hit;
 }
 
-static int read_file(const char *path, char **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return -1;
-	size_t cap = 65536, n = 0;
-	char *p = malloc(cap);
-	while (p) {
-		size_t k = fread(p + n, 1, cap - n, f);
-		n += k;
-		if (n < cap)
-			break;
-		if (cap >= (64u << 20))
-			break; /* audit the first 64 MiB of huge files */
-		char *q = realloc(p, cap * 2);
-		if (!q) {
-			free(p);
-			p = NULL;
-			break;
-		}
-		p = q;
-		cap *= 2;
-	}
-	fclose(f);
-	if (!p)
-		return -1;
-	*data = p;
-	*len = n;
-	return 0;
-}
-
 static int audit_dir(struct fw_audit *a, const char *root, const char *rel,
 		     struct fw_strlist *found, char *err, size_t errlen)
 {
@@ -805,7 +774,8 @@ static int audit_dir(struct fw_audit *a, const char *root, const char *rel,
 			continue;
 		char *data;
 		size_t len;
-		if (read_file(full, &data, &len) < 0) {
+		/* audit the first 64 MiB of huge files */
+		if (!(data = fw_read_file(full, 64u << 20, &len))) {
 			fw_seterr(err, errlen, "cannot read '%s': %s", full, strerror(errno));
 			closedir(d);
 			return -1;

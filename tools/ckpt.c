@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_model.h"
 #include "fw_mp.h"
@@ -78,27 +79,13 @@ static char *tmp_dir(const char *final)
 	return t;
 }
 
-static void rm_dir(const char *d)
-{
-	static const char *names[] = { "config.json", "model.safetensors",
-				       "tokenizer.json", "config.json.tmp",
-				       "model.safetensors.tmp", "tokenizer.json.tmp" };
-	char p[PATH_MAX];
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", d, names[i]);
-		unlink(p);
-	}
-	rmdir(d);
-}
-
 /* Renames the finished temp dir over final (which may be absent or an
  * empty directory). */
 static int finish_dir(const char *tmp, const char *final)
 {
 	if (rename(tmp, final)) {
 		fw_warn("%s: %s", final, strerror(errno));
-		rm_dir(tmp);
+		fw_rmtree(tmp);
 		return -1;
 	}
 	return 0;
@@ -191,7 +178,7 @@ static int cmd_init(struct opts *o)
 	if (fw_model_save(m, tmp, o->have_dtype ? o->dtype : FW_F32, err, sizeof(err)) ||
 	    fw_tok_save(t, p, err, sizeof(err))) {
 		fw_warn("%s", err);
-		rm_dir(tmp);
+		fw_rmtree(tmp);
 	} else if (!finish_dir(tmp, o->args[1]))
 		rc = FW_EXIT_OK;
 	free(tmp);
@@ -247,30 +234,6 @@ static int cmd_info(struct opts *o)
 
 /* ---- convert ------------------------------------------------------------------- */
 
-static int copy_file(const char *from, const char *to)
-{
-	FILE *a = fopen(from, "rb"), *b;
-	char buf[65536];
-	size_t n;
-	int rc = 0;
-
-	if (!a)
-		return errno == ENOENT ? 0 : -1;
-	if (!(b = fopen(to, "wb"))) {
-		fclose(a);
-		return -1;
-	}
-	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
-		if (fwrite(buf, 1, n, b) != n)
-			rc = -1;
-	if (ferror(a))
-		rc = -1;
-	fclose(a);
-	if (fclose(b))
-		rc = -1;
-	return rc;
-}
-
 static int cmd_convert(struct opts *o)
 {
 	struct fw_model *m;
@@ -291,10 +254,10 @@ static int cmd_convert(struct opts *o)
 	snprintf(b, sizeof(b), "%s/tokenizer.json", tmp);
 	if (fw_model_save(m, tmp, o->dtype, err, sizeof(err))) {
 		fw_warn("%s", err);
-		rm_dir(tmp);
-	} else if (copy_file(a, b)) {
+		fw_rmtree(tmp);
+	} else if (access(a, F_OK) == 0 && fw_copy_file(a, b)) {
 		fw_warn("%s: %s", b, strerror(errno));
-		rm_dir(tmp);
+		fw_rmtree(tmp);
 	} else if (!finish_dir(tmp, o->args[1]))
 		rc = FW_EXIT_OK;
 	free(tmp);

@@ -38,62 +38,6 @@ static int usage_error(const char *fmt, const char *arg)
 #define EXAMPLES 3
 #define MIN_USERS 10      /* fewer users in a pair: the bootstrap is no basis for a verdict */
 
-/* ---- string interning ------------------------------------------------------- */
-
-struct intern {
-	char **s;
-	size_t n, cap;
-	uint32_t *t; /* open addressing: index + 1, 0 empty */
-	size_t tcap;
-};
-
-/* Index of s[0..n) in the table, added if new; -1 out of memory. */
-static int64_t intern(struct intern *in, const char *s, size_t n)
-{
-	if ((in->n + 1) * 2 > in->tcap) {
-		size_t nc = in->tcap ? in->tcap * 2 : 256;
-		uint32_t *nt = calloc(nc, sizeof *nt);
-		if (!nt)
-			return -1;
-		for (size_t i = 0; i < in->n; i++) {
-			size_t j = fw_hash64(in->s[i], strlen(in->s[i])) & (nc - 1);
-			while (nt[j])
-				j = (j + 1) & (nc - 1);
-			nt[j] = (uint32_t)i + 1;
-		}
-		free(in->t);
-		in->t = nt;
-		in->tcap = nc;
-	}
-	size_t j = fw_hash64(s, n) & (in->tcap - 1);
-	while (in->t[j]) {
-		const char *x = in->s[in->t[j] - 1];
-		if (strlen(x) == n && memcmp(x, s, n) == 0)
-			return in->t[j] - 1;
-		j = (j + 1) & (in->tcap - 1);
-	}
-	if (in->n == in->cap) {
-		size_t nc = in->cap ? in->cap * 2 : 64;
-		char **ns = realloc(in->s, nc * sizeof *ns);
-		if (!ns)
-			return -1;
-		in->s = ns;
-		in->cap = nc;
-	}
-	if (!(in->s[in->n] = strndup(s, n)))
-		return -1;
-	in->t[j] = (uint32_t)in->n + 1;
-	return (int64_t)in->n++;
-}
-
-static void intern_free(struct intern *in)
-{
-	for (size_t i = 0; i < in->n; i++)
-		free(in->s[i]);
-	free(in->s);
-	free(in->t);
-}
-
 /* ---- state ---------------------------------------------------------------------- */
 
 struct category {
@@ -120,7 +64,7 @@ struct state {
 	unsigned resamples;
 	double alpha; /* per pair: 0.05 over the number of pairs (Bonferroni) */
 	int records;
-	struct intern arms, users, keys;
+	struct fw_intern arms, users, keys;
 	struct category *cats;
 	size_t ncats, capcats;
 	struct vote *votes;
@@ -251,7 +195,7 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 		fw_warn_rec(file, index, offset, "cannot read '%s'", st->by_src);
 		return -1;
 	}
-	int64_t arm = intern(&st->arms, s, n), key = -1;
+	int64_t arm = fw_intern_add(&st->arms, s, n), key = -1;
 	if (arm < 0)
 		goto oom;
 	if (st->paired_by) {
@@ -259,7 +203,7 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 			fw_warn_rec(file, index, offset, "cannot read '%s'", st->paired_src);
 			return -1;
 		}
-		if ((key = intern(&st->keys, s, n)) < 0)
+		if ((key = fw_intern_add(&st->keys, s, n)) < 0)
 			goto oom;
 	}
 	uint32_t ups = 0, downs = 0;
@@ -285,7 +229,7 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 						      (unsigned long long)st->anon++);
 				user = anon;
 			}
-			int64_t u = intern(&st->users, user, un);
+			int64_t u = fw_intern_add(&st->users, user, un);
 			if (u < 0 ||
 			    grow((void **)&st->votes, &st->capvotes, st->nvotes + 1, sizeof *st->votes) < 0)
 				goto oom;
@@ -383,10 +327,10 @@ static int cmp_pv(const void *x, const void *y)
 }
 
 /* Arm indexes sorted by name. */
-static const struct intern *sort_names;
+static const struct fw_intern *sort_names;
 static int cmp_arm(const void *x, const void *y)
 {
-	return strcmp(sort_names->s[*(const uint32_t *)x], sort_names->s[*(const uint32_t *)y]);
+	return strcmp(sort_names->v[*(const uint32_t *)x], sort_names->v[*(const uint32_t *)y]);
 }
 
 static int pair_stats(struct state *st, struct pair_stat *ps, const struct arm_stat *as,
@@ -582,7 +526,7 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 		uint32_t a = order[k];
 		r_begin(&r);
 		r_str(&r, "by", st->by_src);
-		r_str(&r, "arm", st->arms.s[a]);
+		r_str(&r, "arm", st->arms.v[a]);
 		r_u64(&r, "up", as[a].up);
 		r_u64(&r, "votes", as[a].votes);
 		r_dbl(&r, "rate", as[a].votes ? (double)as[a].up / (double)as[a].votes : NAN);
@@ -595,15 +539,15 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 	for (size_t i = 0; i < nps; i++) {
 		const struct pair_stat *p = &ps[i];
 		r_begin(&r);
-		r_str(&r, "a", st->arms.s[p->a]);
-		r_str(&r, "b", st->arms.s[p->b]);
+		r_str(&r, "a", st->arms.v[p->a]);
+		r_str(&r, "b", st->arms.v[p->b]);
 		r_dbl(&r, "diff", p->diff);
 		r_dbl(&r, "lo", p->ok ? p->lo : NAN);
 		r_dbl(&r, "hi", p->ok ? p->hi : NAN);
 		r_u64(&r, "users", p->users);
 		r_str(&r, "verdict", p->verdict > 0 ? "b" : p->verdict < 0 ? "a" : "none");
-		r_str(&r, "preferred", p->verdict > 0 ? st->arms.s[p->b] :
-				       p->verdict < 0 ? st->arms.s[p->a] : NULL);
+		r_str(&r, "preferred", p->verdict > 0 ? st->arms.v[p->b] :
+				       p->verdict < 0 ? st->arms.v[p->a] : NULL);
 		r_u64(&r, "n_needed", p->verdict ? 0 : p->need);
 		r_dbl(&r, "design_effect", p->deff);
 		if (p->paired) {
@@ -665,7 +609,7 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 		pct(b, sizeof b, as[i].lo);
 		pct(c, sizeof c, as[i].hi);
 		snprintf(iv, sizeof iv, "[%s, %s]", b, c);
-		fprintf(f, "%-16s %6llu %6llu %7s  %-17s %6llu\n", st->arms.s[i],
+		fprintf(f, "%-16s %6llu %6llu %7s  %-17s %6llu\n", st->arms.v[i],
 			(unsigned long long)as[i].up, (unsigned long long)as[i].votes,
 			as[i].votes ? a : "-", as[i].votes ? iv : "-", (unsigned long long)as[i].users);
 	}
@@ -684,7 +628,7 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 			st->paired_src);
 	for (size_t i = 0; i < nps; i++) {
 		const struct pair_stat *p = &ps[i];
-		const char *A = st->arms.s[p->a], *B = st->arms.s[p->b];
+		const char *A = st->arms.v[p->a], *B = st->arms.v[p->b];
 		snprintf(a, sizeof a, "%+.1f%%", 100 * p->diff);
 		fprintf(f, "%s vs %s: %s", A, B, a);
 		if (p->ok) {
@@ -988,9 +932,9 @@ int main(int argc, char **argv)
 	free(st.cats);
 	free(st.votes);
 	free(st.pv);
-	intern_free(&st.arms);
-	intern_free(&st.users);
-	intern_free(&st.keys);
+	fw_intern_release(&st.arms);
+	fw_intern_release(&st.users);
+	fw_intern_release(&st.keys);
 	fw_path_free(st.by);
 	fw_path_free(st.paired_by);
 	fw_fbcat_free(st.cat);
