@@ -357,17 +357,23 @@ size_t fw_utf8_count(const char *s, size_t n)
 	return k;
 }
 
-char *fw_utf8_fix(const char *s, size_t n, size_t *outlen)
+size_t fw_utf8_fix_len(const char *s, size_t n)
 {
 	const uint8_t *u = (const uint8_t *)s;
 	size_t out = 0;
 
-	/* a first pass sizes the copy: U+FFFD is 3 bytes for each bad one */
 	for (size_t i = 0; i < n;) {
 		size_t k = fw_utf8_seq(u + i, n - i);
 		out += k ? k : 3;
 		i += k ? k : 1;
 	}
+	return out;
+}
+
+char *fw_utf8_fix(const char *s, size_t n, size_t *outlen)
+{
+	const uint8_t *u = (const uint8_t *)s;
+	size_t out = fw_utf8_fix_len(s, n);
 	char *f = malloc(out + 1), *o = f;
 	if (!f)
 		return NULL;

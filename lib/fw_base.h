@@ -119,6 +119,11 @@ size_t fw_utf8_put(uint8_t *o, uint32_t cp);
  * continuation bytes).  Cannot fail. */
 size_t fw_utf8_count(const char *s, size_t n);
 
+/* The length of the n bytes at s once each byte that is not part of a
+ * valid UTF-8 sequence is U+FFFD (3 bytes): what fw_utf8_fix() returns.
+ * n when they are all valid.  Cannot fail. */
+size_t fw_utf8_fix_len(const char *s, size_t n);
+
 /*
  * A copy of the n bytes at s in which each byte that is not part of a valid
  * UTF-8 sequence becomes U+FFFD, with a NUL after it.  Returns the copy

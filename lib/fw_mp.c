@@ -800,6 +800,29 @@ int fw_rec_set(struct fw_buf *out, struct fw_mpv rec, const struct fw_field *f, 
 	return 0;
 }
 
+long fw_mp_doubles(struct fw_mpv v, double **out)
+{
+	struct fw_mp_iter it;
+	struct fw_mpv e;
+	int64_t n = fw_mp_iter_init(&it, v);
+	long k = 0;
+
+	*out = NULL;
+	if (n < 0 || fw_mp_type(v) != FW_MP_ARRAY)
+		return -1;
+	if (!(*out = malloc(sizeof(double) * (size_t)(n ? n : 1))))
+		return -1;
+	while (fw_mp_iter_next(&it, &e) > 0) {
+		if (fw_mp_double(e, &(*out)[k])) {
+			free(*out);
+			*out = NULL;
+			return -1;
+		}
+		k++;
+	}
+	return k;
+}
+
 int fw_pack_str(msgpack_packer *pk, const char *s, size_t n)
 {
 	return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
@@ -813,14 +836,9 @@ int fw_pack_cstr(msgpack_packer *pk, const char *s)
 int fw_pack_text(msgpack_packer *pk, const char *s, size_t n)
 {
 	const uint8_t *u = (const uint8_t *)s;
-	size_t out = 0;
-
 	/* sized first, so that valid text is packed without a copy */
-	for (size_t i = 0; i < n;) {
-		size_t k = fw_utf8_seq(u + i, n - i);
-		out += k ? k : 3;
-		i += k ? k : 1;
-	}
+	size_t out = fw_utf8_fix_len(s, n);
+
 	if (msgpack_pack_str(pk, out))
 		return -1;
 	if (out == n)

@@ -139,6 +139,11 @@ int64_t fw_mp_iter_init(struct fw_mp_iter *it, struct fw_mpv v);
 /* Next value.  Returns 1 and fills *out, 0 at the end, -1 if malformed. */
 int fw_mp_iter_next(struct fw_mp_iter *it, struct fw_mpv *out);
 
+/* Reads an array of numbers (float or int) into a new array of doubles
+ * (*out, caller frees with free(); NULL on failure).  Returns the count, or
+ * -1 when v is not an array of numbers or memory runs out. */
+long fw_mp_doubles(struct fw_mpv v, double **out);
+
 /* Looks up a string key in map m.  Returns 1 and fills *val, 0 when absent,
  * -1 when m is not a map. */
 int fw_mp_map_get(struct fw_mpv m, const char *key, size_t keylen, struct fw_mpv *val);

@@ -199,30 +199,6 @@ oom:
 	return -1;
 }
 
-/* Reads a numeric array into a malloc'd double array.  Returns its length
- * or -1 (not an array of numbers, out of memory). */
-static long num_array(struct fw_mpv v, double **out)
-{
-	struct fw_mp_iter it;
-	struct fw_mpv x;
-	int64_t n = fw_mp_iter_init(&it, v);
-	long k = 0;
-
-	*out = NULL;
-	if (n < 0 || fw_mp_type(v) != FW_MP_ARRAY)
-		return -1;
-	*out = malloc(sizeof(double) * (size_t)(n ? n : 1));
-	if (!*out)
-		return -1;
-	while (fw_mp_iter_next(&it, &x) == 1)
-		if (fw_mp_double(x, &(*out)[k++])) {
-			free(*out);
-			*out = NULL;
-			return -1;
-		}
-	return k;
-}
-
 /* Replaces ids with the encoding of "\nHint: " and as many whole lines of
  * hint (text ending in '\n') as fit in room tokens; when not even the first
  * line fits, the first room tokens of the full encoding.  Returns 0, or -1
@@ -286,11 +262,11 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 
 	*adv = NULL;
 	*nadv = 0;
-	if (fw_mp_get(rec, "tokens", &v) != 1 || (ntk = num_array(v, &tk)) < 0) {
+	if (fw_mp_get(rec, "tokens", &v) != 1 || (ntk = fw_mp_doubles(v, &tk)) < 0) {
 		fw_seterr(err, errlen, "no tokens");
 		goto out;
 	}
-	if (fw_mp_get(rec, "mask", &v) != 1 || (nmk = num_array(v, &mk)) != ntk) {
+	if (fw_mp_get(rec, "mask", &v) != 1 || (nmk = fw_mp_doubles(v, &mk)) != ntk) {
 		fw_seterr(err, errlen, "no mask matching tokens");
 		goto out;
 	}
@@ -299,7 +275,7 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 			if (is_role(turn, "assistant")) {
 				asst = idx;
 				if (fw_mp_get(turn, "logprobs", &v) == 1)
-					nlp = num_array(v, &lp);
+					nlp = fw_mp_doubles(v, &lp);
 				break;
 			}
 			idx++;
@@ -460,7 +436,7 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 		if (!is_role(v, "assistant"))
 			continue;
 		if (fw_mp_get(v, "tokens", &x) != 1 || (ntk = (long)fw_mp_iter_init(&ti, x)) < 0 ||
-		    fw_mp_get(v, "logprobs", &x) != 1 || (nl = num_array(x, &l)) != ntk) {
+		    fw_mp_get(v, "logprobs", &x) != 1 || (nl = fw_mp_doubles(x, &l)) != ntk) {
 			free(l);
 			fw_seterr(err, errlen, "no log-probs");
 			goto out;

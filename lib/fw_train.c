@@ -115,31 +115,6 @@ int fw_batch_add(struct fw_batch *b, const int32_t *tok, const uint8_t *mask,
 	return 0;
 }
 
-/* Reads an array of numbers into a new array of doubles (*out, caller
- * frees).  Returns the count, or -1 when v is not an array of numbers. */
-static long num_array(struct fw_mpv v, double **out)
-{
-	struct fw_mp_iter it;
-	struct fw_mpv e;
-	int64_t n = fw_mp_iter_init(&it, v);
-	long k = 0;
-
-	*out = NULL;
-	if (n < 0 || fw_mp_type(v) != FW_MP_ARRAY)
-		return -1;
-	if (!(*out = malloc(sizeof(double) * (n ? n : 1))))
-		return -1;
-	while (fw_mp_iter_next(&it, &e) > 0) {
-		if (fw_mp_double(e, &(*out)[k])) {
-			free(*out);
-			*out = NULL;
-			return -1;
-		}
-		k++;
-	}
-	return k;
-}
-
 /* 1 when every value is finite and fits a float. */
 static int all_finite(const double *x, long n)
 {
@@ -202,7 +177,7 @@ static int turn_logprobs(struct fw_mpv turns, int **cnt, double **lp, long *nlp,
 		if (fw_mp_get(t, "tokens", &v) == 1 && fw_mp_type(v) == FW_MP_ARRAY)
 			nt = (long)fw_mp_iter_init(&ti, v);
 		if (fw_mp_get(t, "logprobs", &v) == 1 && fw_mp_type(v) != FW_MP_NIL) {
-			if ((na = num_array(v, &a)) < 0) {
+			if ((na = fw_mp_doubles(v, &a)) < 0) {
 				fw_seterr(err, errlen, "turn %d: 'logprobs' is not an array of numbers", i - 1);
 				return -1;
 			}
@@ -266,7 +241,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 	if (!(fabs(reward) <= 1e30))
 		reward = NAN;
 	if (fw_mp_get(rec, "teach", &g) == 1 && fw_mp_get(g, "adv", &v) == 1) {
-		if ((nadv = num_array(v, &adv)) < 0) {
+		if ((nadv = fw_mp_doubles(v, &adv)) < 0) {
 			fw_seterr(err, errlen, "'teach.adv' is not an array of numbers");
 			return -1;
 		}
@@ -277,7 +252,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 	}
 	if (fw_mp_get(rec, "tokens", &v) == 1) {
 		double *x = NULL, *m = NULL;
-		long nx = num_array(v, &x), nm;
+		long nx = fw_mp_doubles(v, &x), nm;
 
 		if (nx < 0) {
 			fw_seterr(err, errlen, "'tokens' is not an array of ids");
@@ -301,7 +276,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		}
 		free(x);
 		if (fw_mp_get(rec, "mask", &v) == 1) {
-			if ((nm = num_array(v, &m)) != n) {
+			if ((nm = fw_mp_doubles(v, &m)) != n) {
 				free(m);
 				fw_seterr(err, errlen, "'mask' does not have one value per token");
 				goto out;
@@ -311,7 +286,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 			free(m);
 		}
 		if (fw_mp_get(rec, "logprobs", &v) == 1) {
-			if ((nlp = num_array(v, &lp)) != n && nlp != n - 1) {
+			if ((nlp = fw_mp_doubles(v, &lp)) != n && nlp != n - 1) {
 				fw_seterr(err, errlen, "'logprobs' needs one value per token (or per token after the first)");
 				goto out;
 			}
