@@ -25,15 +25,20 @@ static const char usage_text[] =
 	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [FILE...]\n"
 	"       fb-report --judge LABELS [--seed S] [--resamples N] [FILE...]\n";
 
-static void usage(FILE *f)
-{
-	fputs(usage_text, f);
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
-}
+static const struct fw_opt_doc options[] = {
+	{ "--by PATH", "group votes into arms by the value at PATH (default .model)" },
+	{ "--paired-by PATH", "compare two arms item by item, the item being the value at PATH" },
+	{ "--records", "write records (msgpack) instead of the text report" },
+	{ "--seed S", "seed of the bootstrap" },
+	{ "--resamples N", "bootstrap resamples (default 2000, more for many pairs)" },
+	{ "-o OUT", "write to OUT instead of standard output" },
+	{ "-z", "compress the records with zstd" },
+	{ "--skip-bad", "skip records that cannot be read, and count them" },
+	{ "--judge LABELS", "measure how well a judge agrees with people instead" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 #define EXAMPLES 3
 #define MIN_USERS 10      /* fewer users in a pair: the bootstrap is no basis for a verdict */
@@ -756,7 +761,7 @@ enum { OPT_BY = 256, OPT_PAIRED, OPT_RECORDS, OPT_SEED, OPT_RESAMPLES, OPT_SKIP_
  * grade.judge with the human labels of the file `labels`.  Prints one block
  * per criterion; exit 1 when a criterion is no better than chance.
  */
-static int judge_main(const char *labels, char **files, int nfiles, uint64_t seed,
+static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed,
 		      unsigned resamples)
 {
 	struct fw_agree_set *set = fw_agree_set_new();
@@ -774,8 +779,8 @@ static int judge_main(const char *labels, char **files, int nfiles, uint64_t see
 		fw_agree_set_free(set);
 		return FW_EXIT_DATA;
 	}
-	for (int i = 0; i < nfiles; i++) {
-		struct fw_reader *r = fw_reader_open(files[i], NULL, err, sizeof err);
+	for (const char *file; (file = fw_operands_next(ops));) {
+		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
 		struct fw_rec rec;
 		int rc;
 		if (!r) {
@@ -817,6 +822,7 @@ static int judge_main(const char *labels, char **files, int nfiles, uint64_t see
 int main(int argc, char **argv)
 {
 	fw_cli_init("fb-report");
+	fw_usage_init(usage_text, options);
 	static const struct option longopts[] = {
 		{"by", required_argument, NULL, OPT_BY},
 		{"paired-by", required_argument, NULL, OPT_PAIRED},
@@ -844,11 +850,11 @@ int main(int argc, char **argv)
 		case OPT_RECORDS: st.records = 1; break;
 		case OPT_SEED:
 			if (fw_parse_u64(optarg, &st.seed, 0) < 0)
-				return usage_error("bad seed '%s'", optarg);
+				return fw_usage_fail("bad seed '%s'", optarg);
 			break;
 		case OPT_RESAMPLES:
 			if (fw_parse_u64(optarg, &u, 1) < 0 || u < 100 || u > 10000000)
-				return usage_error("bad resample count '%s' (100..10000000)", optarg);
+				return fw_usage_fail("bad resample count '%s' (100..10000000)", optarg);
 			st.resamples = (unsigned)u;
 			break;
 		case 'o': out = optarg; break;
@@ -856,41 +862,37 @@ int main(int argc, char **argv)
 		case OPT_SKIP_BAD: skip_bad = 1; break;
 		case OPT_JUDGE: judge_labels = optarg; break;
 		case 'h':
-			usage(stdout);
+			fw_help();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case OPT_VERSION:
 			fw_print_version();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default:
-			usage(stderr);
+			fw_usage(stderr);
 			return FW_EXIT_USAGE;
 		}
 	}
+	struct fw_operands ops;
+	fw_operands_init(&ops, argc, argv, optind);
 	if (judge_labels) {
-		static char *stdin_one[] = {"-"};
-		int js = judge_main(judge_labels, optind < argc ? argv + optind : stdin_one,
-				    optind < argc ? argc - optind : 1, st.seed,
-				    st.resamples ? st.resamples : 2000);
+		int js = judge_main(judge_labels, &ops, st.seed, st.resamples ? st.resamples : 2000);
 		if (fw_close_stdout() < 0)
 			js = FW_EXIT_DATA;
 		return js;
 	}
 	if (!(st.by = fw_path_parse(st.by_src, err, sizeof err)))
-		return usage_error("--by: %s", err);
+		return fw_usage_fail("--by: %s", err);
 	if (st.paired_src && !(st.paired_by = fw_path_parse(st.paired_src, err, sizeof err)))
-		return usage_error("--paired-by: %s", err);
+		return fw_usage_fail("--paired-by: %s", err);
 	if (!(st.cat = fw_fbcat_new(err, sizeof err))) {
 		fw_warn("%s", err);
 		return FW_EXIT_DATA;
 	}
 
-	static char *stdin_only[] = {"-"};
-	char **files = optind < argc ? argv + optind : stdin_only;
-	int nfiles = optind < argc ? argc - optind : 1;
 	int status = 0, stop = 0;
 	uint64_t skipped = 0;
-	for (int i = 0; i < nfiles && !stop; i++) {
-		struct fw_reader *r = fw_reader_open(files[i], NULL, err, sizeof err);
+	for (const char *file; !stop && (file = fw_operands_next(&ops));) {
+		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
 		if (!r) {
 			fw_warn("%s", err);
 			status = FW_EXIT_DATA;

@@ -25,14 +25,26 @@ static const char usage_text[] =
 	"       fw-run --check\n"
 	"       fw-run -h | --help | --version\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	fputs(usage_text, stderr);
-	return FW_EXIT_USAGE;
-}
+static const struct fw_opt_doc options[] = {
+	{ "--workspace DIR", "bind DIR read-write as the command's working directory" },
+	{ "--timeout S", "wall-clock limit in seconds (fractions allowed)" },
+	{ "--grace S", "seconds between SIGTERM and SIGKILL at the timeout" },
+	{ "--mem MB", "memory limit of the whole tree in MiB (or K, M, G)" },
+	{ "--cpu S", "CPU seconds per process" },
+	{ "--procs N", "processes (threads included) the sandbox may hold at once" },
+	{ "--fsize MB", "largest file a process may write, in MiB" },
+	{ "--output-cap BYTES", "bytes of standard output, and of standard error, kept (default 1M)" },
+	{ "--allow HOST[:PORT]", "let the command reach HOST (through the filtering proxy)" },
+	{ "--ro-bind SRC[:DST]", "bind a host path read-only at DST (default SRC)" },
+	{ "--env NAME=VALUE", "add a variable, or replace a default one" },
+	{ "--stdin FILE", "standard input of the command" },
+	{ "--no-cgroup", "make no cgroups" },
+	{ "--msgpack", "write the result as one msgpack record" },
+	{ "--check", "check that the clean room works on this machine" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 /* Captured bytes go out as a string when they are UTF-8, as bin otherwise
  * (JSON shows bin as {"$bin": BASE64}). */
@@ -165,6 +177,7 @@ int main(int argc, char **argv)
 	double d;
 
 	fw_cli_init("fw-run");
+	fw_usage_init(usage_text, options);
 	fw_sandbox_opts_init(&o);
 	opterr = 0; /* diagnostics are ours, named "fw-run" */
 	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
@@ -173,57 +186,57 @@ int main(int argc, char **argv)
 		case O_TIMEOUT:
 		case O_GRACE:
 			if (fw_parse_double(optarg, &d) != 0 || d < 0)
-				return usage_error("bad seconds '%s'", optarg);
+				return fw_usage_fail("bad seconds '%s'", optarg);
 			*(c == O_TIMEOUT ? &o.timeout_s : &o.grace_s) = d;
 			break;
 		case O_MEM:
 			if (parse_mb(optarg, &o.mem_bytes) != 0)
-				return usage_error("bad --mem '%s'", optarg);
+				return fw_usage_fail("bad --mem '%s'", optarg);
 			break;
 		case O_FSIZE:
 			if (parse_mb(optarg, &o.fsize_bytes) != 0)
-				return usage_error("bad --fsize '%s'", optarg);
+				return fw_usage_fail("bad --fsize '%s'", optarg);
 			break;
 		case O_CPU:
 		case O_PROCS:
 			if (fw_parse_u64(optarg, &u, 0) != 0 || u > 1u << 30)
-				return usage_error("bad number '%s'", optarg);
+				return fw_usage_fail("bad number '%s'", optarg);
 			*(c == O_CPU ? &o.cpu_s : &o.procs) = (long)u;
 			break;
 		case O_CAP:
 			if (fw_parse_u64(optarg, &u, 1) != 0 || u == 0 || u > (uint64_t)1 << 40)
-				return usage_error("bad --output-cap '%s'", optarg);
+				return fw_usage_fail("bad --output-cap '%s'", optarg);
 			o.output_cap = (size_t)u;
 			break;
 		case O_ALLOW:
 			if (nallow == MAX_LIST)
-				return usage_error("too many --allow (at most 64): '%s'", optarg);
+				return fw_usage_fail("too many --allow (at most 64): '%s'", optarg);
 			allow[nallow++] = optarg;
 			break;
 		case O_BIND:
 			if (nbinds == MAX_LIST)
-				return usage_error("too many --ro-bind (at most 64): '%s'", optarg);
+				return fw_usage_fail("too many --ro-bind (at most 64): '%s'", optarg);
 			binds[nbinds++] = optarg;
 			break;
 		case O_ENV:
 			if (nenv == MAX_LIST || !strchr(optarg, '=') || optarg[0] == '=')
-				return usage_error("bad --env '%s' (NAME=VALUE)", optarg);
+				return fw_usage_fail("bad --env '%s' (NAME=VALUE)", optarg);
 			env[nenv++] = optarg;
 			break;
 		case O_STDIN: o.stdin_path = optarg; break;
 		case O_MSGPACK: msgpack = 1; break;
 		case O_NOCG: o.no_cgroup = 1; break;
 		case O_CHECK: check = 1; break;
-		case 'h': fputs(usage_text, stdout); return FW_EXIT_OK;
+		case 'h': fw_help(); return FW_EXIT_OK;
 		case O_VERSION: fw_print_version(); return FW_EXIT_OK;
-		case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("unknown option '%s'", argv[optind - 1]);
+		case ':': return fw_usage_fail("option '%s' needs a value", argv[optind - 1]);
+		default: return fw_usage_fail("unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (check)
 		return check_machine(&o);
 	if (optind >= argc)
-		return usage_error("%s", "no command");
+		return fw_usage_fail("%s", "no command");
 	o.allow = allow;
 	o.ro_binds = binds;
 	o.env = env;

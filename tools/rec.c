@@ -29,18 +29,25 @@ static const char usage_text[] =
 	"       rec stats [FILE...]\n"
 	"       rec sample -n N [--seed S] [FILE...]\n"
 	"       rec split --shards N -o PREFIX [-z] [FILE...]\n"
-	"common options: [--skip-bad] [--max-record BYTES] [--shard K/N] [--progress]\n"
+	"Common options: [--skip-bad] [--max-record BYTES] [--shard K/N] [--progress]\n"
 	"                [-h | --help] [--version]\n";
 
-static void usage(FILE *f)
-{
-	fputs(usage_text, f);
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
-}
+static const struct fw_opt_doc options[] = {
+	{ "-o OUT", "write to OUT instead of standard output" },
+	{ "-z", "compress the output with zstd" },
+	{ "-l LEVEL", "zstd level of the output" },
+	{ "-n N", "head: the first N records; sample: N records at random" },
+	{ "--seed S", "seed of sample" },
+	{ "--shards N", "split: the number of shards" },
+	{ "-o PREFIX", "split: shard K goes to PREFIX.K.msgpack" },
+	{ "--skip-bad", "skip a value that is not a map, count it, and go on" },
+	{ "--max-record BYTES", "refuse records larger than BYTES" },
+	{ "--shard K/N", "keep only the records whose id hashes to K modulo N" },
+	{ "--progress", "a progress line on standard error even when it is not a terminal" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 /* Options shared by the subcommands. */
 struct opts {
@@ -74,13 +81,12 @@ typedef int (*rec_fn)(struct pass *ps, const struct fw_rec *rec, const char *fil
 
 static int each_record(struct pass *ps, rec_fn fn, void *arg)
 {
-	static char *stdin_only[] = {"-"};
-	char **files = ps->o->nfiles ? ps->o->files : stdin_only;
-	int nfiles = ps->o->nfiles ? ps->o->nfiles : 1;
+	struct fw_operands ops;
+	fw_operands_init(&ops, ps->o->nfiles, ps->o->files, 0);
 	fw_progress_start(&ps->prog, ps->o->progress);
-	for (int i = 0; i < nfiles; i++) {
+	for (const char *file; (file = fw_operands_next(&ops));) {
 		char err[512];
-		struct fw_reader *r = fw_reader_open(files[i], &ps->o->ropts, err, sizeof err);
+		struct fw_reader *r = fw_reader_open(file, &ps->o->ropts, err, sizeof err);
 		if (!r) {
 			fw_warn("%s", err);
 			ps->status = FW_EXIT_DATA;
@@ -417,14 +423,12 @@ static int cmd_from_json(struct opts *o)
 	if (!w)
 		return FW_EXIT_DATA;
 	fw_progress_start(&prog, o->progress);
-	if (o->nfiles == 0) {
-		st = from_json_file("-", w, o, &prog, &total);
-	} else {
-		for (int i = 0; i < o->nfiles; i++) {
-			int s = from_json_file(o->files[i], w, o, &prog, &total);
-			if (s)
-				st = s;
-		}
+	struct fw_operands ops;
+	fw_operands_init(&ops, o->nfiles, o->files, 0);
+	for (const char *file; (file = fw_operands_next(&ops));) {
+		int s = from_json_file(file, w, o, &prog, &total);
+		if (s)
+			st = s;
 	}
 	fw_progress_end(&prog);
 	return close_out(w, st);
@@ -710,13 +714,14 @@ enum {
 int main(int argc, char **argv)
 {
 	fw_cli_init("rec");
+	fw_usage_init(usage_text, options);
 	if (argc < 2) {
-		usage(stderr);
+		fw_usage(stderr);
 		return FW_EXIT_USAGE;
 	}
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
-		usage(stdout);
+		fw_help();
 		return fw_close_stdout() ? FW_EXIT_DATA : 0;
 	}
 	if (!strcmp(cmd, "--version")) {
@@ -729,7 +734,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
 		known |= !strcmp(cmd, cmds[i]);
 	if (!known)
-		return usage_error("unknown command '%s'", cmd);
+		return fw_usage_fail("unknown command '%s'", cmd);
 
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
@@ -755,48 +760,48 @@ int main(int argc, char **argv)
 		case 'z': if (o.level <= 0) o.level = 3; break;
 		case 'l':
 			if (fw_parse_u64(optarg, &u, 0) < 0 || u < 1 || u > 19)
-				return usage_error("bad level '%s' (1..19)", optarg);
+				return fw_usage_fail("bad level '%s' (1..19)", optarg);
 			o.level = (int)u;
 			break;
 		case 'n':
 			if (fw_parse_u64(optarg, &o.n, 0) < 0)
-				return usage_error("bad count '%s'", optarg);
+				return fw_usage_fail("bad count '%s'", optarg);
 			o.have_n = 1;
 			break;
 		case OPT_SEED:
 			if (fw_parse_u64(optarg, &o.seed, 0) < 0)
-				return usage_error("bad seed '%s'", optarg);
+				return fw_usage_fail("bad seed '%s'", optarg);
 			break;
 		case OPT_SHARDS:
 			if (fw_parse_u64(optarg, &o.shards, 0) < 0 || o.shards < 1 || o.shards > 100000)
-				return usage_error("bad shard count '%s'", optarg);
+				return fw_usage_fail("bad shard count '%s'", optarg);
 			break;
 		case OPT_SHARD:
 			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
-				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
 			break;
 		case OPT_SKIP_BAD: o.skip_bad = 1; break;
 		case OPT_MAX_RECORD:
 			if (fw_parse_u64(optarg, &u, 1) < 0 || u < 16 || u > (1ULL << 40))
-				return usage_error("bad record limit '%s'", optarg);
+				return fw_usage_fail("bad record limit '%s'", optarg);
 			o.ropts.max_record = (size_t)u;
 			break;
 		case OPT_PROGRESS: o.progress = 1; break;
 		case 'h':
-			usage(stdout);
+			fw_help();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case OPT_VERSION:
 			fw_print_version();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default:
-			usage(stderr);
+			fw_usage(stderr);
 			return FW_EXIT_USAGE;
 		}
 	}
 	const char *path = NULL;
 	if (!strcmp(cmd, "get")) {
 		if (optind >= argc)
-			return usage_error("%s: missing PATH", cmd);
+			return fw_usage_fail("%s: missing PATH", cmd);
 		path = argv[optind++];
 	}
 	o.files = argv + optind;
@@ -818,11 +823,11 @@ int main(int argc, char **argv)
 		st = cmd_stats(&o);
 	} else if (!strcmp(cmd, "sample")) {
 		if (!o.have_n)
-			return usage_error("%s: -n N is required", cmd);
+			return fw_usage_fail("%s: -n N is required", cmd);
 		st = cmd_sample(&o);
 	} else {
 		if (!o.shards || !o.out)
-			return usage_error("%s: --shards N and -o PREFIX are required", cmd);
+			return fw_usage_fail("%s: --shards N and -o PREFIX are required", cmd);
 		st = cmd_split(&o);
 	}
 	if (fw_close_stdout() < 0 && !st)
