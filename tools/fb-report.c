@@ -41,7 +41,6 @@ static const struct fw_opt_doc options[] = {
 };
 
 #define EXAMPLES 3
-#define MIN_USERS 10      /* fewer users in a pair: the bootstrap is no basis for a verdict */
 
 /* ---- state ---------------------------------------------------------------------- */
 
@@ -50,16 +49,6 @@ struct category {
 	uint64_t count, ext, internal;
 	char *examples[EXAMPLES];
 	int nex;
-};
-
-struct vote {
-	uint32_t user, arm;
-	int up;
-};
-
-struct pairvote {
-	uint32_t key, arm;
-	uint32_t up, down;
 };
 
 struct state {
@@ -72,9 +61,9 @@ struct state {
 	struct fw_intern arms, users, keys;
 	struct category *cats;
 	size_t ncats, capcats;
-	struct vote *votes;
+	struct fw_ab_vote *votes;
 	size_t nvotes, capvotes;
-	struct pairvote *pv;
+	struct fw_ab_item *pv;
 	size_t npv, cappv;
 	uint64_t ntraj, ndown, ndown_ext, ndown_int, nrated, anon;
 	struct fw_fbcat *cat;
@@ -238,7 +227,7 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 			if (u < 0 ||
 			    grow((void **)&st->votes, &st->capvotes, st->nvotes + 1, sizeof *st->votes) < 0)
 				goto oom;
-			st->votes[st->nvotes++] = (struct vote){(uint32_t)u, (uint32_t)arm, r > 0};
+			st->votes[st->nvotes++] = (struct fw_ab_vote){(uint32_t)u, (uint32_t)arm, r > 0};
 			st->nrated++;
 			ups += r > 0;
 			downs += r < 0;
@@ -247,7 +236,7 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 	if (key >= 0 && ups + downs > 0) {
 		if (grow((void **)&st->pv, &st->cappv, st->npv + 1, sizeof *st->pv) < 0)
 			goto oom;
-		st->pv[st->npv++] = (struct pairvote){(uint32_t)key, (uint32_t)arm, ups, downs};
+		st->pv[st->npv++] = (struct fw_ab_item){(uint32_t)key, (uint32_t)arm, ups, downs};
 	}
 	if (!down)
 		return 0;
@@ -289,23 +278,6 @@ oom:
 
 /* ---- results ----------------------------------------------------------------------- */
 
-struct arm_stat {
-	uint64_t up, votes, users;
-	double lo, hi;
-};
-
-struct pair_stat {
-	uint32_t a, b;
-	double pa, pb, diff, lo, hi, deff;
-	int ok;          /* the bootstrap ran */
-	int verdict;     /* 1: b preferred, -1: a preferred, 0: none */
-	uint64_t need;   /* votes per arm for a verdict, 0 unknown */
-	uint64_t users;
-	int paired;
-	uint64_t npairs, a_only, b_only;
-	double p_mcnemar;
-};
-
 static int cmp_cat(const void *x, const void *y)
 {
 	const struct category *a = x, *b = y;
@@ -314,98 +286,11 @@ static int cmp_cat(const void *x, const void *y)
 	return strcmp(a->name, b->name);
 }
 
-/* Votes by user, then arm. */
-static int cmp_vote_user(const void *x, const void *y)
-{
-	const struct vote *a = x, *b = y;
-	if (a->user != b->user)
-		return a->user < b->user ? -1 : 1;
-	return a->arm < b->arm ? -1 : a->arm > b->arm;
-}
-
-static int cmp_pv(const void *x, const void *y)
-{
-	const struct pairvote *a = x, *b = y;
-	if (a->key != b->key)
-		return a->key < b->key ? -1 : 1;
-	return a->arm < b->arm ? -1 : a->arm > b->arm;
-}
-
 /* Arm indexes sorted by name. */
 static const struct fw_intern *sort_names;
 static int cmp_arm(const void *x, const void *y)
 {
 	return strcmp(sort_names->v[*(const uint32_t *)x], sort_names->v[*(const uint32_t *)y]);
-}
-
-static int pair_stats(struct state *st, struct pair_stat *ps, const struct arm_stat *as,
-		      struct fw_cluster *cl, double *work)
-{
-	/* Clusters: users with a vote in arm a or b (votes sorted by user). */
-	size_t nc = 0;
-	for (size_t i = 0; i < st->nvotes;) {
-		size_t j = i;
-		struct fw_cluster c = {{0, 0}, {0, 0}};
-		for (; j < st->nvotes && st->votes[j].user == st->votes[i].user; j++) {
-			int side = st->votes[j].arm == ps->a ? 0 : st->votes[j].arm == ps->b ? 1 : -1;
-			if (side < 0)
-				continue;
-			c.n[side]++;
-			c.up[side] += (uint32_t)st->votes[j].up;
-		}
-		if (c.n[0] + c.n[1])
-			cl[nc++] = c;
-		i = j;
-	}
-	ps->users = nc;
-	ps->pa = as[ps->a].votes ? (double)as[ps->a].up / (double)as[ps->a].votes : 0;
-	ps->pb = as[ps->b].votes ? (double)as[ps->b].up / (double)as[ps->b].votes : 0;
-	ps->diff = ps->pb - ps->pa;
-	ps->ok = fw_boot_diff(cl, nc, st->seed, st->resamples, 1 - st->alpha, work, &ps->lo,
-			      &ps->hi) == 0;
-	ps->verdict = !ps->ok || nc < MIN_USERS ? 0 : ps->lo > 0 ? 1 : ps->hi < 0 ? -1 : 0;
-	/* Design effect: how much wider the cluster interval is than one over
-	 * independent votes; the sample size scales by it. */
-	ps->deff = 1;
-	if (ps->ok && as[ps->a].votes && as[ps->b].votes) {
-		double se = sqrt(ps->pa * (1 - ps->pa) / (double)as[ps->a].votes +
-				 ps->pb * (1 - ps->pb) / (double)as[ps->b].votes);
-		if (se > 0) {
-			double z = fw_norm_ppf(1 - st->alpha / 2);
-			double r = (ps->hi - ps->lo) / (2 * z * se);
-			if (r * r > 1)
-				ps->deff = r * r;
-		}
-	}
-	uint64_t n = fw_n_needed(ps->pa, ps->pb, st->alpha, 0.8);
-	ps->need = n ? (uint64_t)ceil((double)n * ps->deff) : 0;
-	if (st->paired_by) {
-		/* One outcome per (item, arm): the majority of its votes. */
-		ps->paired = 1;
-		for (size_t i = 0; i < st->npv;) {
-			size_t j = i;
-			int oa = -1, ob = -1;
-			uint32_t ua = 0, da = 0, ub = 0, db = 0;
-			for (; j < st->npv && st->pv[j].key == st->pv[i].key; j++) {
-				if (st->pv[j].arm == ps->a)
-					ua += st->pv[j].up, da += st->pv[j].down;
-				else if (st->pv[j].arm == ps->b)
-					ub += st->pv[j].up, db += st->pv[j].down;
-			}
-			if (ua != da)
-				oa = ua > da;
-			if (ub != db)
-				ob = ub > db;
-			if (oa >= 0 && ob >= 0) {
-				ps->npairs++;
-				ps->a_only += oa && !ob;
-				ps->b_only += ob && !oa;
-			}
-			i = j;
-		}
-		ps->p_mcnemar = fw_mcnemar_exact(ps->a_only, ps->b_only);
-	}
-	return 0;
 }
 
 /* ---- records output -------------------------------------------------------------- */
@@ -493,7 +378,7 @@ static int r_end(struct recw *r, struct fw_writer *w, const char *section)
 }
 
 static int write_records(struct state *st, struct fw_writer *w, const uint32_t *order,
-			 const struct arm_stat *as, const struct pair_stat *ps, size_t nps)
+			 const struct fw_ab_arm *as, const struct fw_ab_pair *ps, size_t nps)
 {
 	struct recw r = {0};
 	int rc = -1;
@@ -542,7 +427,7 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 			goto out;
 	}
 	for (size_t i = 0; i < nps; i++) {
-		const struct pair_stat *p = &ps[i];
+		const struct fw_ab_pair *p = &ps[i];
 		r_begin(&r);
 		r_str(&r, "a", st->arms.v[p->a]);
 		r_str(&r, "b", st->arms.v[p->b]);
@@ -579,7 +464,7 @@ static void pct(char *buf, size_t n, double x)
 }
 
 static void write_table(struct state *st, FILE *f, const uint32_t *order,
-			const struct arm_stat *as, const struct pair_stat *ps, size_t nps)
+			const struct fw_ab_arm *as, const struct fw_ab_pair *ps, size_t nps)
 {
 	char a[32], b[32], c[32];
 	fprintf(f, "%llu trajectories, %llu votes, %llu thumbs-down trajectories "
@@ -632,7 +517,7 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 		fprintf(f, "paired by %s: McNemar's exact test on the majority vote per item\n",
 			st->paired_src);
 	for (size_t i = 0; i < nps; i++) {
-		const struct pair_stat *p = &ps[i];
+		const struct fw_ab_pair *p = &ps[i];
 		const char *A = st->arms.v[p->a], *B = st->arms.v[p->b];
 		snprintf(a, sizeof a, "%+.1f%%", 100 * p->diff);
 		fprintf(f, "%s vs %s: %s", A, B, a);
@@ -651,8 +536,8 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 			fprintf(f, ": %s preferred over %s\n", B, A);
 		else if (p->verdict < 0)
 			fprintf(f, ": %s preferred over %s\n", A, B);
-		else if (p->users < MIN_USERS)
-			fprintf(f, ": no verdict (fewer than %d users)\n", MIN_USERS);
+		else if (p->users < FW_AB_MIN_USERS)
+			fprintf(f, ": no verdict (fewer than %d users)\n", FW_AB_MIN_USERS);
 		else if (p->need)
 			fprintf(f, ": no verdict (about %llu votes per arm needed)\n",
 				(unsigned long long)p->need);
@@ -666,18 +551,16 @@ static int finish(struct state *st, const char *out, int level)
 	int rc = 0;
 	size_t na = st->arms.n;
 	uint32_t *order = calloc(na ? na : 1, sizeof *order);
-	struct arm_stat *as = calloc(na ? na : 1, sizeof *as);
+	struct fw_ab_arm *as = calloc(na ? na : 1, sizeof *as);
 	size_t nps = na > 1 ? na * (na - 1) / 2 : 0;
-	struct pair_stat *ps = calloc(nps ? nps : 1, sizeof *ps);
+	struct fw_ab_pair *ps = calloc(nps ? nps : 1, sizeof *ps);
 	struct fw_cluster *cl = calloc(st->users.n ? st->users.n : 1, sizeof *cl);
 	/* Every pair is a test: the family of them keeps a 5% chance of any
 	 * false verdict.  By default, enough resamples that each tail of the
 	 * interval holds at least 10 of them. */
-	st->alpha = 0.05 / (double)(nps ? nps : 1);
-	if (!st->resamples) {
-		double want = ceil(20 / st->alpha);
-		st->resamples = want > 2000 ? (unsigned)want : 2000;
-	}
+	st->alpha = fw_ab_alpha(nps);
+	if (!st->resamples)
+		st->resamples = fw_ab_resamples(st->alpha);
 	double *work = calloc(st->resamples, sizeof *work);
 	if (!order || !as || !ps || !cl || !work) {
 		fw_warn("out of memory");
@@ -687,30 +570,20 @@ static int finish(struct state *st, const char *out, int level)
 	/* qsort() wants a valid pointer even for no elements. */
 	if (st->ncats)
 		qsort(st->cats, st->ncats, sizeof *st->cats, cmp_cat);
-	if (st->nvotes)
-		qsort(st->votes, st->nvotes, sizeof *st->votes, cmp_vote_user);
-	if (st->npv)
-		qsort(st->pv, st->npv, sizeof *st->pv, cmp_pv);
+	fw_ab_sort(st->votes, st->nvotes, st->pv, st->npv);
 	for (uint32_t i = 0; i < na; i++)
 		order[i] = i;
 	sort_names = &st->arms;
 	qsort(order, na, sizeof *order, cmp_arm);
-	for (size_t i = 0; i < st->nvotes; i++) {
-		struct vote *v = &st->votes[i];
-		as[v->arm].votes++;
-		as[v->arm].up += (uint64_t)v->up;
-		/* Votes are sorted by user and arm: count a user once per arm. */
-		as[v->arm].users += i == 0 || st->votes[i - 1].user != v->user ||
-				    st->votes[i - 1].arm != v->arm;
-	}
-	for (size_t i = 0; i < na; i++)
-		fw_wilson(as[i].up, as[i].votes, FW_Z95, &as[i].lo, &as[i].hi);
+	fw_ab_arms(as, na, st->votes, st->nvotes);
 	size_t k = 0;
 	for (size_t i = 0; i < na; i++)
 		for (size_t j = i + 1; j < na; j++) {
 			ps[k].a = order[i];
 			ps[k].b = order[j];
-			pair_stats(st, &ps[k], as, cl, work);
+			fw_ab_compare(&ps[k], st->votes, st->nvotes, as,
+				      st->paired_by ? st->pv : NULL, st->npv, st->seed,
+				      st->resamples, st->alpha, cl, work);
 			k++;
 		}
 	if (st->records) {

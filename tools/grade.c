@@ -643,11 +643,7 @@ static int summary_main(struct opts *o)
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	fputs(usage_text, stderr);
-	return FW_EXIT_USAGE;
+	return fw_usage_error(usage_text, fmt, arg);
 }
 
 int main(int argc, char **argv)

@@ -848,11 +848,7 @@ done:
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	fputs(usage_text, stderr);
-	return FW_EXIT_USAGE;
+	return fw_usage_error(usage_text, fmt, arg);
 }
 
 static int push(const char ***v, size_t *n, const char *s)

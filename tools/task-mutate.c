@@ -846,11 +846,7 @@ static int parse_split(const char *s, double out[3])
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	fputs(usage_text, stderr);
-	return FW_EXIT_USAGE;
+	return fw_usage_error(usage_text, fmt, arg);
 }
 
 /* A string field of rec as a new string, "" when absent; NULL when memory
