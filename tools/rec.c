@@ -287,130 +287,53 @@ static int cmd_json(struct opts *o, const char *path)
 
 /* ---- from-json ----------------------------------------------------------------- */
 
-/* Line and column (1-based) of byte at in s[0..at), continuing from *line
- * and *lstart (offset of the current line's first byte). */
-static void advance_lines(const char *s, size_t from, size_t to, uint64_t *line, uint64_t *lstart,
-			  uint64_t base)
-{
-	const char *p = s + from, *end = s + to;
-	while ((p = memchr(p, '\n', (size_t)(end - p)))) {
-		(*line)++;
-		p++;
-		*lstart = base + (uint64_t)(p - s);
-	}
-}
-
 static int from_json_file(const char *path, struct fw_writer *w, struct opts *o,
 			  struct fw_progress *prog, uint64_t *total)
 {
-	const char *name = !path || strcmp(path, "-") == 0 ? "<stdin>" : path;
-	int fd = 0;
-	if (path && strcmp(path, "-") != 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		fw_warn("%s: %s", path, strerror(errno));
-		return FW_EXIT_DATA;
-	}
-	size_t cap = 1u << 20, len = 0, pos = 0;
-	char *buf = malloc(cap);
-	struct fw_buf out = {0};
-	uint64_t base = 0; /* file offset of buf[0] */
-	uint64_t line = 1, lstart = 0, nvals = 0;
-	int eof = 0, st = 0;
 	size_t maxrec = o->ropts.max_record ? o->ropts.max_record : FW_MAX_RECORD_DEFAULT;
-	if (!buf) {
-		fw_warn("out of memory");
+	char err[512];
+	struct fw_json_reader *jr = fw_json_reader_open(path, maxrec, err, sizeof err);
+	struct fw_mpv v;
+	uint64_t line, col;
+	int rc, st = 0;
+
+	if (!jr) {
+		fw_warn("%s", err);
 		return FW_EXIT_DATA;
 	}
-	for (;;) {
-		size_t used;
-		struct fw_json_err e;
-		fw_buf_reset(&out);
-		int rc = fw_json_to_mp(&out, buf + pos, len - pos, eof, &used, &e);
-		if (rc == 1) {
-			uint64_t vline = line, vlstart = lstart;
-			/* Find the position of the value itself for messages. */
-			size_t vstart = pos;
-			while (vstart < len && strchr(" \t\r\n", buf[vstart]))
-				vstart++;
-			advance_lines(buf, pos, vstart, &vline, &vlstart, base);
-			if (fw_mp_type((struct fw_mpv){out.p, out.n}) != FW_MP_MAP) {
-				fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
-					(unsigned long long)vline,
-					(unsigned long long)(base + vstart - vlstart + 1),
-					fw_mp_type_name(fw_mp_type((struct fw_mpv){out.p, out.n})));
-				if (!o->skip_bad) {
-					st = FW_EXIT_DATA;
-					break;
-				}
-			} else if (out.n > maxrec) {
-				fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
-					name, (unsigned long long)vline, out.n, maxrec);
+	const char *name = fw_json_reader_name(jr);
+	while ((rc = fw_json_reader_next(jr, &v)) == 1) {
+		fw_json_reader_pos(jr, &line, &col);
+		if (fw_mp_type(v) != FW_MP_MAP) {
+			fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
+				(unsigned long long)line, (unsigned long long)col,
+				fw_mp_type_name(fw_mp_type(v)));
+			if (!o->skip_bad) {
 				st = FW_EXIT_DATA;
 				break;
-			} else {
-				if (fw_writer_put(w, out.p, out.n) < 0) {
-					if (errno != EPIPE)
-						fw_warn("%s", fw_writer_error(w));
-					st = FW_EXIT_DATA;
-					break;
-				}
-				nvals++;
-				(*total)++;
-				fw_progress_tick(prog, *total, base + pos);
 			}
-			advance_lines(buf, pos, pos + used, &line, &lstart, base);
-			pos += used;
 			continue;
 		}
-		if (rc == 0 && eof)
-			break;
-		if (rc == -1) {
-			uint64_t el = line, els = lstart;
-			advance_lines(buf, pos, pos + e.at, &el, &els, base);
-			fw_warn("%s: line %llu, column %llu: %s", name, (unsigned long long)el,
-				(unsigned long long)(base + pos + e.at - els + 1), e.msg);
+		if (v.n > maxrec) {
+			fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
+				name, (unsigned long long)line, v.n, maxrec);
 			st = FW_EXIT_DATA;
 			break;
 		}
-		/* rc == 2 (value cut by the buffer end) or only whitespace: read more. */
-		if (len - pos > maxrec * 2 + 4096) {
-			fw_warn("%s: line %llu: value exceeds the record limit of %zu bytes", name,
-				(unsigned long long)line, maxrec);
+		if (fw_writer_put(w, v.p, v.n) < 0) {
+			if (errno != EPIPE)
+				fw_warn("%s", fw_writer_error(w));
 			st = FW_EXIT_DATA;
 			break;
 		}
-		if (pos > 0) {
-			advance_lines(buf, pos, pos, &line, &lstart, base);
-			memmove(buf, buf + pos, len - pos);
-			len -= pos;
-			base += pos;
-			pos = 0;
-		}
-		if (len == cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				fw_warn("out of memory");
-				st = FW_EXIT_DATA;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		ssize_t k = read(fd, buf + len, cap - len);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			fw_warn("%s: read error: %s", name, strerror(errno));
-			st = FW_EXIT_DATA;
-			break;
-		}
-		if (k == 0)
-			eof = 1;
-		len += (size_t)k;
+		(*total)++;
+		fw_progress_tick(prog, *total, fw_json_reader_offset(jr));
 	}
-	if (fd > 0)
-		close(fd);
-	free(buf);
-	fw_buf_free(&out);
+	if (rc < 0) {
+		fw_warn("%s: %s", name, fw_json_reader_error(jr));
+		st = FW_EXIT_DATA;
+	}
+	fw_json_reader_close(jr);
 	return st;
 }
 
