@@ -722,6 +722,8 @@ int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw
 
 void fw_mix_clear(struct fw_mix *m)
 {
+	if (!m)
+		return;
 	for (int i = 0; i < m->n; i++)
 		free(m->crit[i]);
 	memset(m, 0, sizeof *m);

@@ -124,6 +124,8 @@ static int sym_cmp(const void *a, const void *b)
 
 void fw_symbols_free(struct fw_symbols *out)
 {
+	if (!out)
+		return;
 	for (size_t i = 0; i < out->n; i++) {
 		free(out->v[i].path);
 		free(out->v[i].name);

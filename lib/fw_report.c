@@ -34,6 +34,8 @@ struct fw_report *fw_report_new(void)
 
 void fw_report_clear(struct fw_report *r)
 {
+	if (!r)
+		return;
 	for (size_t i = 0; i < r->n; i++) {
 		free(r->tests[i].id);
 		free(r->tests[i].message);
