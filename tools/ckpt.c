@@ -508,18 +508,26 @@ static int cmd_score(struct opts *o)
 			int nf = 0;
 
 			fb.n = tb.n = ob.n = 0;
+			int e;
+
 			fw_buf_packer(&pk, &fb);
-			msgpack_pack_array(&pk, n > 1 ? n - 1 : 0);
+			e = msgpack_pack_array(&pk, n > 1 ? n - 1 : 0);
 			for (int i = 0; i + 1 < n; i++)
-				msgpack_pack_float(&pk, lp[i]);
+				e |= msgpack_pack_float(&pk, lp[i]);
 			if (add_tokens) {
 				fw_buf_packer(&pk, &tb);
-				msgpack_pack_array(&pk, n);
+				e |= msgpack_pack_array(&pk, n);
 				for (int i = 0; i < n; i++)
-					msgpack_pack_int32(&pk, own[i]);
+					e |= msgpack_pack_int32(&pk, own[i]);
 				fl[nf++] = (struct fw_field){ "tokens", 6, { tb.p, tb.n } };
 			}
 			fl[nf++] = (struct fw_field){ "logprobs", 8, { fb.p, fb.n } };
+			if (e) {
+				fw_warn("out of memory");
+				rc = FW_EXIT_DATA;
+				fw_reader_close(r);
+				goto out;
+			}
 			if (fw_rec_set(&ob, rec.v, fl, nf) ||
 			    fw_writer_put(w, ob.p, ob.n)) {
 				fw_warn("%s", fw_writer_error(w));

@@ -299,6 +299,7 @@ struct recw {
 	struct fw_buf body, rec;
 	msgpack_packer pk;
 	uint32_t n;
+	int failed; /* a packer ran out of memory: r_end() reports it */
 };
 
 static void r_begin(struct recw *r)
@@ -306,39 +307,31 @@ static void r_begin(struct recw *r)
 	fw_buf_reset(&r->body);
 	fw_buf_packer(&r->pk, &r->body);
 	r->n = 0;
+	r->failed = 0;
 }
 
 static void r_key(struct recw *r, const char *k)
 {
-	msgpack_pack_str(&r->pk, strlen(k));
-	msgpack_pack_str_body(&r->pk, k, strlen(k));
+	r->failed |= fw_pack_cstr(&r->pk, k);
 	r->n++;
 }
 
 static void r_str(struct recw *r, const char *k, const char *v)
 {
 	r_key(r, k);
-	if (!v) {
-		msgpack_pack_nil(&r->pk);
-		return;
-	}
-	msgpack_pack_str(&r->pk, strlen(v));
-	msgpack_pack_str_body(&r->pk, v, strlen(v));
+	r->failed |= v ? fw_pack_cstr(&r->pk, v) : msgpack_pack_nil(&r->pk);
 }
 
 static void r_u64(struct recw *r, const char *k, uint64_t v)
 {
 	r_key(r, k);
-	msgpack_pack_uint64(&r->pk, v);
+	r->failed |= msgpack_pack_uint64(&r->pk, v);
 }
 
 static void r_dbl(struct recw *r, const char *k, double v)
 {
 	r_key(r, k);
-	if (isnan(v))
-		msgpack_pack_nil(&r->pk);
-	else
-		msgpack_pack_double(&r->pk, v);
+	r->failed |= isnan(v) ? msgpack_pack_nil(&r->pk) : msgpack_pack_double(&r->pk, v);
 }
 
 /* Writes {kind: "metrics", v: 1, id, report: section, ...body}; the id
@@ -351,24 +344,15 @@ static int r_end(struct recw *r, struct fw_writer *w, const char *section)
 	msgpack_packer pk;
 	fw_buf_reset(&r->rec);
 	fw_buf_packer(&pk, &r->rec);
-	msgpack_pack_map(&pk, r->n + 4);
-	msgpack_pack_str(&pk, 4);
-	msgpack_pack_str_body(&pk, "kind", 4);
-	msgpack_pack_str(&pk, 7);
-	msgpack_pack_str_body(&pk, "metrics", 7);
-	msgpack_pack_str(&pk, 1);
-	msgpack_pack_str_body(&pk, "v", 1);
-	msgpack_pack_uint8(&pk, 1);
-	msgpack_pack_str(&pk, 2);
-	msgpack_pack_str_body(&pk, "id", 2);
-	msgpack_pack_str(&pk, 16);
-	msgpack_pack_str_body(&pk, id, 16);
-	msgpack_pack_str(&pk, 6);
-	msgpack_pack_str_body(&pk, "report", 6);
-	msgpack_pack_str(&pk, strlen(section));
-	msgpack_pack_str_body(&pk, section, strlen(section));
-	if (fw_buf_append(&r->rec, r->body.p, r->body.n) < 0)
+	int e = msgpack_pack_map(&pk, r->n + 4);
+	e |= fw_pack_cstr(&pk, "kind") || fw_pack_cstr(&pk, "metrics");
+	e |= fw_pack_cstr(&pk, "v") || msgpack_pack_uint8(&pk, 1);
+	e |= fw_pack_cstr(&pk, "id") || fw_pack_str(&pk, id, 16);
+	e |= fw_pack_cstr(&pk, "report") || fw_pack_cstr(&pk, section);
+	if (e || r->failed || fw_buf_append(&r->rec, r->body.p, r->body.n) < 0) {
+		fw_warn("out of memory");
 		return -1;
+	}
 	if (fw_writer_put(w, r->rec.p, r->rec.n) < 0) {
 		if (errno != EPIPE)
 			fw_warn("%s", fw_writer_error(w));
