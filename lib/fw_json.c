@@ -7,6 +7,7 @@
  */
 #include "fw_json.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -811,6 +812,7 @@ int fw_json_reader_next(struct fw_json_reader *r, struct fw_mpv *v)
 	if (r->failed)
 		return -1;
 	for (;;) {
+		assert(r->pos <= r->len && r->len <= r->cap);
 		size_t used;
 		struct fw_json_err e;
 

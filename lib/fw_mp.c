@@ -4,6 +4,7 @@
  */
 #include "fw_mp.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -854,6 +855,7 @@ int fw_pack_text(msgpack_packer *pk, const char *s, size_t n)
 
 int fw_pack_strlist(msgpack_packer *pk, const struct fw_strlist *l)
 {
+	assert(l && (l->v || !l->n));
 	int e = msgpack_pack_array(pk, l->n);
 
 	for (size_t i = 0; i < l->n && !e; i++)
