@@ -3,6 +3,7 @@
  */
 #include "fw_cli.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -50,6 +51,62 @@ int fw_usage_error(const char *usage, const char *fmt, const char *arg)
 	fputc('\n', stderr);
 	fputs(usage, stderr);
 	return FW_EXIT_USAGE;
+}
+
+static const char *usage_synopsis = "";
+static const struct fw_opt_doc *usage_opts;
+
+void fw_usage_init(const char *synopsis, const struct fw_opt_doc *opts)
+{
+	assert(synopsis);
+	usage_synopsis = synopsis;
+	usage_opts = opts;
+}
+
+void fw_usage(FILE *f)
+{
+	fputs(usage_synopsis, f);
+}
+
+void fw_help(void)
+{
+	int w = 0;
+
+	fw_usage(stdout);
+	if (!usage_opts || !usage_opts[0].opt)
+		return;
+	for (const struct fw_opt_doc *o = usage_opts; o->opt; o++)
+		if ((int)strlen(o->opt) > w)
+			w = (int)strlen(o->opt);
+	fputs("\noptions:\n", stdout);
+	for (const struct fw_opt_doc *o = usage_opts; o->opt; o++)
+		printf("  %-*s  %s\n", w, o->opt, o->doc);
+}
+
+int fw_usage_fail(const char *fmt, const char *arg)
+{
+	return fw_usage_error(usage_synopsis, fmt, arg);
+}
+
+void fw_operands_init(struct fw_operands *it, int argc, char **argv, int first)
+{
+	assert(first <= argc);
+	it->argv = argv + first;
+	it->n = argc - first;
+	it->i = 0;
+	it->stdin_only = it->n == 0;
+}
+
+const char *fw_operands_next(struct fw_operands *it)
+{
+	static char dash[] = "-";
+
+	if (it->stdin_only) {
+		it->stdin_only = 0;
+		it->i = 1;
+		return dash;
+	}
+	return it->i < it->n ? it->argv[it->i++] : NULL;
 }
 
 void fw_warn_reader(const struct fw_reader *r)

@@ -34,6 +34,51 @@ void fw_warn_rec(const char *file, uint64_t index, uint64_t offset, const char *
  * usage text, and returns FW_EXIT_USAGE for main to return. */
 int fw_usage_error(const char *usage, const char *fmt, const char *arg);
 
+/* ---- usage ---------------------------------------------------------------- */
+
+/* One line of --help: the option as the synopsis spells it ("-o OUT") and
+ * what it does. */
+struct fw_opt_doc {
+	const char *opt, *doc;
+};
+
+/*
+ * Registers the tool's usage: synopsis is the text the man page's SYNOPSIS
+ * says, lines ending in '\n' ("usage: TOOL ...", then indented lines); opts
+ * its options, ended by an entry whose opt is NULL (opts may be NULL).  Both
+ * are kept by pointer: pass static text.  Call once in main, before the
+ * options are parsed.  Cannot fail.
+ */
+void fw_usage_init(const char *synopsis, const struct fw_opt_doc *opts);
+
+/* Prints the registered synopsis to f.  Cannot fail. */
+void fw_usage(FILE *f);
+
+/* What --help prints, to stdout: the synopsis, then (when options were
+ * registered) an empty line, "options:" and one line per option, the
+ * option padded to a column and its text after it.  Cannot fail. */
+void fw_help(void);
+
+/* As fw_usage_error() with the registered synopsis. */
+int fw_usage_fail(const char *fmt, const char *arg);
+
+/* ---- operands ------------------------------------------------------------- */
+
+/* The input operands of a tool: argv[first..argc), or "-" (standard input)
+ * once when there are none.  Fill with fw_operands_init(). */
+struct fw_operands {
+	char **argv;
+	int i, n;
+	int stdin_only;
+};
+
+/* Starts iterating argv[first..argc) (first is optind after getopt).
+ * Cannot fail. */
+void fw_operands_init(struct fw_operands *it, int argc, char **argv, int first);
+
+/* The next operand, or NULL after the last.  Cannot fail. */
+const char *fw_operands_next(struct fw_operands *it);
+
 /* Prints the reader's last error with its position via fw_warn_rec(). */
 void fw_warn_reader(const struct fw_reader *r);
 

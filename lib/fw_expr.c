@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_base.h"
 #include "fw_expr.h"
 
 /* ---- values ------------------------------------------------------------- */
@@ -422,27 +423,8 @@ static struct node *mk(struct parser *p, enum op op, struct node *a, struct node
 static int put_utf8(struct fw_buf *b, uint32_t cp)
 {
 	uint8_t u[4];
-	size_t n;
-	if (cp < 0x80) {
-		u[0] = (uint8_t)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		u[0] = (uint8_t)(0xc0 | cp >> 6);
-		u[1] = (uint8_t)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		u[0] = (uint8_t)(0xe0 | cp >> 12);
-		u[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3f));
-		u[2] = (uint8_t)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else {
-		u[0] = (uint8_t)(0xf0 | cp >> 18);
-		u[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3f));
-		u[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3f));
-		u[3] = (uint8_t)(0x80 | (cp & 0x3f));
-		n = 4;
-	}
-	return fw_buf_append(b, u, n);
+
+	return fw_buf_append(b, u, fw_utf8_put(u, cp));
 }
 
 static int hexval(const char *s, uint32_t *out)
@@ -943,15 +925,6 @@ static struct val arith(enum op op, struct val a, struct val b)
 	}
 }
 
-/* Number of code points in UTF-8 bytes (continuation bytes not counted). */
-static size_t utf8_len(const char *s, size_t n)
-{
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		k += ((unsigned char)s[i] & 0xc0) != 0x80;
-	return k;
-}
-
 static struct val quantify(struct node *n, struct fw_mpv cur)
 {
 	struct val x = eval(n->a, cur);
@@ -1045,7 +1018,7 @@ static struct val eval(struct node *n, struct fw_mpv cur)
 		struct fw_mp_iter it;
 		switch (a.t) {
 		case V_NULL: return v_int(0);
-		case V_STR: return v_int((int64_t)utf8_len(a.s, a.n));
+		case V_STR: return v_int((int64_t)fw_utf8_count(a.s, a.n));
 		case V_NUM: return v_num(fabs(a.d));
 		case V_RAW: {
 			int64_t k = fw_mp_iter_init(&it, a.raw);

@@ -13,6 +13,7 @@
 
 #include <fnmatch.h>
 
+#include "fw_base.h"
 #include "fw_grade.h"
 #include "fw_mutate.h"
 #include "fw_store.h"
@@ -256,16 +257,6 @@ out:
 
 /* ---- patches --------------------------------------------------------------------- */
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 void fw_patch_free(struct fw_patch *p)
 {
 	if (!p)
@@ -428,7 +419,7 @@ int fw_patch_parse(struct fw_patch *p, const char *text, size_t len, char *err, 
 				new_left--;
 				line++;
 			} else {
-				seterr(err, errlen, "hunk cut short in '%s'",
+				fw_seterr(err, errlen, "hunk cut short in '%s'",
 				       f->new_path ? f->new_path : f->old_path ? f->old_path : "?");
 				return -1;
 			}
@@ -486,19 +477,19 @@ int fw_patch_parse(struct fw_patch *p, const char *text, size_t len, char *err, 
 			f->binary = 1;
 		} else if (n >= 3 && strncmp(s, "@@ ", 3) == 0) {
 			if (hunk_header(s, n, &old_left, &new_left, &line) < 0) {
-				seterr(err, errlen, "bad hunk header '%.*s'", (int)(n > 60 ? 60 : n), s);
+				fw_seterr(err, errlen, "bad hunk header '%.*s'", (int)(n > 60 ? 60 : n), s);
 				return -1;
 			}
 			git_header = 0;
 		}
 	}
 	if (old_left > 0 || new_left > 0) {
-		seterr(err, errlen, "hunk cut short at the end of the patch");
+		fw_seterr(err, errlen, "hunk cut short at the end of the patch");
 		return -1;
 	}
 	return nfiles;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
 }
 

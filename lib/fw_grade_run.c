@@ -18,6 +18,7 @@
 #include <git2.h>
 
 #include "fw_env.h"
+#include "fw_base.h"
 #include "fw_grade.h"
 #include "fw_mutate.h"
 #include "fw_sandbox.h"
@@ -100,16 +101,6 @@ void fw_grader_free(struct fw_grader *g)
 	git_libgit2_shutdown();
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static struct fw_store *store_for(struct fw_grader *g, const char *path, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < g->nstores; i++)
@@ -127,7 +118,7 @@ static struct fw_store *store_for(struct fw_grader *g, const char *path, char *e
 	char *p = strdup(path);
 	if (!p) {
 		fw_store_free(s);
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	g->stores[g->nstores++] = (struct store_slot){ p, s };
@@ -500,7 +491,7 @@ static int touched(const char *ws, struct fw_strlist *out, char *err, size_t err
 	git_status_list *list = NULL;
 	int rc = -1;
 	if (git_repository_open(&repo, ws) < 0) {
-		seterr(err, errlen, "cannot open the workspace repository");
+		fw_seterr(err, errlen, "cannot open the workspace repository");
 		return -1;
 	}
 	git_status_options so;
@@ -511,7 +502,7 @@ static int touched(const char *ws, struct fw_strlist *out, char *err, size_t err
 		   GIT_STATUS_OPT_DISABLE_PATHSPEC_MATCH;
 	if (git_status_list_new(&list, repo, &so) < 0) {
 		const git_error *e = git_error_last();
-		seterr(err, errlen, "workspace status: %s", e ? e->message : "?");
+		fw_seterr(err, errlen, "workspace status: %s", e ? e->message : "?");
 		goto out;
 	}
 	size_t n = git_status_list_entrycount(list);
@@ -524,7 +515,7 @@ static int touched(const char *ws, struct fw_strlist *out, char *err, size_t err
 			const char *p[2] = { d[k]->old_file.path, d[k]->new_file.path };
 			for (int m = 0; m < 2; m++)
 				if (p[m] && !in_list(out, p[m]) && fw_strlist_add(out, p[m]) < 0) {
-					seterr(err, errlen, "out of memory");
+					fw_seterr(err, errlen, "out of memory");
 					goto out;
 				}
 		}
@@ -555,7 +546,7 @@ static int restore(struct job *j, const char *path, int from_patch, char *err, s
 	    (!of || of->mode != 0120000)) {
 		merged = fw_restore_sections(odata ? odata : "", olen, cdata, clen, &mlen, &changed);
 		if (!merged) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			goto out;
 		}
 		if (changed && put_file(j->ws, path, merged, mlen, of ? of->mode : 0100644) < 0)
@@ -570,10 +561,10 @@ static int restore(struct job *j, const char *path, int from_patch, char *err, s
 	rc = 0;
 	goto out;
 fail:
-	seterr(err, errlen, "cannot restore '%s': %s", path, strerror(errno));
+	fw_seterr(err, errlen, "cannot restore '%s': %s", path, strerror(errno));
 	goto out;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 out:
 	free(odata);
 	free(cdata);
@@ -722,7 +713,7 @@ static int apply_patch(struct job *j, char *msg, size_t msglen)
 	snprintf(pf, sizeof pf, "%s/patch", j->tmp);
 	snprintf(ef, sizeof ef, "%s/apply.err", j->tmp);
 	if (put_file(j->tmp, "patch", j->patch, strlen(j->patch), 0100644) < 0) {
-		seterr(msg, msglen, "cannot write the patch: %s", strerror(errno));
+		fw_seterr(msg, msglen, "cannot write the patch: %s", strerror(errno));
 		return -1;
 	}
 	/* the environment without GIT_* variables that would point git at
@@ -749,7 +740,7 @@ static int apply_patch(struct job *j, char *msg, size_t msglen)
 	posix_spawn_file_actions_destroy(&fa);
 	free(envp);
 	if (st != 0) {
-		seterr(msg, msglen, "cannot run git: %s", strerror(st));
+		fw_seterr(msg, msglen, "cannot run git: %s", strerror(st));
 		return -1;
 	}
 	while (waitpid(pid, &st, 0) < 0)
@@ -769,7 +760,7 @@ static int apply_patch(struct job *j, char *msg, size_t msglen)
 			    strstr(e, "unrecognized input") || strstr(e, "lacks filename") ||
 			    strstr(e, "patch fragment without header") ||
 			    strstr(e, "unable to find filename"));
-	seterr(msg, msglen, "%.*s", (int)(ln > 200 ? 200 : ln), l);
+	fw_seterr(msg, msglen, "%.*s", (int)(ln > 200 ? 200 : ln), l);
 	free(e);
 	return corrupt ? 2 : 1;
 }
@@ -934,7 +925,7 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 	o.env = tap ? run_env_tap : run_env;
 	const char *binds[2], *vars[8 + FW_ENV_MAXVARS];
 	if (fw_env_apply(j->env, &o, binds, 2, vars, 8 + FW_ENV_MAXVARS) < 0) {
-		seterr(err, errlen, "too many variables");
+		fw_seterr(err, errlen, "too many variables");
 		return -1;
 	}
 	char *argv_tap[] = { "sh", "-c", j->cmd, NULL };
@@ -946,7 +937,7 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 	j->time = res.wall_s;
 	j->timed = 1;
 	if (!(j->rep = fw_report_new())) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		rc = -1;
 		goto out;
 	}
@@ -988,7 +979,7 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 		}
 	}
 	if (n < 0) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		rc = -1;
 		goto out;
 	}
@@ -1005,7 +996,7 @@ static int run_tests(struct fw_grader *g, struct job *j, char *err, size_t errle
 	}
 	j->have_report = 1;
 	if (check_agreement(j, &res, tap) < 0) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		rc = -1;
 	}
 out:
@@ -1021,7 +1012,7 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 	const char *tmpdir = g->o.tmpdir ? g->o.tmpdir : getenv("TMPDIR");
 	snprintf(j->tmp, sizeof j->tmp, "%s/grade.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
 	if (!mkdtemp(j->tmp)) {
-		seterr(err, errlen, "cannot make a temporary directory in '%s': %s",
+		fw_seterr(err, errlen, "cannot make a temporary directory in '%s': %s",
 		       tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
 		j->tmp[0] = '\0';
 		return -1;
@@ -1038,7 +1029,7 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 		k = fw_detect_patch(&j->patch_parsed, orig_lookup, &oc, &g->lits, &j->hacks);
 	orig_cache_free(&oc);
 	if (k < 0 || rollout_findings(rec, &j->hacks) < 0) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 
@@ -1048,7 +1039,7 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 	if (*p) {
 		k = apply_patch(j, e, sizeof e);
 		if (k < 0) {
-			seterr(err, errlen, "%s", e);
+			fw_seterr(err, errlen, "%s", e);
 			return -1;
 		}
 		if (k == 2)
@@ -1069,7 +1060,7 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 	}
 	if (k < 0) {
 		fw_strlist_free(&t);
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	k = restore_protected(j, &t, err, errlen);
@@ -1099,60 +1090,13 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 	return run_tests(g, j, err, errlen);
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the
- * byte there does not start one (overlong forms, surrogates and code
- * points above U+10FFFF are not valid). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t len;
-	unsigned min;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, min = 0x10000;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	unsigned cp = c & (0x3f >> (len - 1));
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /* Packs s as a msgpack str.  Text grade writes comes from the patch, the
  * run's output and the report, cut at byte counts: each byte that is not
  * part of valid UTF-8 becomes U+FFFD, so the record stays text that JSON
  * can hold. */
 static void pack_str(msgpack_packer *pk, const char *s)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	size_t n = strlen(s), out = 0;
-	for (size_t i = 0; i < n;) {
-		size_t k = utf8_seq(u + i, n - i);
-		out += k ? k : 3;
-		i += k ? k : 1;
-	}
-	msgpack_pack_str(pk, out);
-	if (out == n) {
-		msgpack_pack_str_body(pk, s, n);
-		return;
-	}
-	for (size_t i = 0; i < n;) {
-		size_t k = utf8_seq(u + i, n - i);
-		msgpack_pack_str_body(pk, k ? s + i : "\xef\xbf\xbd", k ? k : 3);
-		i += k ? k : 1;
-	}
+	fw_pack_text(pk, s, strlen(s));
 }
 
 int fw_grade_rollout(struct fw_grader *g, struct fw_mpv rec, struct fw_buf *out,
@@ -1258,11 +1202,11 @@ int fw_grade_rollout(struct fw_grader *g, struct fw_mpv rec, struct fw_buf *out,
 	if (j.error[0]) {
 		pack_str(&pk, "error");
 		pack_str(&pk, j.error);
-		seterr(err, errlen, "%s", j.error);
+		fw_seterr(err, errlen, "%s", j.error);
 	}
 	struct fw_field f = { "grade", 5, { gb.p, gb.n } };
 	if (fw_rec_set(out, rec, &f, 1) < 0) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		rc = -1;
 	}
 out:

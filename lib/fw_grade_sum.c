@@ -13,65 +13,6 @@
 
 const unsigned fw_gsum_k[FW_GSUM_NK] = { 1, 5, 10 };
 
-/* A string interner: name -> dense index, open addressing. */
-struct names {
-	char **v;
-	size_t n, cap;
-	uint32_t *slot; /* index + 1, 0 empty */
-	size_t nslot;
-};
-
-static long names_find(struct names *t, const char *s, size_t n, int add)
-{
-	if (add && (t->n + 1) * 2 > t->nslot) {
-		size_t ns = t->nslot ? 2 * t->nslot : 64;
-		uint32_t *sl = calloc(ns, sizeof *sl);
-		if (!sl)
-			return -1;
-		for (size_t i = 0; i < t->n; i++) {
-			size_t h = fw_hash64(t->v[i], strlen(t->v[i])) & (ns - 1);
-			while (sl[h])
-				h = (h + 1) & (ns - 1);
-			sl[h] = (uint32_t)i + 1;
-		}
-		free(t->slot);
-		t->slot = sl;
-		t->nslot = ns;
-	}
-	if (!t->nslot)
-		return -2;
-	size_t h = fw_hash64(s, n) & (t->nslot - 1);
-	for (; t->slot[h]; h = (h + 1) & (t->nslot - 1)) {
-		const char *x = t->v[t->slot[h] - 1];
-		if (strlen(x) == n && memcmp(x, s, n) == 0)
-			return t->slot[h] - 1;
-	}
-	if (!add)
-		return -2;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 32;
-		char **v = realloc(t->v, cap * sizeof *v);
-		if (!v)
-			return -1;
-		t->v = v;
-		t->cap = cap;
-	}
-	char *c = strndup(s, n);
-	if (!c)
-		return -1;
-	t->v[t->n] = c;
-	t->slot[h] = (uint32_t)t->n + 1;
-	return (long)t->n++;
-}
-
-static void names_free(struct names *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		free(t->v[i]);
-	free(t->v);
-	free(t->slot);
-}
-
 /* Counts of one (task, checkpoint) cell. */
 struct cell {
 	uint32_t task, ckpt;
@@ -81,7 +22,7 @@ struct cell {
 struct fw_gsum {
 	unsigned recent;
 	double retire_at;
-	struct names tasks, ckpts, splits, cells;
+	struct fw_intern tasks, ckpts, splits, cells;
 	uint32_t *task_split; /* per task: split index */
 	struct cell *cell;    /* per cells entry */
 	size_t cap_task, cap_cell;
@@ -102,10 +43,10 @@ void fw_gsum_free(struct fw_gsum *s)
 {
 	if (!s)
 		return;
-	names_free(&s->tasks);
-	names_free(&s->ckpts);
-	names_free(&s->splits);
-	names_free(&s->cells);
+	fw_intern_release(&s->tasks);
+	fw_intern_release(&s->ckpts);
+	fw_intern_release(&s->splits);
+	fw_intern_release(&s->cells);
 	free(s->task_split);
 	free(s->cell);
 	free(s->rows);
@@ -143,9 +84,9 @@ int fw_gsum_add(struct fw_gsum *s, struct fw_mpv rec, char *err, size_t errlen)
 		fw_mp_double(v, &reward);
 	int solved = resolved && reward > 0;
 
-	long t = names_find(&s->tasks, tid, tn, 1);
-	long c = names_find(&s->ckpts, ck, ckn, 1);
-	long p = names_find(&s->splits, sp, spn, 1);
+	long t = fw_intern_add(&s->tasks, tid, tn);
+	long c = fw_intern_add(&s->ckpts, ck, ckn);
+	long p = fw_intern_add(&s->splits, sp, spn);
 	if (t < 0 || c < 0 || p < 0)
 		return -1;
 	if ((size_t)t >= s->cap_task) {
@@ -160,7 +101,7 @@ int fw_gsum_add(struct fw_gsum *s, struct fw_mpv rec, char *err, size_t errlen)
 	char key[24];
 	int kn = snprintf(key, sizeof key, "%lx/%lx", (unsigned long)t, (unsigned long)c);
 	size_t before = s->cells.n;
-	long x = names_find(&s->cells, key, (size_t)kn, 1);
+	long x = fw_intern_add(&s->cells, key, (size_t)kn);
 	if (x < 0)
 		return -1;
 	if (s->cells.n > before) {
@@ -252,7 +193,7 @@ long fw_gsum_rows(struct fw_gsum *s, const struct fw_gsum_row **rows)
 	for (size_t i = s->ckpts.n - nr; i < s->ckpts.n; i++)
 		recent[i] = 1;
 	size_t k = 0;
-	struct { int scope; struct names *t; } parts[3] = {
+	struct { int scope; struct fw_intern *t; } parts[3] = {
 		{ FW_GSUM_CKPT, &s->ckpts }, { FW_GSUM_TASK, &s->tasks }, { FW_GSUM_SPLIT, &s->splits },
 	};
 	for (int p = 0; p < 3; p++) {

@@ -20,20 +20,11 @@
 #include <unistd.h>
 
 #include "fw_env.h"
+#include "fw_base.h"
 #include "fw_history.h"
 #include "fw_mutate.h"
 #include "fw_store.h"
 #include "fw_workspace.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static const char *gerr(void)
 {
@@ -189,11 +180,11 @@ struct fw_context_map *fw_context_load(const char *dir, char *err, size_t errlen
 	json_t *root = json_load_file(path, 0, &je);
 	struct fw_context_map *m = NULL;
 	if (!root) {
-		seterr(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+		fw_seterr(err, errlen, "%s: line %d: %s", path, je.line, je.text);
 		return NULL;
 	}
 	if (!json_is_object(root)) {
-		seterr(err, errlen, "%s: not an object of commits", path);
+		fw_seterr(err, errlen, "%s: not an object of commits", path);
 		goto fail;
 	}
 	m = calloc(1, sizeof *m);
@@ -204,11 +195,11 @@ struct fw_context_map *fw_context_load(const char *dir, char *err, size_t errlen
 	json_object_foreach(root, key, val) {
 		size_t kl = strlen(key);
 		if (kl < 7 || kl > 40 || !is_hex(key, kl)) {
-			seterr(err, errlen, "%s: '%s' is no commit id (7 to 40 hex digits)", path, key);
+			fw_seterr(err, errlen, "%s: '%s' is no commit id (7 to 40 hex digits)", path, key);
 			goto fail;
 		}
 		if (!json_is_array(val)) {
-			seterr(err, errlen, "%s: %s: not an array of files", path, key);
+			fw_seterr(err, errlen, "%s: %s: not an array of files", path, key);
 			goto fail;
 		}
 		struct bundle *b = &m->b[m->n++];
@@ -224,13 +215,13 @@ struct fw_context_map *fw_context_load(const char *dir, char *err, size_t errlen
 			const char *name = json_string_value(json_object_get(e, "name"));
 			const char *rel = json_string_value(json_object_get(e, "path"));
 			if (!kind || !name || !good_kind(kind) || !good_name(name)) {
-				seterr(err, errlen, "%s: %s: file %zu: want a kind (a lowercase word) "
+				fw_seterr(err, errlen, "%s: %s: file %zu: want a kind (a lowercase word) "
 					      "and a name (no '/')", path, key, i + 1);
 				goto fail;
 			}
 			for (size_t k = 0; k < b->n; k++)
 				if (strcmp(b->f[k].name, name) == 0) {
-					seterr(err, errlen, "%s: %s: the name '%s' twice", path, key,
+					fw_seterr(err, errlen, "%s: %s: the name '%s' twice", path, key,
 					       name);
 					goto fail;
 				}
@@ -242,7 +233,7 @@ struct fw_context_map *fw_context_load(const char *dir, char *err, size_t errlen
 				goto nomem;
 			struct stat st;
 			if (stat(full, &st) < 0 || !S_ISREG(st.st_mode) || access(full, R_OK) < 0) {
-				seterr(err, errlen, "%s: %s: cannot read '%s'", path, key, full);
+				fw_seterr(err, errlen, "%s: %s: cannot read '%s'", path, key, full);
 				goto fail;
 			}
 		}
@@ -250,7 +241,7 @@ struct fw_context_map *fw_context_load(const char *dir, char *err, size_t errlen
 	json_decref(root);
 	return m;
 nomem:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 fail:
 	json_decref(root);
 	fw_context_free(m);
@@ -287,7 +278,7 @@ int fw_context_mount(struct fw_context_mount *m, struct fw_store *s, struct fw_m
 	while (mounts && mounts[nm])
 		nm++;
 	if (!(m->binds = calloc(nm + 2, sizeof *m->binds))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	for (size_t i = 0; i < nm; i++)
@@ -299,7 +290,7 @@ int fw_context_mount(struct fw_context_mount *m, struct fw_store *s, struct fw_m
 	const char *tmp = getenv("TMPDIR");
 	snprintf(m->dir, sizeof m->dir, "%s/fw-context-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(m->dir)) {
-		seterr(err, errlen, "%s: %s", m->dir, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", m->dir, strerror(errno));
 		m->dir[0] = '\0';
 		return -1;
 	}
@@ -312,9 +303,9 @@ int fw_context_mount(struct fw_context_mount *m, struct fw_store *s, struct fw_m
 		int ok = name && blob && good_name(name) && strlen(blob) == 40 &&
 			 git_oid_fromstr(&id, blob) == 0;
 		if (!ok) {
-			seterr(err, errlen, "a context entry without a good name and blob");
+			fw_seterr(err, errlen, "a context entry without a good name and blob");
 		} else if (git_blob_lookup(&b, r, &id) < 0) {
-			seterr(err, errlen, "context '%s': no blob %s in the store", name, blob);
+			fw_seterr(err, errlen, "context '%s': no blob %s in the store", name, blob);
 			ok = 0;
 		} else {
 			char p[4400];
@@ -322,7 +313,7 @@ int fw_context_mount(struct fw_context_mount *m, struct fw_store *s, struct fw_m
 			FILE *f = fopen(p, "wbx");
 			size_t len = (size_t)git_blob_rawsize(b);
 			if (!f || fwrite(git_blob_rawcontent(b), 1, len, f) != len || fclose(f)) {
-				seterr(err, errlen, "%s: %s", p, strerror(errno));
+				fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 				ok = 0;
 			} else {
 				chmod(p, 0444);
@@ -335,7 +326,7 @@ int fw_context_mount(struct fw_context_mount *m, struct fw_store *s, struct fw_m
 			return -1;
 	}
 	if (k < 0) {
-		seterr(err, errlen, "a bad context[] array");
+		fw_seterr(err, errlen, "a bad context[] array");
 		return -1;
 	}
 	chmod(m->dir, 0555);
@@ -458,7 +449,7 @@ static int read_change(git_repository *r, git_diff *d, const struct fw_history_o
 {
 	size_t nd = git_diff_num_deltas(d);
 	if (!(ch->edits = calloc(nd + 1, sizeof *ch->edits))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	for (size_t i = 0; i < nd; i++) {
@@ -483,7 +474,7 @@ static int read_change(git_repository *r, git_diff *d, const struct fw_history_o
 				continue;
 			git_blob *b;
 			if (git_blob_lookup(&b, r, &dl->new_file.id) < 0) {
-				seterr(err, errlen, "%s: %s", path, gerr());
+				fw_seterr(err, errlen, "%s: %s", path, gerr());
 				return -1;
 			}
 			size_t len = (size_t)git_blob_rawsize(b);
@@ -510,7 +501,7 @@ static int read_change(git_repository *r, git_diff *d, const struct fw_history_o
 			}
 		git_patch *p = NULL;
 		if (git_patch_from_diff(&p, d, i) < 0) {
-			seterr(err, errlen, "%s: %s", path, gerr());
+			fw_seterr(err, errlen, "%s: %s", path, gerr());
 			return -1;
 		}
 		int lo = 0, hi = 0;
@@ -546,7 +537,7 @@ static int read_change(git_repository *r, git_diff *d, const struct fw_history_o
 	}
 	return 0;
 nomem:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
 }
 
@@ -608,7 +599,7 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 	git_oid id;
 
 	if (git_repository_open_ext(&r, j->repo, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
-		seterr(err, errlen, "not a git repository: %s", gerr());
+		fw_seterr(err, errlen, "not a git repository: %s", gerr());
 		goto out;
 	}
 	if (o->grep) {
@@ -620,14 +611,14 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 			PCRE2_UCHAR msg[256] = "out of memory";
 			if (!re)
 				pcre2_get_error_message(ec, msg, sizeof msg);
-			seterr(err, errlen, "bad pattern '%s': %s", o->grep, (char *)msg);
+			fw_seterr(err, errlen, "bad pattern '%s': %s", o->grep, (char *)msg);
 			goto out;
 		}
 	}
 	const char *rev = o->rev && *o->rev ? o->rev : "HEAD";
 	if (git_revwalk_new(&w, r) < 0 ||
 	    git_revwalk_sorting(w, GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME) < 0) {
-		seterr(err, errlen, "%s", gerr());
+		fw_seterr(err, errlen, "%s", gerr());
 		goto out;
 	}
 	int pushed;
@@ -642,7 +633,7 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 		git_object_free(ob);
 	}
 	if (!pushed) {
-		seterr(err, errlen, "no revision '%s': %s", rev, gerr());
+		fw_seterr(err, errlen, "no revision '%s': %s", rev, gerr());
 		goto out;
 	}
 	while (git_revwalk_next(&id, w) == 0) {
@@ -657,7 +648,7 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 		git_oid_tostr(hex, sizeof hex, &id);
 		t->scanned++;
 		if (git_commit_lookup(&c, r, &id) < 0) {
-			seterr(err, errlen, "commit %s: %s", hex, gerr());
+			fw_seterr(err, errlen, "commit %s: %s", hex, gerr());
 			goto out;
 		}
 		const char *subject = git_commit_summary(c);
@@ -687,7 +678,7 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 		if (git_commit_parent(&pc, c, 0) < 0 || git_commit_tree(&ct, c) < 0 ||
 		    git_commit_tree(&pt, pc) < 0 ||
 		    git_diff_tree_to_tree(&d, r, pt, ct, &dopt) < 0) {
-			seterr(err, errlen, "commit %s: %s", hex, gerr());
+			fw_seterr(err, errlen, "commit %s: %s", hex, gerr());
 			bad = 1;
 			goto next;
 		}
@@ -732,7 +723,7 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 		struct cand *slot;
 		if (!cd->message || !cd->subject || fw_buf_append(&cd->added, "", 1) < 0 ||
 		    push_cand(j, &slot) < 0) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			bad = 1;
 			goto next;
 		}
@@ -883,14 +874,14 @@ static int audit_objects(const char *ws, struct fw_store *s, const char *tree_he
 	int rc = -1;
 	if (git_oid_fromstr(&tid, tree_hex) < 0 ||
 	    tree_objects(fw_store_repo(s), &tid, NULL, &blobs) < 0) {
-		seterr(err, errlen, "task tree %s: %s", tree_hex, gerr());
+		fw_seterr(err, errlen, "task tree %s: %s", tree_hex, gerr());
 		goto out;
 	}
 	if (git_repository_open_ext(&r, ws, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
 	    git_reference_name_to_id(&hid, r, "HEAD") < 0 || git_commit_lookup(&head, r, &hid) < 0 ||
 	    tree_objects(r, git_commit_tree_id(head), &trees, NULL) < 0 ||
 	    git_repository_odb(&odb, r) < 0) {
-		seterr(err, errlen, "workspace %s: %s", ws, gerr());
+		fw_seterr(err, errlen, "workspace %s: %s", ws, gerr());
 		goto out;
 	}
 	oidset_seal(&trees);
@@ -902,7 +893,7 @@ static int audit_objects(const char *ws, struct fw_store *s, const char *tree_he
 	}
 	struct odb_ctx c = { odb, &trees, &blobs, &hid, found, 0, 0 };
 	if (git_odb_foreach(odb, odb_cb, &c) < 0 && c.failed) {
-		seterr(err, errlen, "workspace %s: %s", ws, gerr());
+		fw_seterr(err, errlen, "workspace %s: %s", ws, gerr());
 		goto out;
 	}
 	rc = (int)c.n;
@@ -934,20 +925,6 @@ static enum fw_history_reason reject(struct cand *c, enum fw_history_reason r, c
 {
 	snprintf(c->detail, sizeof c->detail, fmt, a);
 	return r;
-}
-
-static void pack_str(msgpack_packer *pk, const char *s)
-{
-	size_t n = strlen(s);
-	msgpack_pack_str(pk, n);
-	msgpack_pack_str_body(pk, s, n);
-}
-
-static void pack_strs(msgpack_packer *pk, const struct fw_strlist *l)
-{
-	msgpack_pack_array(pk, l->n);
-	for (size_t i = 0; i < l->n; i++)
-		pack_str(pk, l->v[i]);
 }
 
 static const char *split_of(const struct fw_history_opts *o, const char *id)
@@ -999,27 +976,6 @@ static char *history_prompt(const struct cand *c, const struct fw_context_file *
 	return (char *)b.p;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	struct fw_buf b = { 0 };
-	char tmp[65536];
-	size_t k;
-	if (!f)
-		return NULL;
-	while ((k = fread(tmp, 1, sizeof tmp, f)) > 0)
-		if (fw_buf_append(&b, tmp, k) < 0)
-			break;
-	int bad = ferror(f);
-	fclose(f);
-	if (bad || fw_buf_append(&b, "", 1) < 0) {
-		fw_buf_free(&b);
-		return NULL;
-	}
-	*len = b.n - 1;
-	return (char *)b.p;
-}
-
 /*
  * Writes the bundle's files into s as blobs (their ids into blobs, ncf
  * entries of FW_OID_HEX) and keeps a tree of them under context/ID.
@@ -1035,15 +991,15 @@ static int store_context(struct fw_store *s, struct fw_audit *audit, const char 
 	git_treebuilder *tb = NULL;
 	int rc = -1;
 	if (git_treebuilder_new(&tb, r, NULL) < 0) {
-		seterr(err, errlen, "%s", gerr());
+		fw_seterr(err, errlen, "%s", gerr());
 		return -1;
 	}
 	for (size_t i = 0; i < ncf; i++) {
 		size_t len;
-		char *data = read_file(cf[i].path, &len), name[300];
+		char *data = fw_read_file(cf[i].path, 0, &len), name[300];
 		git_oid bid;
 		if (!data) {
-			seterr(err, errlen, "%s: %s", cf[i].path, strerror(errno));
+			fw_seterr(err, errlen, "%s: %s", cf[i].path, strerror(errno));
 			goto out;
 		}
 		snprintf(name, sizeof name, "context %s", cf[i].name);
@@ -1058,7 +1014,7 @@ static int store_context(struct fw_store *s, struct fw_audit *audit, const char 
 			goto out;
 		}
 		if (k < 0) {
-			seterr(err, errlen, "%s: %s", cf[i].path, k == -2 ? gerr() : "out of memory");
+			fw_seterr(err, errlen, "%s: %s", cf[i].path, k == -2 ? gerr() : "out of memory");
 			goto out;
 		}
 		git_oid_tostr(blobs[i], FW_OID_HEX, &bid);
@@ -1067,7 +1023,7 @@ static int store_context(struct fw_store *s, struct fw_audit *audit, const char 
 	git_oid tid;
 	char thex[FW_OID_HEX], ref[64];
 	if (git_treebuilder_write(&tid, tb) < 0) {
-		seterr(err, errlen, "%s", gerr());
+		fw_seterr(err, errlen, "%s", gerr());
 		goto out;
 	}
 	git_oid_tostr(thex, sizeof thex, &tid);
@@ -1256,49 +1212,49 @@ static enum fw_history_reason validate(struct job *j, struct fw_store *s, size_t
 	msgpack_packer pk;
 	fw_buf_packer(&pk, &c->rec);
 	msgpack_pack_map(&pk, 22 + (o->env != NULL));
-	pack_str(&pk, "kind"); pack_str(&pk, "task");
-	pack_str(&pk, "id"); pack_str(&pk, id);
-	pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
-	pack_str(&pk, "repo"); pack_str(&pk, j->repo);
-	pack_str(&pk, "base"); pack_str(&pk, c->parent);
-	pack_str(&pk, "store"); pack_str(&pk, o->store_abs);
-	pack_str(&pk, "orig_tree"); pack_str(&pk, c->tree);
-	pack_str(&pk, "tree"); pack_str(&pk, c->task_tree);
-	pack_str(&pk, "strategy"); pack_str(&pk, "history");
-	pack_str(&pk, "targets");
+	fw_pack_cstr(&pk, "kind"); fw_pack_cstr(&pk, "task");
+	fw_pack_cstr(&pk, "id"); fw_pack_cstr(&pk, id);
+	fw_pack_cstr(&pk, "v"); msgpack_pack_int(&pk, 1);
+	fw_pack_cstr(&pk, "repo"); fw_pack_cstr(&pk, j->repo);
+	fw_pack_cstr(&pk, "base"); fw_pack_cstr(&pk, c->parent);
+	fw_pack_cstr(&pk, "store"); fw_pack_cstr(&pk, o->store_abs);
+	fw_pack_cstr(&pk, "orig_tree"); fw_pack_cstr(&pk, c->tree);
+	fw_pack_cstr(&pk, "tree"); fw_pack_cstr(&pk, c->task_tree);
+	fw_pack_cstr(&pk, "strategy"); fw_pack_cstr(&pk, "history");
+	fw_pack_cstr(&pk, "targets");
 	msgpack_pack_array(&pk, c->ntargets);
 	for (size_t i = 0; i < c->ntargets; i++) {
 		const struct target *t = &c->targets[i];
 		msgpack_pack_map(&pk, 5);
-		pack_str(&pk, "path"); pack_str(&pk, t->path);
-		pack_str(&pk, "symbol"); pack_str(&pk, "");
-		pack_str(&pk, "lang"); pack_str(&pk, fw_lang_name(t->lang));
-		pack_str(&pk, "start"); msgpack_pack_int(&pk, t->start);
-		pack_str(&pk, "end"); msgpack_pack_int(&pk, t->end);
+		fw_pack_cstr(&pk, "path"); fw_pack_cstr(&pk, t->path);
+		fw_pack_cstr(&pk, "symbol"); fw_pack_cstr(&pk, "");
+		fw_pack_cstr(&pk, "lang"); fw_pack_cstr(&pk, fw_lang_name(t->lang));
+		fw_pack_cstr(&pk, "start"); msgpack_pack_int(&pk, t->start);
+		fw_pack_cstr(&pk, "end"); msgpack_pack_int(&pk, t->end);
 	}
-	pack_str(&pk, "prompt"); pack_str(&pk, prompt);
-	pack_str(&pk, "test_cmd"); pack_str(&pk, o->test_cmd);
-	pack_str(&pk, "report"); pack_str(&pk, fw_report_format_name(o->fmt));
-	pack_str(&pk, "f2p"); pack_strs(&pk, &f2p);
-	pack_str(&pk, "p2p"); pack_strs(&pk, &p2p);
-	pack_str(&pk, "xfail"); pack_strs(&pk, &xfail);
-	pack_str(&pk, "solution"); pack_str(&pk, patch);
-	pack_str(&pk, "split"); pack_str(&pk, split_of(o, id));
-	pack_str(&pk, "lang");
-	pack_str(&pk, fw_lang_name(c->ntargets ? c->targets[0].lang : FW_LANG_UNKNOWN));
-	pack_str(&pk, "created"); pack_str(&pk, created);
-	pack_str(&pk, "commit"); pack_str(&pk, c->commit);
+	fw_pack_cstr(&pk, "prompt"); fw_pack_cstr(&pk, prompt);
+	fw_pack_cstr(&pk, "test_cmd"); fw_pack_cstr(&pk, o->test_cmd);
+	fw_pack_cstr(&pk, "report"); fw_pack_cstr(&pk, fw_report_format_name(o->fmt));
+	fw_pack_cstr(&pk, "f2p"); fw_pack_strlist(&pk, &f2p);
+	fw_pack_cstr(&pk, "p2p"); fw_pack_strlist(&pk, &p2p);
+	fw_pack_cstr(&pk, "xfail"); fw_pack_strlist(&pk, &xfail);
+	fw_pack_cstr(&pk, "solution"); fw_pack_cstr(&pk, patch);
+	fw_pack_cstr(&pk, "split"); fw_pack_cstr(&pk, split_of(o, id));
+	fw_pack_cstr(&pk, "lang");
+	fw_pack_cstr(&pk, fw_lang_name(c->ntargets ? c->targets[0].lang : FW_LANG_UNKNOWN));
+	fw_pack_cstr(&pk, "created"); fw_pack_cstr(&pk, created);
+	fw_pack_cstr(&pk, "commit"); fw_pack_cstr(&pk, c->commit);
 	if (o->env) {
-		pack_str(&pk, "env"); pack_str(&pk, o->env->id);
+		fw_pack_cstr(&pk, "env"); fw_pack_cstr(&pk, o->env->id);
 	}
-	pack_str(&pk, "context");
+	fw_pack_cstr(&pk, "context");
 	msgpack_pack_array(&pk, ncf);
 	for (size_t i = 0; i < ncf; i++) {
 		msgpack_pack_map(&pk, 4);
-		pack_str(&pk, "kind"); pack_str(&pk, cf[i].kind);
-		pack_str(&pk, "name"); pack_str(&pk, cf[i].name);
-		pack_str(&pk, "blob"); pack_str(&pk, blobs[i]);
-		pack_str(&pk, "size"); msgpack_pack_uint64(&pk, sizes[i]);
+		fw_pack_cstr(&pk, "kind"); fw_pack_cstr(&pk, cf[i].kind);
+		fw_pack_cstr(&pk, "name"); fw_pack_cstr(&pk, cf[i].name);
+		fw_pack_cstr(&pk, "blob"); fw_pack_cstr(&pk, blobs[i]);
+		fw_pack_cstr(&pk, "size"); msgpack_pack_uint64(&pk, sizes[i]);
 	}
 	r = FW_HIST_KEPT;
 out:
@@ -1403,7 +1359,7 @@ int fw_history_run(const struct fw_history_opts *o, const char *repo, fw_history
 		t->candidates++;
 		if (c->reason == FW_HIST_KEPT) {
 			if (emit(ctx, c->rec.p, c->rec.n) < 0) {
-				seterr(err, errlen, "cannot write a task");
+				fw_seterr(err, errlen, "cannot write a task");
 				goto out;
 			}
 			kept++;
@@ -1413,7 +1369,7 @@ int fw_history_run(const struct fw_history_opts *o, const char *repo, fw_history
 		tell(note, ctx, t, c->commit, c->subject, c->reason, c->detail);
 	}
 	if (j.fatal) {
-		seterr(err, errlen, "%s", j.fatal_msg);
+		fw_seterr(err, errlen, "%s", j.fatal_msg);
 		goto out;
 	}
 	rc = 0;

@@ -7,67 +7,17 @@
  */
 #include "fw_json.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- UTF-8 and base64 ------------------------------------------------- */
-
-/* Index of the first byte of the first invalid sequence, or n. */
-static size_t utf8_check(const uint8_t *s, size_t n)
-{
-	size_t i = 0;
-	while (i < n) {
-		/* ASCII runs dominate real text: skip eight bytes at a time. */
-		while (i + 8 <= n) {
-			uint64_t w;
-			memcpy(&w, s + i, 8);
-			if (w & 0x8080808080808080ULL)
-				break;
-			i += 8;
-		}
-		if (i >= n)
-			break;
-		uint8_t c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t k;
-		uint32_t cp;
-		if (c >= 0xc2 && c <= 0xdf) {
-			k = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			k = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			k = 3;
-			cp = c & 0x07;
-		} else {
-			return i;
-		}
-		if (n - i <= k)
-			return i;
-		for (size_t j = 1; j <= k; j++) {
-			if ((s[i + j] & 0xc0) != 0x80)
-				return i;
-			cp = cp << 6 | (s[i + j] & 0x3f);
-		}
-		if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-		    (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-			return i;
-		i += k + 1;
-	}
-	return n;
-}
-
-int fw_utf8_valid(const uint8_t *s, size_t n)
-{
-	return utf8_check(s, n) == n;
-}
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -398,23 +348,7 @@ static int hex4(const char *p, uint32_t *out)
 
 static void put_utf8(uint8_t **o, uint32_t cp)
 {
-	uint8_t *p = *o;
-	if (cp < 0x80) {
-		*p++ = (uint8_t)cp;
-	} else if (cp < 0x800) {
-		*p++ = (uint8_t)(0xc0 | cp >> 6);
-		*p++ = (uint8_t)(0x80 | (cp & 0x3f));
-	} else if (cp < 0x10000) {
-		*p++ = (uint8_t)(0xe0 | cp >> 12);
-		*p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-		*p++ = (uint8_t)(0x80 | (cp & 0x3f));
-	} else {
-		*p++ = (uint8_t)(0xf0 | cp >> 18);
-		*p++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3f));
-		*p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-		*p++ = (uint8_t)(0x80 | (cp & 0x3f));
-	}
-	*o = p;
+	*o += fw_utf8_put(*o, cp);
 }
 
 /* Writes a str header for n bytes at out->p + at, where 5 bytes were
@@ -485,7 +419,7 @@ static int parse_string(struct dec *d)
 		}
 		if (c < 0x20)
 			DFAIL(d, i, "control character in string");
-		size_t bad = utf8_check(s + run, i - run);
+		size_t bad = fw_utf8_check(s + run, i - run);
 		if (bad != i - run)
 			DFAIL(d, run + bad, "invalid UTF-8 in string");
 		memcpy(o, s + run, i - run);
@@ -523,7 +457,7 @@ static int parse_string(struct dec *d)
 		}
 		run = i;
 	}
-	size_t bad = utf8_check(s + run, j - run);
+	size_t bad = fw_utf8_check(s + run, j - run);
 	if (bad != j - run)
 		DFAIL(d, run + bad, "invalid UTF-8 in string");
 	memcpy(o, s + run, j - run);
@@ -806,4 +740,165 @@ int fw_json_to_mp(struct fw_buf *out, const char *s, size_t n, int at_eof, size_
 	}
 	*used = d.i;
 	return 1;
+}
+
+/* ---- streaming reader ------------------------------------------------------ */
+
+struct fw_json_reader {
+	int fd;
+	char *name;
+	char *buf;
+	size_t cap, len, pos;
+	uint64_t base;          /* file offset of buf[0] */
+	uint64_t line, lstart;  /* line of buf[pos], file offset where it starts */
+	uint64_t vline, vcol, voff; /* position of the last value */
+	size_t max;
+	int eof, failed;
+	struct fw_buf out;
+	char err[256];
+};
+
+struct fw_json_reader *fw_json_reader_open(const char *path, size_t max_value, char *err,
+					   size_t errlen)
+{
+	int stdin_ = !path || strcmp(path, "-") == 0;
+	struct fw_json_reader *r = calloc(1, sizeof *r);
+
+	if (!r || !(r->name = strdup(stdin_ ? "<stdin>" : path)) || !(r->buf = malloc(r->cap = 1u << 20))) {
+		fw_seterr(err, errlen, "%s: out of memory", stdin_ ? "<stdin>" : path);
+		fw_json_reader_close(r);
+		return NULL;
+	}
+	r->line = 1;
+	r->max = max_value ? max_value : FW_MAX_RECORD_DEFAULT;
+	if (!stdin_ && (r->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
+		r->fd = 0;
+		fw_json_reader_close(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Counts the lines of buf[from..to), keeping r->line and r->lstart or the
+ * given copies of them. */
+static void advance_lines(const struct fw_json_reader *r, size_t from, size_t to, uint64_t *line,
+			  uint64_t *lstart)
+{
+	const char *p = r->buf + from, *end = r->buf + to;
+
+	while ((p = memchr(p, '\n', (size_t)(end - p)))) {
+		(*line)++;
+		p++;
+		*lstart = r->base + (uint64_t)(p - r->buf);
+	}
+}
+
+static int reader_fail(struct fw_json_reader *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int reader_fail(struct fw_json_reader *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fw_vseterr(r->err, sizeof r->err, fmt, ap);
+	va_end(ap);
+	r->failed = 1;
+	return -1;
+}
+
+int fw_json_reader_next(struct fw_json_reader *r, struct fw_mpv *v)
+{
+	if (r->failed)
+		return -1;
+	for (;;) {
+		assert(r->pos <= r->len && r->len <= r->cap);
+		size_t used;
+		struct fw_json_err e;
+
+		fw_buf_reset(&r->out);
+		int rc = fw_json_to_mp(&r->out, r->buf + r->pos, r->len - r->pos, r->eof, &used, &e);
+		if (rc == 1) {
+			/* the position of the value itself, for messages */
+			uint64_t vline = r->line, vlstart = r->lstart;
+			size_t vstart = r->pos;
+			while (vstart < r->len && strchr(" \t\r\n", r->buf[vstart]))
+				vstart++;
+			advance_lines(r, r->pos, vstart, &vline, &vlstart);
+			r->vline = vline;
+			r->vcol = r->base + vstart - vlstart + 1;
+			r->voff = r->base + vstart;
+			advance_lines(r, r->pos, r->pos + used, &r->line, &r->lstart);
+			r->pos += used;
+			*v = (struct fw_mpv){ r->out.p, r->out.n };
+			return 1;
+		}
+		if (rc == 0 && r->eof)
+			return 0;
+		if (rc == -1) {
+			uint64_t el = r->line, els = r->lstart;
+			advance_lines(r, r->pos, r->pos + e.at, &el, &els);
+			return reader_fail(r, "line %llu, column %llu: %s", (unsigned long long)el,
+					   (unsigned long long)(r->base + r->pos + e.at - els + 1), e.msg);
+		}
+		/* rc == 2 (value cut by the buffer end) or only whitespace: read more. */
+		if (r->len - r->pos > r->max * 2 + 4096)
+			return reader_fail(r, "line %llu: value exceeds the record limit of %zu bytes",
+					   (unsigned long long)r->line, r->max);
+		if (r->pos > 0) {
+			memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+			r->len -= r->pos;
+			r->base += r->pos;
+			r->pos = 0;
+		}
+		if (r->len == r->cap) {
+			char *nb = realloc(r->buf, r->cap * 2);
+			if (!nb)
+				return reader_fail(r, "out of memory");
+			r->buf = nb;
+			r->cap *= 2;
+		}
+		ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return reader_fail(r, "read error: %s", strerror(errno));
+		}
+		if (k == 0)
+			r->eof = 1;
+		r->len += (size_t)k;
+	}
+}
+
+void fw_json_reader_pos(const struct fw_json_reader *r, uint64_t *line, uint64_t *col)
+{
+	*line = r->vline;
+	*col = r->vcol;
+}
+
+uint64_t fw_json_reader_offset(const struct fw_json_reader *r)
+{
+	return r->voff;
+}
+
+const char *fw_json_reader_name(const struct fw_json_reader *r)
+{
+	return r->name;
+}
+
+const char *fw_json_reader_error(const struct fw_json_reader *r)
+{
+	return r->err;
+}
+
+void fw_json_reader_close(struct fw_json_reader *r)
+{
+	if (!r)
+		return;
+	if (r->fd > 0)
+		close(r->fd);
+	free(r->name);
+	free(r->buf);
+	fw_buf_free(&r->out);
+	free(r);
 }

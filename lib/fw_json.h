@@ -19,7 +19,8 @@
 #define FW_JSON_H
 
 #include <stddef.h>
-#include "fw_mp.h"
+#include "fw_mp.h" /* and fw_base.h: fw_utf8_valid() */
+#include "fw_stream.h" /* FW_MAX_RECORD_DEFAULT */
 
 /*
  * Appends the JSON text of v (one line, no newline) to out.  Returns 0, or
@@ -59,7 +60,46 @@ int fw_base64_encode(struct fw_buf *out, const uint8_t *p, size_t n);
  * -1 when s is not base64. */
 int fw_base64_decode(struct fw_buf *out, const char *s, size_t n);
 
-/* 1 when s[0..n) is valid UTF-8 (no overlongs, no surrogates). */
-int fw_utf8_valid(const uint8_t *s, size_t n);
+/* ---- streaming reader ------------------------------------------------------ */
+
+/* A reader of JSON values back to back in a file (JSON Lines, or values
+ * split over lines and separated by any whitespace), one at a time as
+ * msgpack, in memory bounded by the largest value. */
+struct fw_json_reader;
+
+/*
+ * Opens path for reading ("-" or NULL: standard input, which is not closed
+ * afterwards).  max_value bounds the text of one value: more than twice
+ * that (and 4 KiB) without a complete value is an error; 0 means
+ * FW_MAX_RECORD_DEFAULT.  Returns the reader (fw_json_reader_close()), or
+ * NULL with "PATH: REASON" in err.
+ */
+struct fw_json_reader *fw_json_reader_open(const char *path, size_t max_value, char *err,
+					   size_t errlen);
+
+/*
+ * Reads the next value.  Returns 1 with *v its msgpack encoding (valid until
+ * the next call), 0 at the end of the input, or -1 when the input is not
+ * JSON or cannot be read, with fw_json_reader_error() saying where and why
+ * ("line L, column C: REASON"); -1 again on every later call.
+ */
+int fw_json_reader_next(struct fw_json_reader *r, struct fw_mpv *v);
+
+/* Line and column (1-based) of the first byte of the last value returned.
+ * Cannot fail. */
+void fw_json_reader_pos(const struct fw_json_reader *r, uint64_t *line, uint64_t *col);
+
+/* Offset in the input of the first byte of the last value returned.
+ * Cannot fail. */
+uint64_t fw_json_reader_offset(const struct fw_json_reader *r);
+
+/* "<stdin>" or the path.  Cannot fail. */
+const char *fw_json_reader_name(const struct fw_json_reader *r);
+
+/* The last error, or "" when there was none.  Cannot fail. */
+const char *fw_json_reader_error(const struct fw_json_reader *r);
+
+/* Closes the file (not standard input) and frees r.  NULL does nothing. */
+void fw_json_reader_close(struct fw_json_reader *r);
 
 #endif

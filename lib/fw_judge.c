@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fw_base.h"
 #include "fw_grade.h"
 #include "fw_json.h"
 #include "fw_model.h"
@@ -25,20 +26,6 @@
 #include "fw_stream.h"
 #include "fw_teach.h"
 #include "fw_tok.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static const char *const yesno_labels[] = { "yes", "no" };
 static const char *const likert_labels[] = { "1", "2", "3", "4", "5" };
@@ -59,7 +46,7 @@ static json_t *to_json(struct fw_mpv v, char *err, size_t errlen)
 	j = json_loadb((const char *)b.p, b.n, 0, &je);
 	fw_buf_free(&b);
 	if (!j)
-		seterr(err, errlen, "%s", je.text);
+		fw_seterr(err, errlen, "%s", je.text);
 	return j;
 }
 
@@ -156,16 +143,16 @@ struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen)
 		return NULL;
 	if (!json_is_object(j) || !json_is_string(json_object_get(j, "kind")) ||
 	    strcmp(json_string_value(json_object_get(j, "kind")), "rubric")) {
-		seterr(err, errlen, "not a rubric record (kind is not 'rubric')");
+		fw_seterr(err, errlen, "not a rubric record (kind is not 'rubric')");
 		goto fail;
 	}
 	cs = json_object_get(j, "criteria");
 	if (!json_is_array(cs) || !json_array_size(cs)) {
-		seterr(err, errlen, "rubric has no criteria (want a non-empty list 'criteria')");
+		fw_seterr(err, errlen, "rubric has no criteria (want a non-empty list 'criteria')");
 		goto fail;
 	}
 	if (!(r = calloc(1, sizeof *r)) || !(r->c = calloc(json_array_size(cs), sizeof *r->c))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
 	r->id = dup_str(j, "id");
@@ -176,26 +163,26 @@ struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen)
 		const char *scale = json_string_value(json_object_get(c, "scale"));
 
 		if (!json_is_object(c)) {
-			seterr(err, errlen, "criterion %zu: not a map", i + 1);
+			fw_seterr(err, errlen, "criterion %zu: not a map", i + 1);
 			goto fail;
 		}
 		k->name = dup_str(c, "name");
 		r->n++;
 		if (!name_ok(k->name)) {
-			seterr(err, errlen, "criterion %zu: name '%s' is not [A-Za-z0-9_.-]+", i + 1,
+			fw_seterr(err, errlen, "criterion %zu: name '%s' is not [A-Za-z0-9_.-]+", i + 1,
 			       k->name ? k->name : "");
 			goto fail;
 		}
 		if (fw_rubric_find(r, k->name) != r->n - 1) {
-			seterr(err, errlen, "criterion %zu: name '%s' is used twice", i + 1, k->name);
+			fw_seterr(err, errlen, "criterion %zu: name '%s' is used twice", i + 1, k->name);
 			goto fail;
 		}
 		if (!(k->question = dup_str(c, "question"))) {
-			seterr(err, errlen, "criterion %zu ('%s'): no question", i + 1, k->name);
+			fw_seterr(err, errlen, "criterion %zu ('%s'): no question", i + 1, k->name);
 			goto fail;
 		}
 		if (!scale || set_scale(k, scale) < 0) {
-			seterr(err, errlen, "criterion %zu ('%s'): scale '%s' is not yes/no or 1-5",
+			fw_seterr(err, errlen, "criterion %zu ('%s'): scale '%s' is not yes/no or 1-5",
 			       i + 1, k->name, scale ? scale : "");
 			goto fail;
 		}
@@ -212,7 +199,7 @@ struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen)
 			json_array_foreach(ex, xi, x)
 			{
 				if (!json_is_string(x)) {
-					seterr(err, errlen, "criterion %zu ('%s'): expect %zu is not a string",
+					fw_seterr(err, errlen, "criterion %zu ('%s'): expect %zu is not a string",
 					       i + 1, k->name, xi + 1);
 					goto fail;
 				}
@@ -221,7 +208,7 @@ struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen)
 				k->nexpect++;
 			}
 		} else if (ex) {
-			seterr(err, errlen, "criterion %zu ('%s'): expect is not a string or a list "
+			fw_seterr(err, errlen, "criterion %zu ('%s'): expect is not a string or a list "
 			       "of 1 to %d strings", i + 1, k->name, FW_JUDGE_MAX_EXPECT);
 			goto fail;
 		}
@@ -229,7 +216,7 @@ struct fw_rubric *fw_rubric_parse(struct fw_mpv rec, char *err, size_t errlen)
 	json_decref(j);
 	return r;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 fail:
 	json_decref(j);
 	fw_rubric_free(r);
@@ -267,16 +254,16 @@ struct fw_rubric *fw_rubric_load(const char *path, char *err, size_t errlen)
 		if (fw_mp_get(rec.v, "kind", &kind) == 1 && fw_mp_str_eq(kind, "rubric", 6)) {
 			char e[200];
 			if (!(r = fw_rubric_parse(rec.v, e, sizeof e)))
-				seterr(err, errlen, "%s: record %llu: %s", path,
+				fw_seterr(err, errlen, "%s: record %llu: %s", path,
 				       (unsigned long long)rec.index + 1, e);
 			break;
 		}
 	}
 	if (k < 0)
-		seterr(err, errlen, "%s: record %llu: %s", path,
+		fw_seterr(err, errlen, "%s: record %llu: %s", path,
 		       (unsigned long long)fw_reader_index(rd) + 1, fw_reader_error(rd));
 	else if (k == 0)
-		seterr(err, errlen, "%s: no rubric record", path);
+		fw_seterr(err, errlen, "%s: no rubric record", path);
 	fw_reader_close(rd);
 	return r;
 }
@@ -386,13 +373,13 @@ struct fw_judge *fw_judge_open(const char *spec, const char *tok_dir, double tim
 	struct fw_judge *j = calloc(1, sizeof *j);
 
 	if (!j) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	j->timeout_s = timeout_s;
 	if (!strncmp(spec, "exec:", 5)) {
 		if (!spec[5] || !(j->prog = strdup(spec + 5))) {
-			seterr(err, errlen, "exec: needs a program");
+			fw_seterr(err, errlen, "exec: needs a program");
 			goto fail;
 		}
 		return j;
@@ -400,7 +387,7 @@ struct fw_judge *fw_judge_open(const char *spec, const char *tok_dir, double tim
 	if (!strncmp(spec, "http:", 5)) {
 		char path[4096];
 		if (!tok_dir) {
-			seterr(err, errlen, "an http judge needs a tokenizer (--judge-tokenizer DIR)");
+			fw_seterr(err, errlen, "an http judge needs a tokenizer (--judge-tokenizer DIR)");
 			goto fail;
 		}
 		snprintf(path, sizeof path, "%s/tokenizer.json", tok_dir);
@@ -412,7 +399,7 @@ struct fw_judge *fw_judge_open(const char *spec, const char *tok_dir, double tim
 		if (access(path, R_OK) == 0 && fw_config_load(&cfg, path, NULL, 0) == 0)
 			j->max_pos = cfg.max_pos;
 	} else if (strncmp(spec, "builtin:", 8)) {
-		seterr(err, errlen, "want builtin:DIR, http:URL[#MODEL] or exec:PROG, not '%s'",
+		fw_seterr(err, errlen, "want builtin:DIR, http:URL[#MODEL] or exec:PROG, not '%s'",
 		       spec);
 		goto fail;
 	}
@@ -485,7 +472,7 @@ static int model_score(struct fw_judge *j, const struct fw_criterion *c, const c
 		keep = P;
 		if (maxpos > 0 && P + L > (size_t)maxpos) {
 			if (L + 2 > (size_t)maxpos) {
-				seterr(err, errlen, "the label '%s' does not fit %d positions",
+				fw_seterr(err, errlen, "the label '%s' does not fit %d positions",
 				       c->labels[i], maxpos);
 				goto done;
 			}
@@ -524,7 +511,7 @@ static int model_score(struct fw_judge *j, const struct fw_criterion *c, const c
 	rc = 0;
 	goto done;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 done:
 	free(logp);
 	fw_tok_ids_release(&p);
@@ -543,17 +530,17 @@ static int run_prog(const char *prog, const char *in, size_t inlen, double timeo
 	struct timespec t0, t1;
 
 	if (pipe2(pin, O_CLOEXEC) < 0) {
-		seterr(err, errlen, "pipe: %s", strerror(errno));
+		fw_seterr(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
 	if (pipe2(pout, O_CLOEXEC) < 0) {
-		seterr(err, errlen, "pipe: %s", strerror(errno));
+		fw_seterr(err, errlen, "pipe: %s", strerror(errno));
 		close(pin[0]);
 		close(pin[1]);
 		return -1;
 	}
 	if ((pid = fork()) < 0) {
-		seterr(err, errlen, "fork: %s", strerror(errno));
+		fw_seterr(err, errlen, "fork: %s", strerror(errno));
 		close(pin[0]), close(pin[1]), close(pout[0]), close(pout[1]);
 		return -1;
 	}
@@ -578,14 +565,14 @@ static int run_prog(const char *prog, const char *in, size_t inlen, double timeo
 		double left = timeout_s - ((double)(t1.tv_sec - t0.tv_sec) +
 					   (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 		if (timeout_s > 0 && left <= 0) {
-			seterr(err, errlen, "'%s' took more than %g s", prog, timeout_s);
+			fw_seterr(err, errlen, "'%s' took more than %g s", prog, timeout_s);
 			kill(pid, SIGKILL);
 			goto reap;
 		}
 		if (poll(fds, wfd >= 0 ? 2 : 1, timeout_s > 0 ? (int)(left * 1000) + 1 : -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			seterr(err, errlen, "poll: %s", strerror(errno));
+			fw_seterr(err, errlen, "poll: %s", strerror(errno));
 			kill(pid, SIGKILL);
 			goto reap;
 		}
@@ -616,12 +603,12 @@ static int run_prog(const char *prog, const char *in, size_t inlen, double timeo
 			ssize_t n = read(rfd, buf, sizeof buf);
 			if (n > 0) {
 				if (out->n + (size_t)n > (1u << 20)) {
-					seterr(err, errlen, "'%s' answered more than 1 MiB", prog);
+					fw_seterr(err, errlen, "'%s' answered more than 1 MiB", prog);
 					kill(pid, SIGKILL);
 					goto reap;
 				}
 				if (fw_buf_append(out, buf, (size_t)n) < 0) {
-					seterr(err, errlen, "out of memory");
+					fw_seterr(err, errlen, "out of memory");
 					kill(pid, SIGKILL);
 					goto reap;
 				}
@@ -640,7 +627,7 @@ reap:
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-		seterr(err, errlen, "'%s' failed (%s %d)", prog,
+		fw_seterr(err, errlen, "'%s' failed (%s %d)", prog,
 		       WIFEXITED(status) ? "exit status" : "signal",
 		       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 		rc = -1;
@@ -677,13 +664,13 @@ static int exec_score(struct fw_judge *j, const struct fw_rubric *r, int ci, str
 	json_object_set_new(req, "prompt", json_string(prompt));
 	json_object_set_new(req, "record", recj);
 	if (!(text = json_dumps(req, JSON_COMPACT))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto done;
 	}
 	if (run_prog(j->prog, text, strlen(text), j->timeout_s, &out, err, errlen) < 0)
 		goto done;
 	if (!(ans = json_loadb((const char *)out.p, out.n, 0, &je)) || !json_is_object(ans)) {
-		seterr(err, errlen, "'%s' did not answer a JSON object%s%s", j->prog,
+		fw_seterr(err, errlen, "'%s' did not answer a JSON object%s%s", j->prog,
 		       ans ? "" : ": ", ans ? "" : je.text);
 		goto done;
 	}
@@ -693,7 +680,7 @@ static int exec_score(struct fw_judge *j, const struct fw_rubric *r, int ci, str
 		if (!strcmp(verdict, c->labels[i]))
 			vi = i;
 	if (vi < 0) {
-		seterr(err, errlen, "'%s' answered verdict '%s' for '%s', not a label of its scale",
+		fw_seterr(err, errlen, "'%s' answered verdict '%s' for '%s', not a label of its scale",
 		       j->prog, verdict ? verdict : "", c->name);
 		goto done;
 	}
@@ -708,7 +695,7 @@ static int exec_score(struct fw_judge *j, const struct fw_rubric *r, int ci, str
 				x = -1;
 		}
 		if (!isfinite(x) || x < 0) {
-			seterr(err, errlen, "'%s' answered p['%s'] that is not a probability",
+			fw_seterr(err, errlen, "'%s' answered p['%s'] that is not a probability",
 			       j->prog, c->labels[i]);
 			goto done;
 		}
@@ -716,7 +703,7 @@ static int exec_score(struct fw_judge *j, const struct fw_rubric *r, int ci, str
 		z += x;
 	}
 	if (z <= 0) {
-		seterr(err, errlen, "'%s' answered probabilities that sum to 0", j->prog);
+		fw_seterr(err, errlen, "'%s' answered probabilities that sum to 0", j->prog);
 		goto done;
 	}
 	finish_p(v, c, lp, z);
@@ -799,7 +786,7 @@ int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct 
 		     : fw_judge_prompt_fit(&p, r, c, rec, j->tok ? j->tok : fw_teacher_tok(j->T),
 					   j->tok ? j->max_pos : fw_teacher_max_pos(j->T))) < 0 ||
 	    fw_buf_append(&p, "", 1) < 0) {
-		seterr(err, errlen, "out of memory or a record that is not valid UTF-8");
+		fw_seterr(err, errlen, "out of memory or a record that is not valid UTF-8");
 		fw_buf_free(&p);
 		return -1;
 	}
@@ -807,13 +794,6 @@ int fw_judge_score(struct fw_judge *j, const struct fw_rubric *r, int c, struct 
 		     : model_score(j, &r->c[c], (const char *)p.p, p.n - 1, v, err, errlen);
 	fw_buf_free(&p);
 	return rc;
-}
-
-static void pack_str(msgpack_packer *pk, const char *s, int *e)
-{
-	size_t n = strlen(s);
-	*e |= msgpack_pack_str(pk, n);
-	*e |= msgpack_pack_str_body(pk, s, n);
 }
 
 int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw_verdict *v)
@@ -827,20 +807,20 @@ int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw
 		const struct fw_criterion *c = &r->c[i];
 		if (v[i].skipped)
 			continue;
-		pack_str(pk, c->name, &e);
+		e |= fw_pack_cstr(pk, c->name);
 		e |= msgpack_pack_map(pk, 4);
-		pack_str(pk, "score", &e);
+		e |= fw_pack_cstr(pk, "score");
 		e |= msgpack_pack_double(pk, v[i].score);
-		pack_str(pk, "verdict", &e);
-		pack_str(pk, c->labels[v[i].label], &e);
-		pack_str(pk, "p", &e);
+		e |= fw_pack_cstr(pk, "verdict");
+		e |= fw_pack_cstr(pk, c->labels[v[i].label]);
+		e |= fw_pack_cstr(pk, "p");
 		e |= msgpack_pack_map(pk, (size_t)c->nlabels);
 		for (int k = 0; k < c->nlabels; k++) {
-			pack_str(pk, c->labels[k], &e);
+			e |= fw_pack_cstr(pk, c->labels[k]);
 			e |= msgpack_pack_double(pk, v[i].p[k]);
 		}
-		pack_str(pk, "rationale", &e);
-		pack_str(pk, v[i].rationale, &e);
+		e |= fw_pack_cstr(pk, "rationale");
+		e |= fw_pack_cstr(pk, v[i].rationale);
 	}
 	return e;
 }
@@ -849,6 +829,8 @@ int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw
 
 void fw_mix_clear(struct fw_mix *m)
 {
+	if (!m)
+		return;
 	for (int i = 0; i < m->n; i++)
 		free(m->crit[i]);
 	memset(m, 0, sizeof *m);
@@ -862,45 +844,45 @@ int fw_mix_parse(struct fw_mix *m, const char *s, char *err, size_t errlen)
 
 	memset(m, 0, sizeof *m);
 	if (strncmp(s, "mix:", 4) || !s[4]) {
-		seterr(err, errlen, "want mix:TEST=W,CRITERION=W,..., not '%s'", s);
+		fw_seterr(err, errlen, "want mix:TEST=W,CRITERION=W,..., not '%s'", s);
 		return -1;
 	}
 	if (!(copy = strdup(s + 4))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(tok, '='), *end;
 		double w;
 		if (!eq || eq == tok) {
-			seterr(err, errlen, "'%s' is not NAME=WEIGHT", tok);
+			fw_seterr(err, errlen, "'%s' is not NAME=WEIGHT", tok);
 			goto fail;
 		}
 		*eq = 0;
 		w = strtod(eq + 1, &end);
 		if (end == eq + 1 || *end || !isfinite(w) || w < 0) {
-			seterr(err, errlen, "weight '%s' of '%s' is not a number >= 0", eq + 1, tok);
+			fw_seterr(err, errlen, "weight '%s' of '%s' is not a number >= 0", eq + 1, tok);
 			goto fail;
 		}
 		int t = fw_reward_parse(tok);
 		if (t >= 0) {
 			if (have_test++) {
-				seterr(err, errlen, "more than one test reward in '%s'", s);
+				fw_seterr(err, errlen, "more than one test reward in '%s'", s);
 				goto fail;
 			}
 			m->test = t;
 			m->w_test = w;
 		} else {
 			if (!name_ok(tok)) {
-				seterr(err, errlen, "'%s' is not a test reward or a criterion name", tok);
+				fw_seterr(err, errlen, "'%s' is not a test reward or a criterion name", tok);
 				goto fail;
 			}
 			if (m->n == 16) {
-				seterr(err, errlen, "more than 16 criteria in '%s'", s);
+				fw_seterr(err, errlen, "more than 16 criteria in '%s'", s);
 				goto fail;
 			}
 			if (!(m->crit[m->n] = strdup(tok))) {
-				seterr(err, errlen, "out of memory");
+				fw_seterr(err, errlen, "out of memory");
 				goto fail;
 			}
 			m->w[m->n++] = w;
@@ -910,7 +892,7 @@ int fw_mix_parse(struct fw_mix *m, const char *s, char *err, size_t errlen)
 	if (!have_test)
 		m->test = FW_REWARD_RESOLVED;
 	if (!(sum > 0)) {
-		seterr(err, errlen, "the weights of '%s' sum to 0", s);
+		fw_seterr(err, errlen, "the weights of '%s' sum to 0", s);
 		goto fail;
 	}
 	free(copy);
@@ -929,7 +911,7 @@ double fw_mix_reward(const struct fw_mix *m, double T, const struct fw_rubric *r
 	for (int i = 0; i < m->n; i++) {
 		int k = fw_rubric_find(r, m->crit[i]);
 		if (k < 0) {
-			seterr(err, errlen, "criterion '%s' is not in the rubric", m->crit[i]);
+			fw_seterr(err, errlen, "criterion '%s' is not in the rubric", m->crit[i]);
 			return -1;
 		}
 		const struct fw_criterion *c = &r->c[k];
@@ -1104,21 +1086,21 @@ int fw_agree_set_judged(struct fw_agree_set *s, struct fw_mpv rec, char *err, si
 	if (fw_mp_get(rec, "grade", &g) != 1 || fw_mp_get(g, "judge", &j) != 1)
 		return 0;
 	if (fw_mp_get(rec, "id", &idv) != 1 || fw_mp_str(idv, &id, &idn) < 0) {
-		seterr(err, errlen, "a judged record without a string id");
+		fw_seterr(err, errlen, "a judged record without a string id");
 		return -1;
 	}
 	if (fw_mp_iter_init(&it, j) < 0) {
-		seterr(err, errlen, "grade.judge is not a map");
+		fw_seterr(err, errlen, "grade.judge is not a map");
 		return -1;
 	}
 	while (fw_mp_iter_next(&it, &k) == 1) {
 		if (fw_mp_iter_next(&it, &v) != 1 || fw_mp_str(k, &c, &cn) < 0 ||
 		    fw_mp_get(v, "verdict", &verdict) != 1 || fw_mp_str(verdict, &lab, &ln) < 0) {
-			seterr(err, errlen, "grade.judge: an entry without a string verdict");
+			fw_seterr(err, errlen, "grade.judge: an entry without a string verdict");
 			return -1;
 		}
 		if (list_add(&s->judged, id, idn, c, cn, lab, ln) < 0) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			return -1;
 		}
 		added++;
@@ -1135,7 +1117,7 @@ long fw_agree_set_labels(struct fw_agree_set *s, const char *path, char *err, si
 	long n = 0, lineno = 0;
 
 	if (!f) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	while ((len = getline(&line, &cap, f)) >= 0) {
@@ -1146,14 +1128,14 @@ long fw_agree_set_labels(struct fw_agree_set *s, const char *path, char *err, si
 			continue;
 		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
 		if (!t1 || !t2 || t1 == line || t2 == t1 + 1 || !t2[1] || strchr(t2 + 1, '\t')) {
-			seterr(err, errlen, "%s: line %ld: want ID<TAB>CRITERION<TAB>LABEL", path,
+			fw_seterr(err, errlen, "%s: line %ld: want ID<TAB>CRITERION<TAB>LABEL", path,
 			       lineno);
 			n = -1;
 			break;
 		}
 		if (list_add(&s->human, line, (size_t)(t1 - line), t1 + 1, (size_t)(t2 - t1 - 1),
 			     t2 + 1, strlen(t2 + 1)) < 0) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			n = -1;
 			break;
 		}
@@ -1249,7 +1231,7 @@ int fw_agree_set_report(struct fw_agree_set *s, unsigned resamples, uint64_t see
 			int a = label_index(labels, &nl, H->v[h].label);
 			int b = label_index(labels, &nl, J->v[i].label);
 			if (a < 0 || b < 0) {
-				seterr(err, errlen, "criterion '%s' has more than %d labels", crit,
+				fw_seterr(err, errlen, "criterion '%s' has more than %d labels", crit,
 				       FW_JUDGE_MAX_LABELS);
 				free(hv), free(jv);
 				return -1;
@@ -1298,7 +1280,7 @@ int fw_agree_set_report(struct fw_agree_set *s, unsigned resamples, uint64_t see
 	free(jv);
 	return reported;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	free(hv);
 	free(jv);
 	return -1;

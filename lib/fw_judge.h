@@ -175,7 +175,7 @@ struct fw_mix {
  */
 int fw_mix_parse(struct fw_mix *m, const char *s, char *err, size_t errlen);
 
-/* Frees m's names and zeroes it.  Cannot fail. */
+/* Frees m's names and zeroes it.  NULL does nothing. */
 void fw_mix_clear(struct fw_mix *m);
 
 /*

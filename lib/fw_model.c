@@ -12,22 +12,9 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include "fw_base.h"
 #include "fw_model.h"
 #include "kernels.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- config.json ------------------------------------------------------------ */
 
@@ -75,7 +62,7 @@ int fw_config_parse(struct fw_config *c, const char *json, size_t len,
 
 	memset(c, 0, sizeof(*c));
 	if (!o || !json_is_object(o)) {
-		seterr(err, errlen, "%s: not a JSON object: %s", name,
+		fw_seterr(err, errlen, "%s: not a JSON object: %s", name,
 		       o ? "wrong type" : je.text);
 		json_decref(o);
 		return -1;
@@ -92,7 +79,7 @@ int fw_config_parse(struct fw_config *c, const char *json, size_t len,
 	else if ((arch && !strcmp(arch, "Qwen3ForCausalLM")) || (!arch && mt && !strcmp(mt, "qwen3")))
 		c->arch = FW_ARCH_QWEN3;
 	else {
-		seterr(err, errlen, "%s: unsupported architecture '%s' "
+		fw_seterr(err, errlen, "%s: unsupported architecture '%s' "
 		       "(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM are)",
 		       name, arch ? arch : mt ? mt : "(none)");
 		goto fail;
@@ -102,22 +89,22 @@ int fw_config_parse(struct fw_config *c, const char *json, size_t len,
 		 c->arch == FW_ARCH_QWEN2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM");
 	for (int i = 0; i < 5; i++)
 		if (get_int(o, req[i], INT32_MIN, reqp[i]) || *reqp[i] <= 0) {
-			seterr(err, errlen, "%s: '%s' missing or not a positive "
+			fw_seterr(err, errlen, "%s: '%s' missing or not a positive "
 			       "integer", name, req[i]);
 			goto fail;
 		}
 	if (get_int(o, "num_key_value_heads", c->nh, &c->nkv) || c->nkv <= 0 ||
 	    c->nh % c->nkv) {
-		seterr(err, errlen, "%s: num_key_value_heads must divide "
+		fw_seterr(err, errlen, "%s: num_key_value_heads must divide "
 		       "num_attention_heads", name);
 		goto fail;
 	}
 	if (get_int(o, "head_dim", c->C / c->nh, &c->hd) || c->hd <= 0 || c->hd % 2) {
-		seterr(err, errlen, "%s: head_dim must be a positive even number", name);
+		fw_seterr(err, errlen, "%s: head_dim must be a positive even number", name);
 		goto fail;
 	}
 	if (get_int(o, "max_position_embeddings", 4096, &c->max_pos) || c->max_pos <= 0) {
-		seterr(err, errlen, "%s: bad max_position_embeddings", name);
+		fw_seterr(err, errlen, "%s: bad max_position_embeddings", name);
 		goto fail;
 	}
 	get_int(o, "bos_token_id", -1, &c->bos);
@@ -151,35 +138,35 @@ int fw_config_parse(struct fw_config *c, const char *json, size_t len,
 			c->rope_high = get_num(v, "high_freq_factor", 4.0);
 			get_int(v, "original_max_position_embeddings", 8192, &c->rope_orig_max);
 			if (!(c->rope_high > c->rope_low) || c->rope_orig_max <= 0) {
-				seterr(err, errlen, "%s: bad llama3 rope_scaling", name);
+				fw_seterr(err, errlen, "%s: bad llama3 rope_scaling", name);
 				goto fail;
 			}
 		} else {
-			seterr(err, errlen, "%s: rope_scaling type '%s' is not "
+			fw_seterr(err, errlen, "%s: rope_scaling type '%s' is not "
 			       "supported (default, linear, llama3 are)", name, ty);
 			goto fail;
 		}
 		if (!(c->rope_factor > 0)) {
-			seterr(err, errlen, "%s: rope_scaling needs a positive factor", name);
+			fw_seterr(err, errlen, "%s: rope_scaling needs a positive factor", name);
 			goto fail;
 		}
 	}
 	if (get_bool(o, "use_sliding_window", 0)) {
-		seterr(err, errlen, "%s: use_sliding_window is not supported", name);
+		fw_seterr(err, errlen, "%s: use_sliding_window is not supported", name);
 		goto fail;
 	}
 	if (get_bool(o, "mlp_bias", 0)) {
-		seterr(err, errlen, "%s: mlp_bias is not supported", name);
+		fw_seterr(err, errlen, "%s: mlp_bias is not supported", name);
 		goto fail;
 	}
 	v = json_object_get(o, "hidden_act");
 	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "silu"))) {
-		seterr(err, errlen, "%s: hidden_act '%s' is not supported (silu is)",
+		fw_seterr(err, errlen, "%s: hidden_act '%s' is not supported (silu is)",
 		       name, json_is_string(v) ? json_string_value(v) : "?");
 		goto fail;
 	}
 	if (c->rope_theta <= 0 || !(c->eps > 0)) {
-		seterr(err, errlen, "%s: rope_theta and rms_norm_eps must be positive", name);
+		fw_seterr(err, errlen, "%s: rope_theta and rms_norm_eps must be positive", name);
 		goto fail;
 	}
 	json_decref(o);
@@ -191,40 +178,11 @@ fail:
 
 static char *slurp(const char *path, size_t *len, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0, r;
+	char *s = fw_read_file(path, 0, len);
 
-	if (!f) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	for (;;) {
-		if (n + 65536 > cap) {
-			char *nb = realloc(buf, cap = cap * 2 + 65536);
-
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				seterr(err, errlen, "%s: out of memory", path);
-				return NULL;
-			}
-			buf = nb;
-		}
-		r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0)
-			break;
-	}
-	if (ferror(f)) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
-		free(buf);
-		fclose(f);
-		return NULL;
-	}
-	fclose(f);
-	*len = n;
-	return buf;
+	if (!s)
+		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
+	return s;
 }
 
 int fw_config_load(struct fw_config *c, const char *path, char *err,
@@ -286,12 +244,12 @@ int fw_config_save(const struct fw_config *c, const char *path,
 	json_object_set_new(o, "use_cache", json_true());
 	if (asprintf(&tmp, "%s.tmp", path) < 0) {
 		tmp = NULL;
-		seterr(err, errlen, "%s: out of memory", path);
+		fw_seterr(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) ||
 	    rename(tmp, path)) {
-		seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+		fw_seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
 		unlink(tmp);
 		goto out;
 	}
@@ -411,7 +369,7 @@ static struct fw_model *model_alloc(const struct fw_config *c, char *err,
 	}
 	return m;
 oom:
-	seterr(err, errlen, "out of memory for the model");
+	fw_seterr(err, errlen, "out of memory for the model");
 	fw_model_free(m);
 	return NULL;
 }
@@ -472,18 +430,9 @@ struct fw_acts {
 	int ready;                /* a forward with targets ran; backward may follow */
 };
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static double unif(uint64_t *s) /* in (0, 1) */
 {
-	return ((splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+	return ((fw_rand64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
 struct fw_model *fw_model_new(const struct fw_config *c, uint64_t seed,
@@ -588,12 +537,12 @@ static int open_shards(struct shards *sh, const char *dir, char *err,
 	const char *k;
 
 	if (!o) {
-		seterr(err, errlen, "%s/model.safetensors: %s", dir, strerror(ENOENT));
+		fw_seterr(err, errlen, "%s/model.safetensors: %s", dir, strerror(ENOENT));
 		return -1;
 	}
 	wm = json_object_get(o, "weight_map");
 	if (!json_is_object(wm)) {
-		seterr(err, errlen, "%s: no weight_map", path);
+		fw_seterr(err, errlen, "%s: no weight_map", path);
 		json_decref(o);
 		return -1;
 	}
@@ -602,7 +551,7 @@ static int open_shards(struct shards *sh, const char *dir, char *err,
 		char sp[4096];
 
 		if (!json_is_string(v) || strchr(json_string_value(v), '/')) {
-			seterr(err, errlen, "%s: bad file for '%s'", path, k);
+			fw_seterr(err, errlen, "%s: bad file for '%s'", path, k);
 			json_decref(o);
 			return -1;
 		}
@@ -613,7 +562,7 @@ static int open_shards(struct shards *sh, const char *dir, char *err,
 			continue;
 		if (sh->n == 64 || !(sh->st[sh->n] = fw_st_open(sp, err, errlen))) {
 			if (sh->n == 64)
-				seterr(err, errlen, "%s: too many shards", path);
+				fw_seterr(err, errlen, "%s: too many shards", path);
 			json_decref(o);
 			return -1;
 		}
@@ -655,7 +604,7 @@ struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen)
 			if ((t = fw_st_find(sh.st[s], p->name)))
 				in = sh.st[s];
 		if (!t) {
-			seterr(err, errlen, "%s: tensor '%s' is missing",
+			fw_seterr(err, errlen, "%s: tensor '%s' is missing",
 			       sh.st[0]->path, p->name);
 			goto fail;
 		}
@@ -671,7 +620,7 @@ struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen)
 				snprintf(want, sizeof(want), "%d, %d", p->shape[0], p->shape[1]);
 			else
 				snprintf(want, sizeof(want), "%d", p->shape[0]);
-			seterr(err, errlen, "%s: tensor '%s': shape [%s], config.json "
+			fw_seterr(err, errlen, "%s: tensor '%s': shape [%s], config.json "
 			       "implies [%s]", in->path, p->name, got, want);
 			goto fail;
 		}
@@ -700,13 +649,13 @@ static int save_orig_config(const struct fw_model *m, const char *path,
 
 	if (!o || asprintf(&tmp, "%s.tmp", path) < 0) {
 		tmp = NULL;
-		seterr(err, errlen, "%s: out of memory", path);
+		fw_seterr(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 	json_object_set_new(o, "torch_dtype", json_string(dtype));
 	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) ||
 	    rename(tmp, path)) {
-		seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+		fw_seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
 		unlink(tmp);
 		goto out;
 	}
@@ -726,7 +675,7 @@ int fw_model_save(const struct fw_model *m, const char *dir,
 	const char *tn = dtype == FW_F32 ? "float32" : dtype == FW_BF16 ? "bfloat16" : "float16";
 
 	if (!t) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	for (int i = 0; i < m->np; i++) {
@@ -783,7 +732,7 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 		keep_cap = a->cap;
 		memset(a, 0, sizeof(*a));
 	} else if (!(a = m->acts = calloc(1, sizeof(*a)))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	for (int pass = 0; pass < 2; pass++) {
@@ -847,7 +796,7 @@ carved:
 			keep_block = NULL;
 			keep_cap = off;
 			if (!(base = aligned_alloc(64, off))) {
-				seterr(err, errlen, "out of memory for activations "
+				fw_seterr(err, errlen, "out of memory for activations "
 				       "(%zu MB)", off >> 20);
 				return -1;
 			}
@@ -884,18 +833,18 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 	struct fw_acts *a;
 
 	if (B <= 0 || T <= 0) {
-		seterr(err, errlen, "empty batch");
+		fw_seterr(err, errlen, "empty batch");
 		return -1;
 	}
 	if (T > c->max_pos) {
-		seterr(err, errlen, "sequence of %d tokens exceeds "
+		fw_seterr(err, errlen, "sequence of %d tokens exceeds "
 		       "max_position_embeddings %d", T, c->max_pos);
 		return -1;
 	}
 	for (int i = 0; i < N; i++)
 		if (tokens[i] < 0 || tokens[i] >= V ||
 		    (targets && targets[i] >= V)) {
-			seterr(err, errlen, "token %d at position %d is outside "
+			fw_seterr(err, errlen, "token %d at position %d is outside "
 			       "the vocabulary (%d)", tokens[i] < 0 || tokens[i] >= V ?
 			       tokens[i] : targets[i], i, V);
 			return -1;
@@ -1002,12 +951,12 @@ int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
 	    nkv = c->nkv, hd = c->hd, qd = nh * hd, kd = nkv * hd;
 
 	if (!a || !a->ready) {
-		seterr(err, errlen, m->no_grad ? "backward of a model with no_grad set"
+		fw_seterr(err, errlen, m->no_grad ? "backward of a model with no_grad set"
 		       : "backward without a forward with targets");
 		return -1;
 	}
 	if (fw_model_grads(m)) {
-		seterr(err, errlen, "out of memory for gradients");
+		fw_seterr(err, errlen, "out of memory for gradients");
 		return -1;
 	}
 	a->ready = 0;
@@ -1143,7 +1092,7 @@ int fw_opt_save(const struct fw_opt *o, const struct fw_model *m,
 	rc = fw_st_write(path, t, k, FW_F32, err, errlen);
 	goto out;
 oom:
-	seterr(err, errlen, "%s: out of memory", path);
+	fw_seterr(err, errlen, "%s: out of memory", path);
 out:
 	if (names)
 		for (int i = 0; i < 2 * m->np; i++)
@@ -1169,7 +1118,7 @@ int fw_opt_load(struct fw_opt *o, const struct fw_model *m, const char *path,
 
 		snprintf(name, sizeof(name), "%s.%s", i < m->np ? "exp_avg" : "exp_avg_sq", p->name);
 		if (!(t = fw_st_find(st, name)) || t->numel != p->n) {
-			seterr(err, errlen, "%s: tensor '%s' is %s", path, name,
+			fw_seterr(err, errlen, "%s: tensor '%s' is %s", path, name,
 			       t ? "misshapen" : "missing");
 			goto out;
 		}
@@ -1178,7 +1127,7 @@ int fw_opt_load(struct fw_opt *o, const struct fw_model *m, const char *path,
 	}
 	if (!(t = fw_st_find(st, "step")) || t->numel != 1 ||
 	    fw_st_read_f32(st, t, &step, err, errlen)) {
-		seterr(err, errlen, "%s: tensor 'step' is missing or misshapen", path);
+		fw_seterr(err, errlen, "%s: tensor 'step' is missing or misshapen", path);
 		goto out;
 	}
 	o->step = (long)step;
@@ -1235,13 +1184,13 @@ struct fw_gen *fw_gen_new_rows(struct fw_model *m, int nseq, int maxT,
 
 	if (nseq <= 0 || maxT <= 0 || maxT > c->max_pos || rows < 1 ||
 	    rows > 4096) {
-		seterr(err, errlen, "bad decoding shape: %d sequences of %d "
+		fw_seterr(err, errlen, "bad decoding shape: %d sequences of %d "
 		       "positions (max_position_embeddings %d), %d rows a pass",
 		       nseq, maxT, c->max_pos, rows);
 		return NULL;
 	}
 	if (!(g = calloc(1, sizeof(*g)))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	g->m = m;
@@ -1275,7 +1224,7 @@ struct fw_gen *fw_gen_new_rows(struct fw_model *m, int nseq, int maxT,
 		g->pos = (int32_t *)carve(base, &off, R);
 		g->len = (int32_t *)carve(base, &off, nseq);
 		if (!pass && !(base = aligned_alloc(64, off))) {
-			seterr(err, errlen, "out of memory for the decoding state "
+			fw_seterr(err, errlen, "out of memory for the decoding state "
 			       "(%zu MB)", off >> 20);
 			free(g);
 			return NULL;
@@ -1379,7 +1328,7 @@ static int check_ids(const struct fw_model *m, const int32_t *t, int n,
 {
 	for (int i = 0; i < n; i++)
 		if (t[i] < 0 || t[i] >= m->cfg.vocab) {
-			seterr(err, errlen, "token %d is outside the vocabulary (%d)",
+			fw_seterr(err, errlen, "token %d is outside the vocabulary (%d)",
 			       t[i], m->cfg.vocab);
 			return -1;
 		}
@@ -1404,7 +1353,7 @@ int fw_gen_prefill(struct fw_gen *g, const int32_t *prompt, int n, char *err,
 	size_t kd = (size_t)c->nkv * c->hd, T = g->maxT;
 
 	if (n <= 0 || n > g->maxT) {
-		seterr(err, errlen, "prompt of %d tokens (1 to %d fit)", n, g->maxT);
+		fw_seterr(err, errlen, "prompt of %d tokens (1 to %d fit)", n, g->maxT);
 		return -1;
 	}
 	if (check_ids(g->m, prompt, n, err, errlen))
@@ -1431,12 +1380,12 @@ int fw_gen_append(struct fw_gen *g, int seq, const int32_t *tok, int n,
 		  char *err, size_t errlen)
 {
 	if (seq < 0 || seq >= g->nseq || n <= 0) {
-		seterr(err, errlen, "bad append: sequence %d of %d, %d tokens",
+		fw_seterr(err, errlen, "bad append: sequence %d of %d, %d tokens",
 		       seq, g->nseq, n);
 		return -1;
 	}
 	if (g->len[seq] <= 0 || g->len[seq] + n > g->maxT) {
-		seterr(err, errlen, g->len[seq] ? "%d more tokens do not fit the "
+		fw_seterr(err, errlen, g->len[seq] ? "%d more tokens do not fit the "
 		       "cache (%d positions)" : "append of %d tokens before prefill "
 		       "(%d positions)", n, g->maxT);
 		return -1;
@@ -1452,7 +1401,7 @@ int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
 {
 	for (int b = 0; b < g->nseq; b++)
 		if (g->len[b] <= 0 || g->len[b] >= g->maxT) {
-			seterr(err, errlen, g->len[b] ? "the cache is full (%d positions)"
+			fw_seterr(err, errlen, g->len[b] ? "the cache is full (%d positions)"
 			       : "step before prefill (%d)", g->maxT);
 			return -1;
 		}
@@ -1504,13 +1453,13 @@ int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
 	int V = g->m->cfg.vocab;
 
 	if (seq < 0 || seq >= g->nseq || n <= 0 || !tgt != !logp) {
-		seterr(err, errlen, "bad score: sequence %d of %d, %d tokens%s",
+		fw_seterr(err, errlen, "bad score: sequence %d of %d, %d tokens%s",
 		       seq, g->nseq, n, !tgt != !logp ? ", targets without "
 		       "log-probs or log-probs without targets" : "");
 		return -1;
 	}
 	if (g->len[seq] + n > g->maxT) {
-		seterr(err, errlen, "%d more tokens do not fit the cache (%d of "
+		fw_seterr(err, errlen, "%d more tokens do not fit the cache (%d of "
 		       "%d positions held)", n, g->len[seq], g->maxT);
 		return -1;
 	}
@@ -1518,7 +1467,7 @@ int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
 		return -1;
 	for (int i = 0; tgt && i < n; i++)
 		if (tgt[i] >= V) {
-			seterr(err, errlen, "target %d at %d is outside the "
+			fw_seterr(err, errlen, "target %d at %d is outside the "
 			       "vocabulary (%d)", tgt[i], i, V);
 			return -1;
 		}
@@ -1533,7 +1482,7 @@ int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
 			g->slse = carve(base, &off, g->rows);
 			g->stgt = (int32_t *)carve(base, &off, g->rows);
 			if (!pass && !(base = aligned_alloc(64, off))) {
-				seterr(err, errlen, "out of memory for the scoring "
+				fw_seterr(err, errlen, "out of memory for the scoring "
 				       "scratch (%zu MB)", off >> 20);
 				return -1;
 			}
@@ -1557,7 +1506,7 @@ int fw_gen_truncate(struct fw_gen *g, int seq, int n, char *err,
 		    size_t errlen)
 {
 	if (seq < 0 || seq >= g->nseq || n < 0 || n > g->len[seq]) {
-		seterr(err, errlen, "bad truncate: sequence %d of %d to %d "
+		fw_seterr(err, errlen, "bad truncate: sequence %d of %d to %d "
 		       "positions", seq, g->nseq, n);
 		return -1;
 	}
@@ -1579,12 +1528,12 @@ int fw_gen_step_first(struct fw_gen *g, int B, const int32_t *tok, char *err,
 		      size_t errlen)
 {
 	if (B < 1 || B > g->nseq) {
-		seterr(err, errlen, "bad step: %d of %d sequences", B, g->nseq);
+		fw_seterr(err, errlen, "bad step: %d of %d sequences", B, g->nseq);
 		return -1;
 	}
 	for (int b = 0; b < B; b++)
 		if (g->len[b] <= 0 || g->len[b] >= g->maxT) {
-			seterr(err, errlen, g->len[b] ? "the cache of sequence %d is full "
+			fw_seterr(err, errlen, g->len[b] ? "the cache of sequence %d is full "
 			       "(%d positions)" : "sequence %d stepped before prefill (%d)",
 			       b, g->maxT);
 			return -1;
@@ -1603,7 +1552,7 @@ int fw_gen_copy(struct fw_gen *g, int from, int to, char *err, size_t errlen)
 	size_t kd = (size_t)c->nkv * c->hd, T = g->maxT;
 
 	if (from < 0 || from >= g->nseq || to < 0 || to >= g->nseq) {
-		seterr(err, errlen, "bad copy: sequence %d to %d of %d", from, to, g->nseq);
+		fw_seterr(err, errlen, "bad copy: sequence %d to %d of %d", from, to, g->nseq);
 		return -1;
 	}
 	if (from == to)

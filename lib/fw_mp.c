@@ -4,6 +4,7 @@
  */
 #include "fw_mp.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -800,13 +801,64 @@ int fw_rec_set(struct fw_buf *out, struct fw_mpv rec, const struct fw_field *f, 
 	return 0;
 }
 
-uint64_t fw_hash64(const void *p, size_t n)
+long fw_mp_doubles(struct fw_mpv v, double **out)
 {
-	const uint8_t *s = p;
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (size_t i = 0; i < n; i++) {
-		h ^= s[i];
-		h *= 0x100000001b3ULL;
+	struct fw_mp_iter it;
+	struct fw_mpv e;
+	int64_t n = fw_mp_iter_init(&it, v);
+	long k = 0;
+
+	*out = NULL;
+	if (n < 0 || fw_mp_type(v) != FW_MP_ARRAY)
+		return -1;
+	if (!(*out = malloc(sizeof(double) * (size_t)(n ? n : 1))))
+		return -1;
+	while (fw_mp_iter_next(&it, &e) > 0) {
+		if (fw_mp_double(e, &(*out)[k])) {
+			free(*out);
+			*out = NULL;
+			return -1;
+		}
+		k++;
 	}
-	return h;
+	return k;
+}
+
+int fw_pack_str(msgpack_packer *pk, const char *s, size_t n)
+{
+	return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
+}
+
+int fw_pack_cstr(msgpack_packer *pk, const char *s)
+{
+	return fw_pack_str(pk, s, strlen(s));
+}
+
+int fw_pack_text(msgpack_packer *pk, const char *s, size_t n)
+{
+	const uint8_t *u = (const uint8_t *)s;
+	/* sized first, so that valid text is packed without a copy */
+	size_t out = fw_utf8_fix_len(s, n);
+
+	if (msgpack_pack_str(pk, out))
+		return -1;
+	if (out == n)
+		return msgpack_pack_str_body(pk, s, n);
+	for (size_t i = 0; i < n;) {
+		size_t k = fw_utf8_seq(u + i, n - i);
+		if (msgpack_pack_str_body(pk, k ? s + i : "\xef\xbf\xbd", k ? k : 3))
+			return -1;
+		i += k ? k : 1;
+	}
+	return 0;
+}
+
+int fw_pack_strlist(msgpack_packer *pk, const struct fw_strlist *l)
+{
+	assert(l && (l->v || !l->n));
+	int e = msgpack_pack_array(pk, l->n);
+
+	for (size_t i = 0; i < l->n && !e; i++)
+		e = fw_pack_cstr(pk, l->v[i]);
+	return e;
 }

@@ -11,6 +11,9 @@
  * Writing uses msgpack-c's packer on top of struct fw_buf
  * (fw_buf_packer()), and fw_rec_set() builds an output record from an input
  * record plus replaced or added fields, copying untouched fields as raw bytes.
+ *
+ * fw_hash64() (fw_base.h) is the hash sharding and splitting use on the
+ * record id, so its values are part of the record format.
  */
 #ifndef FW_MP_H
 #define FW_MP_H
@@ -19,6 +22,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <msgpack.h>
+
+#include "fw_base.h"
 
 /* ---- byte buffer ------------------------------------------------------ */
 
@@ -134,6 +139,11 @@ int64_t fw_mp_iter_init(struct fw_mp_iter *it, struct fw_mpv v);
 /* Next value.  Returns 1 and fills *out, 0 at the end, -1 if malformed. */
 int fw_mp_iter_next(struct fw_mp_iter *it, struct fw_mpv *out);
 
+/* Reads an array of numbers (float or int) into a new array of doubles
+ * (*out, caller frees with free(); NULL on failure).  Returns the count, or
+ * -1 when v is not an array of numbers or memory runs out. */
+long fw_mp_doubles(struct fw_mpv v, double **out);
+
 /* Looks up a string key in map m.  Returns 1 and fills *val, 0 when absent,
  * -1 when m is not a map. */
 int fw_mp_map_get(struct fw_mpv m, const char *key, size_t keylen, struct fw_mpv *val);
@@ -195,8 +205,22 @@ struct fw_field {
  */
 int fw_rec_set(struct fw_buf *out, struct fw_mpv rec, const struct fw_field *f, size_t nf);
 
-/* Stable 64-bit hash of bytes (FNV-1a).  Sharding and splitting use it on the
- * record id, so its values are part of the record format.  Cannot fail. */
-uint64_t fw_hash64(const void *p, size_t n);
+/* ---- string packers ------------------------------------------------------- */
+
+/* Packs the n bytes at s as a msgpack str.  Returns 0, or non-zero when the
+ * packer failed (out of memory). */
+int fw_pack_str(msgpack_packer *pk, const char *s, size_t n);
+
+/* Packs the NUL-terminated s as a msgpack str.  Returns as fw_pack_str(). */
+int fw_pack_cstr(msgpack_packer *pk, const char *s);
+
+/* Packs the n bytes at s as record text: a msgpack str in which each byte
+ * that is not part of valid UTF-8 becomes U+FFFD (as fw_utf8_fix() does),
+ * so the record stays text that JSON can hold.  Returns as fw_pack_str(). */
+int fw_pack_text(msgpack_packer *pk, const char *s, size_t n);
+
+/* Packs the strings of l as a msgpack array of str.  Returns as
+ * fw_pack_str(). */
+int fw_pack_strlist(msgpack_packer *pk, const struct fw_strlist *l);
 
 #endif

@@ -17,19 +17,10 @@
 #include <jansson.h>
 
 #include "fw_env.h"
+#include "fw_base.h"
 #include "fw_mp.h"
 #include "fw_mutate.h"
 #include "fw_sandbox.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- languages and names ------------------------------------------------------ */
 
@@ -134,6 +125,8 @@ static int sym_cmp(const void *a, const void *b)
 
 void fw_symbols_free(struct fw_symbols *out)
 {
+	if (!out)
+		return;
 	for (size_t i = 0; i < out->n; i++) {
 		free(out->v[i].path);
 		free(out->v[i].name);
@@ -153,12 +146,12 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 {
 	int fd[2];
 	if (pipe(fd) < 0) {
-		seterr(err, errlen, "pipe: %s", strerror(errno));
+		fw_seterr(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
 	pid_t pid = fork();
 	if (pid < 0) {
-		seterr(err, errlen, "fork: %s", strerror(errno));
+		fw_seterr(err, errlen, "fork: %s", strerror(errno));
 		close(fd[0]);
 		close(fd[1]);
 		return -1;
@@ -218,7 +211,7 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 					if (!v) {
 						json_decref(t);
 						rc = -1;
-						seterr(err, errlen, "out of memory");
+						fw_seterr(err, errlen, "out of memory");
 						break;
 					}
 					out->v = v;
@@ -246,10 +239,10 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 	if (rc == 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
 		int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 		if (code == 127)
-			seterr(err, errlen, "ctags not found (install Universal Ctags: "
+			fw_seterr(err, errlen, "ctags not found (install Universal Ctags: "
 					    "Debian package universal-ctags)");
 		else
-			seterr(err, errlen, "ctags failed in '%s' (exit %d): it must be "
+			fw_seterr(err, errlen, "ctags failed in '%s' (exit %d): it must be "
 					    "Universal Ctags with JSON output", dir, code);
 		rc = -1;
 	}
@@ -619,26 +612,6 @@ static int brace_body(const char *s, const struct lines *L, int start, int end,
 	return -1;
 }
 
-static char *read_text(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	struct fw_buf b = { 0 };
-	char tmp[65536];
-	size_t k;
-	while ((k = fread(tmp, 1, sizeof tmp, f)) > 0)
-		if (fw_buf_append(&b, tmp, k) < 0)
-			break;
-	fclose(f);
-	if (fw_buf_append(&b, "", 1) < 0) {
-		fw_buf_free(&b);
-		return NULL;
-	}
-	*len = b.n - 1;
-	return (char *)b.p;
-}
-
 /* ctags gives no end line for some languages (JavaScript, TypeScript in
  * 5.9) and no class scope for Python functions: derive the end from the
  * braces and a Python method from its indentation.  Symbols whose end
@@ -656,7 +629,7 @@ static int fix_spans(const char *dir, struct fw_symbols *out, char *err, size_t 
 			L.off = NULL;
 			char p[8200];
 			snprintf(p, sizeof p, "%s/%s", dir, y->path);
-			text = read_text(p, &len);
+			text = fw_read_file(p, 0, &len);
 			free(cur);
 			cur = strdup(y->path);
 			if (text && lines_index(&L, text, len) < 0) {
@@ -1179,7 +1152,7 @@ int fw_suite_run_env(const char *ws, const char *cmd, enum fw_report_format fmt,
 	o.env = vars;
 	const char *binds[2], *evars[8 + FW_ENV_MAXVARS];
 	if (fw_env_apply(env, &o, binds, 2, evars, 8 + FW_ENV_MAXVARS) < 0) {
-		seterr(err, errlen, "too many variables");
+		fw_seterr(err, errlen, "too many variables");
 		return -1;
 	}
 	char *argv[] = { "sh", "-c", (char *)cmd, NULL };
@@ -1197,7 +1170,7 @@ int fw_suite_run_env(const char *ws, const char *cmd, enum fw_report_format fmt,
 	if (res.err.len > 300)
 		etail += res.err.len - 300;
 	if (res.cause != FW_SANDBOX_OK) {
-		seterr(detail, detlen, "%s after %.1f s", fw_sandbox_cause_name(res.cause),
+		fw_seterr(detail, detlen, "%s after %.1f s", fw_sandbox_cause_name(res.cause),
 		       res.wall_s);
 		st = FW_SUITE_TIMEOUT;
 		goto out;
@@ -1217,7 +1190,7 @@ int fw_suite_run_env(const char *ws, const char *cmd, enum fw_report_format fmt,
 		n = fw_report_load(rep, rpath, fmt, perr, sizeof perr);
 	}
 	if (n < 0 || rep->n == 0) {
-		seterr(detail, detlen, "exit %d, %s: %s", res.exit_code,
+		fw_seterr(detail, detlen, "exit %d, %s: %s", res.exit_code,
 		       n < 0 ? perr : "no test results", etail);
 		for (char *p = detail; p && *p; p++)
 			if (*p == '\n' || *p == '\t')

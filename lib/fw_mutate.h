@@ -78,7 +78,7 @@ struct fw_symbols {
 int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 	     char *err, size_t errlen);
 
-/* Frees what out holds; the list is empty afterwards. */
+/* Frees what out holds; the list is empty afterwards.  NULL does nothing. */
 void fw_symbols_free(struct fw_symbols *out);
 
 enum fw_strategy {

@@ -21,17 +21,8 @@
 
 #include <jansson.h>
 
+#include "fw_base.h"
 #include "fw_report.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 struct fw_report *fw_report_new(void)
 {
@@ -43,6 +34,8 @@ struct fw_report *fw_report_new(void)
 
 void fw_report_clear(struct fw_report *r)
 {
+	if (!r)
+		return;
 	for (size_t i = 0; i < r->n; i++) {
 		free(r->tests[i].id);
 		free(r->tests[i].message);
@@ -180,23 +173,7 @@ static const char *find(const char *p, const char *end, const char *lit)
 /* Appends the UTF-8 encoding of code point c to *o. */
 static void put_utf8(char **o, unsigned long c)
 {
-	char *q = *o;
-	if (c < 0x80) {
-		*q++ = (char)c;
-	} else if (c < 0x800) {
-		*q++ = (char)(0xc0 | (c >> 6));
-		*q++ = (char)(0x80 | (c & 0x3f));
-	} else if (c < 0x10000) {
-		*q++ = (char)(0xe0 | (c >> 12));
-		*q++ = (char)(0x80 | ((c >> 6) & 0x3f));
-		*q++ = (char)(0x80 | (c & 0x3f));
-	} else {
-		*q++ = (char)(0xf0 | (c >> 18));
-		*q++ = (char)(0x80 | ((c >> 12) & 0x3f));
-		*q++ = (char)(0x80 | ((c >> 6) & 0x3f));
-		*q++ = (char)(0x80 | (c & 0x3f));
-	}
-	*o = q;
+	*o += fw_utf8_put((uint8_t *)*o, (uint32_t)c);
 }
 
 /* Decodes XML entities of n bytes at s into a new string (malloc'd).  An
@@ -368,7 +345,7 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 		if (skip_to) {
 			close = find(p, end, skip_to);
 			if (!close) {
-				seterr(err, errlen, "report ends inside a comment or declaration");
+				fw_seterr(err, errlen, "report ends inside a comment or declaration");
 				rc = -1;
 				goto out;
 			}
@@ -378,7 +355,7 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 		struct tag t;
 		const char *next = parse_tag(p, end, &t);
 		if (!next) {
-			seterr(err, errlen, "report ends inside a tag at byte %zu",
+			fw_seterr(err, errlen, "report ends inside a tag at byte %zu",
 			       (size_t)(lt - xml));
 			rc = -1;
 			goto out;
@@ -455,23 +432,23 @@ int fw_report_parse_junit(struct fw_report *r, const char *xml, size_t len,
 			msg = first_line(attr_get(&t, "message"));
 	}
 	if (id) {
-		seterr(err, errlen, "report ends inside a testcase");
+		fw_seterr(err, errlen, "report ends inside a testcase");
 		rc = -1;
 		goto out;
 	}
 	if (!saw_suite) {
-		seterr(err, errlen, "not a junit report: no <testsuite> element");
+		fw_seterr(err, errlen, "not a junit report: no <testsuite> element");
 		rc = -1;
 		goto out;
 	}
 	if (suites_open > 0) {
-		seterr(err, errlen, "report is cut short: <testsuite> not closed");
+		fw_seterr(err, errlen, "report is cut short: <testsuite> not closed");
 		rc = -1;
 		goto out;
 	}
 	goto out;
 nomem:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	rc = -1;
 out:
 	free(id);
@@ -595,7 +572,7 @@ int fw_report_parse_tap(struct fw_report *r, const char *text, size_t len,
 nomem:
 	free(line);
 	normalize(r);
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
 }
 
@@ -718,7 +695,7 @@ int fw_report_parse_gotest(struct fw_report *r, const char *text, size_t len,
 		const char *pkg = ev ? json_string_value(json_object_get(ev, "Package")) : NULL;
 		const char *test = ev ? json_string_value(json_object_get(ev, "Test")) : NULL;
 		if (!action) {
-			seterr(err, errlen, "line %zu: not a go test -json event%s%s", lineno,
+			fw_seterr(err, errlen, "line %zu: not a go test -json event%s%s", lineno,
 			       ev ? "" : ": ", ev ? "" : je.text);
 			json_decref(ev);
 			rc = -1;
@@ -772,7 +749,7 @@ int fw_report_parse_gotest(struct fw_report *r, const char *text, size_t len,
 nomem:
 	gotab_free(&tab);
 	normalize(r);
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
 }
 
@@ -799,36 +776,10 @@ int fw_report_format_parse(const char *s)
 int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format fmt,
 		   char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-		return -1;
-	}
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	for (;;) {
-		if (cap - n < 65536) {
-			size_t nc = cap ? cap * 2 : 65536;
-			char *b = realloc(buf, nc);
-			if (!b) {
-				free(buf);
-				fclose(f);
-				seterr(err, errlen, "out of memory");
-				return -1;
-			}
-			buf = b;
-			cap = nc;
-		}
-		size_t k = fread(buf + n, 1, cap - n, f);
-		n += k;
-		if (k == 0)
-			break;
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(buf);
-		seterr(err, errlen, "cannot read '%s'", path);
+	size_t n;
+	char *buf = fw_read_file(path, 0, &n);
+	if (!buf) {
+		fw_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
 		return -1;
 	}
 	int rc = fmt == FW_REPORT_TAP	   ? fw_report_parse_tap(r, buf, n, err, errlen)

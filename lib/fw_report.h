@@ -58,7 +58,7 @@ struct fw_report *fw_report_new(void);
 /* Frees r and everything it owns.  fw_report_free(NULL) does nothing. */
 void fw_report_free(struct fw_report *r);
 
-/* Empties r, keeping it usable. */
+/* Empties r, keeping it usable.  NULL does nothing. */
 void fw_report_clear(struct fw_report *r);
 
 /*

@@ -10,20 +10,10 @@
 
 #include <git2.h>
 
+#include "fw_base.h"
 #include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_rollout.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- fill sites ------------------------------------------------------------ */
 
@@ -96,16 +86,16 @@ int fw_fill_locate(const char *src, size_t len, const char *lang, int start,
 		 !strcmp(lang, "typescript") || !strcmp(lang, "go"))
 		brace = 1;
 	else {
-		seterr(err, errlen, "no fill mode for language '%s'", lang);
+		fw_seterr(err, errlen, "no fill mode for language '%s'", lang);
 		return -1;
 	}
 	if (start < 1) {
-		seterr(err, errlen, "target line %d out of range", start);
+		fw_seterr(err, errlen, "target line %d out of range", start);
 		return -1;
 	}
 	size_t i = line_off(src, len, start);
 	if (i >= len) {
-		seterr(err, errlen, "target line %d is past the end of the file", start);
+		fw_seterr(err, errlen, "target line %d is past the end of the file", start);
 		return -1;
 	}
 	memset(site, 0, sizeof *site);
@@ -130,7 +120,7 @@ int fw_fill_locate(const char *src, size_t len, const char *lang, int start,
 						   src[j] == '\n' || src[j] == '\r'))
 					j++;
 				if (j >= len || src[j] != '}') {
-					seterr(err, errlen, "no closing brace after the stub on line %d",
+					fw_seterr(err, errlen, "no closing brace after the stub on line %d",
 					       start + l);
 					return -1;
 				}
@@ -140,7 +130,7 @@ int fw_fill_locate(const char *src, size_t len, const char *lang, int start,
 		}
 		i = line_end(src, len, i);
 	}
-	seterr(err, errlen, "no not-implemented stub after line %d", start);
+	fw_seterr(err, errlen, "no not-implemented stub after line %d", start);
 	return -1;
 }
 
@@ -284,7 +274,7 @@ static int git_fail(char *err, size_t errlen, const char *what)
 {
 	const git_error *e = git_error_last();
 
-	seterr(err, errlen, "%s: %s", what, e && e->message ? e->message : "libgit2 error");
+	fw_seterr(err, errlen, "%s: %s", what, e && e->message ? e->message : "libgit2 error");
 	return -1;
 }
 
@@ -318,7 +308,7 @@ int fw_file_patch(const char *path, const char *old, size_t oldlen, const char *
 		goto out;
 	}
 	if (!(*patch = strndup(b.ptr ? b.ptr : "", b.size))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	rc = 0;
@@ -375,32 +365,3 @@ oom:
 	return NULL;
 }
 
-char *fw_utf8_fix(const char *s, size_t n, size_t *outlen)
-{
-	struct fw_buf b = { 0 };
-	const uint8_t *u = (const uint8_t *)s;
-	size_t i = 0;
-
-	if (fw_buf_reserve(&b, n + 1))
-		return NULL;
-	while (i < n) {
-		size_t k = u[i] < 0x80 ? 1 : u[i] >= 0xc2 && u[i] < 0xe0 ? 2
-			 : u[i] >= 0xe0 && u[i] < 0xf0 ? 3 : u[i] >= 0xf0 && u[i] < 0xf5 ? 4 : 0;
-		if (k && i + k <= n && fw_utf8_valid(u + i, k)) {
-			if (fw_buf_append(&b, u + i, k))
-				goto oom;
-			i += k;
-		} else {
-			if (fw_buf_append(&b, "\xef\xbf\xbd", 3))
-				goto oom;
-			i++;
-		}
-	}
-	if (fw_buf_append(&b, "", 1))
-		goto oom;
-	*outlen = b.n - 1;
-	return (char *)b.p;
-oom:
-	fw_buf_free(&b);
-	return NULL;
-}

@@ -104,14 +104,6 @@ int fw_task_for_policy(struct fw_buf *out, struct fw_mpv task);
  */
 char *fw_head_tail(const char *s, size_t n, size_t head, size_t tail, size_t *outlen);
 
+/* fw_utf8_fix(), which makes model output record text, is in fw_base.h. */
 
-
-/*
- * A copy of s (n bytes) that is valid UTF-8: each byte that does not
- * belong to a valid sequence becomes U+FFFD.  Model output may be any
- * bytes; record text and patches must be text.  Returns a malloc'd
- * NUL-terminated buffer (*outlen bytes) the caller frees, or NULL when out
- * of memory.
- */
-char *fw_utf8_fix(const char *s, size_t n, size_t *outlen);
 #endif

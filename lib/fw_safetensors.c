@@ -14,24 +14,11 @@
 #include <unistd.h>
 #include <jansson.h>
 
+#include "fw_base.h"
 #include "fw_safetensors.h"
 
 /* Refuse headers beyond this (the format's own reader uses 100 MB). */
 #define MAX_HEADER (100u << 20)
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- scalar conversions -------------------------------------------------- */
 
@@ -175,14 +162,14 @@ static int parse_entry(struct fw_st *st, struct fw_st_tensor *t,
 
 	if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(sh) ||
 	    !json_is_array(off) || json_array_size(off) != 2) {
-		seterr(err, errlen, "%s: tensor '%s': entry lacks dtype, shape "
+		fw_seterr(err, errlen, "%s: tensor '%s': entry lacks dtype, shape "
 		       "or data_offsets", st->path, name);
 		return -1;
 	}
 	snprintf(t->dtype_name, sizeof(t->dtype_name), "%s", json_string_value(dt));
 	sz = dtype_size(json_string_value(dt), &t->dtype);
 	if (json_array_size(sh) > FW_ST_MAXDIM) {
-		seterr(err, errlen, "%s: tensor '%s': %zu dimensions (at most %d)",
+		fw_seterr(err, errlen, "%s: tensor '%s': %zu dimensions (at most %d)",
 		       st->path, name, json_array_size(sh), FW_ST_MAXDIM);
 		return -1;
 	}
@@ -193,12 +180,12 @@ static int parse_entry(struct fw_st *st, struct fw_st_tensor *t,
 
 		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
 		    json_integer_value(x) > ((int64_t)1 << 40)) {
-			seterr(err, errlen, "%s: tensor '%s': bad shape", st->path, name);
+			fw_seterr(err, errlen, "%s: tensor '%s': bad shape", st->path, name);
 			return -1;
 		}
 		t->shape[d] = json_integer_value(x);
 		if (t->shape[d] && t->numel > ((int64_t)1 << 48) / t->shape[d]) {
-			seterr(err, errlen, "%s: tensor '%s': shape too large", st->path, name);
+			fw_seterr(err, errlen, "%s: tensor '%s': shape too large", st->path, name);
 			return -1;
 		}
 		t->numel *= t->shape[d];
@@ -207,7 +194,7 @@ static int parse_entry(struct fw_st *st, struct fw_st_tensor *t,
 	if (!json_is_integer(b) || !json_is_integer(e) ||
 	    json_integer_value(b) < 0 || json_integer_value(e) < json_integer_value(b) ||
 	    (uint64_t)json_integer_value(e) > datalen) {
-		seterr(err, errlen, "%s: tensor '%s': data_offsets outside the "
+		fw_seterr(err, errlen, "%s: tensor '%s': data_offsets outside the "
 		       "file's %llu data bytes (truncated file?)", st->path, name,
 		       (unsigned long long)datalen);
 		return -1;
@@ -215,7 +202,7 @@ static int parse_entry(struct fw_st *st, struct fw_st_tensor *t,
 	t->data = data + json_integer_value(b);
 	t->nbytes = (size_t)(json_integer_value(e) - json_integer_value(b));
 	if (sz && (uint64_t)t->numel * sz != t->nbytes) {
-		seterr(err, errlen, "%s: tensor '%s': %zu data bytes for %lld "
+		fw_seterr(err, errlen, "%s: tensor '%s': %zu data bytes for %lld "
 		       "elements of %s", st->path, name, t->nbytes,
 		       (long long)t->numel, t->dtype_name);
 		return -1;
@@ -234,24 +221,24 @@ struct fw_st *fw_st_from_memory(const void *p, size_t len, const char *name,
 	json_error_t je;
 
 	if (!st || !(st->path = strdup(name))) {
-		seterr(err, errlen, "%s: out of memory", name);
+		fw_seterr(err, errlen, "%s: out of memory", name);
 		free(st);
 		return NULL;
 	}
 	if (len < 8) {
-		seterr(err, errlen, "%s: not a safetensors file (%zu bytes)", name, len);
+		fw_seterr(err, errlen, "%s: not a safetensors file (%zu bytes)", name, len);
 		goto fail;
 	}
 	for (int i = 7; i >= 0; i--)
 		hlen = hlen << 8 | buf[i];
 	if (hlen > MAX_HEADER || hlen > len - 8) {
-		seterr(err, errlen, "%s: header length %llu does not fit the "
+		fw_seterr(err, errlen, "%s: header length %llu does not fit the "
 		       "file's %zu bytes", name, (unsigned long long)hlen, len);
 		goto fail;
 	}
 	root = json_loadb((const char *)buf + 8, hlen, JSON_REJECT_DUPLICATES, &je);
 	if (!root || !json_is_object(root)) {
-		seterr(err, errlen, "%s: header is not a JSON object: %s", name,
+		fw_seterr(err, errlen, "%s: header is not a JSON object: %s", name,
 		       root ? "wrong type" : je.text);
 		goto fail;
 	}
@@ -284,11 +271,11 @@ struct fw_st *fw_st_open(const char *path, char *err, size_t errlen)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-		seterr(err, errlen, "%s: not a regular file", path);
+		fw_seterr(err, errlen, "%s: not a regular file", path);
 		close(fd);
 		return NULL;
 	}
@@ -299,7 +286,7 @@ struct fw_st *fw_st_open(const char *path, char *err, size_t errlen)
 	map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	st = fw_st_from_memory(map, (size_t)sb.st_size, path, err, errlen);
@@ -338,7 +325,7 @@ int fw_st_read_f32(const struct fw_st *st, const struct fw_st_tensor *t,
 			out[i] = fw_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
 		return 0;
 	default:
-		seterr(err, errlen, "%s: tensor '%s': unsupported dtype %s "
+		fw_seterr(err, errlen, "%s: tensor '%s': unsupported dtype %s "
 		       "(F32, BF16, F16 are)", st->path, t->name, t->dtype_name);
 		return -1;
 	}
@@ -444,10 +431,10 @@ int fw_st_write(const char *path, const struct fw_st_out *t, int n,
 	rc = 0;
 	goto out;
 oom:
-	seterr(err, errlen, "%s: out of memory", path);
+	fw_seterr(err, errlen, "%s: out of memory", path);
 	goto out;
 ioerr:
-	seterr(err, errlen, "%s: %s", path, strerror(errno));
+	fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
 	if (f)
 		fclose(f);
 	if (tmp)

@@ -14,6 +14,7 @@
  * SIGTERM to every process in that pid namespace, then SIGKILL to the
  * init, whose death takes every process of the namespace with it.
  */
+#include "fw_base.h"
 #include "fw_sandbox.h"
 #include "fw_proxy.h"
 #include "fw_sandbox_int.h"
@@ -72,19 +73,6 @@ void fw_sandbox_opts_init(struct fw_sandbox_opts *o)
 	o->fsize_bytes = FW_SANDBOX_LIMIT_FSIZE;
 	o->nofile = FW_SANDBOX_LIMIT_NOFILE;
 	o->output_cap = FW_SANDBOX_OUTPUT_CAP;
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 static double now(void)
@@ -665,9 +653,9 @@ static int cgroup_make(struct cgroup *cg, uint64_t bytes, long procs, char *why,
 	}
 	got = (cg->mem[0] ? CG_MEM : 0) | (cg->pids[0] ? CG_PIDS : 0);
 	if (bytes && !(got & CG_MEM))
-		seterr(why, whylen, "no writable memory cgroup");
+		fw_seterr(why, whylen, "no writable memory cgroup");
 	else if (procs > 0 && !(got & CG_PIDS))
-		seterr(why, whylen, "no writable pids cgroup");
+		fw_seterr(why, whylen, "no writable pids cgroup");
 	return got;
 }
 
@@ -1078,11 +1066,11 @@ static int stage_add(struct stage *sg, const char *src, char *out, size_t outlen
 		return 0;
 	}
 	if (sg->n == STAGE_MAX) {
-		seterr(err, errlen, "too many binds");
+		fw_seterr(err, errlen, "too many binds");
 		return -1;
 	}
 	if (stat(src, &st) != 0) {
-		seterr(err, errlen, "'%s': %s", src, strerror(errno));
+		fw_seterr(err, errlen, "'%s': %s", src, strerror(errno));
 		return -1;
 	}
 	snprintf(out, outlen, "%s/%d", sg->dir, sg->n);
@@ -1090,14 +1078,14 @@ static int stage_add(struct stage *sg, const char *src, char *out, size_t outlen
 	if (sg->isdir[sg->n] ? mkdir(out, 0700) != 0
 			     : (fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0 ||
 				       close(fd) != 0) {
-		seterr(err, errlen, "cannot create %s: %s", out, strerror(errno));
+		fw_seterr(err, errlen, "cannot create %s: %s", out, strerror(errno));
 		return -1;
 	}
 	sg->src[sg->n] = strdup(src);
 	sg->dst[sg->n] = strdup(out);
 	sg->n++;
 	if (!sg->src[sg->n - 1] || !sg->dst[sg->n - 1]) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	return 0;
@@ -1132,7 +1120,7 @@ static int bind_root(struct strv *a, const char *root, struct stage *sg, char *e
 	int rc = 0;
 
 	if (!d) {
-		seterr(err, errlen, "root '%s': %s", root, strerror(errno));
+		fw_seterr(err, errlen, "root '%s': %s", root, strerror(errno));
 		return -1;
 	}
 	while (rc == 0 && (e = readdir(d))) {
@@ -1235,7 +1223,7 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 		size_t sl = colon ? (size_t)(colon - *b) : 0;
 		int inside;
 		if (!o->workspace || sl == 0 || sl >= sizeof src || colon[1] != '/') {
-			seterr(err, errlen, "bad read-write bind '%s'", *b);
+			fw_seterr(err, errlen, "bad read-write bind '%s'", *b);
 			return -1;
 		}
 		memcpy(src, *b, sl);
@@ -1248,7 +1236,7 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 		free(rsrc);
 		free(rws);
 		if (!inside) {
-			seterr(err, errlen, "read-write bind '%s': not inside the workspace", src);
+			fw_seterr(err, errlen, "read-write bind '%s': not inside the workspace", src);
 			return -1;
 		}
 		if (stage_add(sg, src, path, sizeof path, err, errlen) != 0)
@@ -1263,13 +1251,13 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 		struct stat st;
 		size_t sl = colon ? (size_t)(colon - *b) : strlen(*b);
 		if (sl == 0 || sl >= sizeof src || (colon && colon[1] != '/')) {
-			seterr(err, errlen, "bad read-only bind '%s'", *b);
+			fw_seterr(err, errlen, "bad read-only bind '%s'", *b);
 			return -1;
 		}
 		memcpy(src, *b, sl);
 		src[sl] = 0;
 		if (stat(src, &st) != 0) {
-			seterr(err, errlen, "read-only bind '%s': %s", src, strerror(errno));
+			fw_seterr(err, errlen, "read-only bind '%s': %s", src, strerror(errno));
 			return -1;
 		}
 		if (stage_add(sg, src, path, sizeof path, err, errlen) != 0)
@@ -1304,7 +1292,7 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 	for (char *const *p = argv; *p; p++)
 		sv_push(a, *p);
 	if (a->oom) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	return 0;
@@ -1336,13 +1324,13 @@ static int build_env(const struct fw_sandbox_opts *o, int proxy, struct strv *e,
 	}
 	for (const char *const *p = o->env; p && *p; p++) {
 		if (!valid_env(*p)) {
-			seterr(err, errlen, "bad environment entry '%s'", *p);
+			fw_seterr(err, errlen, "bad environment entry '%s'", *p);
 			return -1;
 		}
 		env_set(e, *p);
 	}
 	if (e->oom) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	return 0;
@@ -1535,38 +1523,38 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	memset(res, 0, sizeof *res);
 	res->exit_code = -1;
 	if (!argv || !argv[0]) {
-		seterr(err, errlen, "no command");
+		fw_seterr(err, errlen, "no command");
 		return -1;
 	}
 	if (o->workspace) {
 		struct stat st;
 		if (stat(o->workspace, &st) != 0) {
-			seterr(err, errlen, "workspace '%s': %s", o->workspace, strerror(errno));
+			fw_seterr(err, errlen, "workspace '%s': %s", o->workspace, strerror(errno));
 			return -1;
 		}
 		if (!S_ISDIR(st.st_mode)) {
-			seterr(err, errlen, "workspace '%s': not a directory", o->workspace);
+			fw_seterr(err, errlen, "workspace '%s': not a directory", o->workspace);
 			return -1;
 		}
 	}
 	if (find_exe("bwrap", bwrap, sizeof bwrap) != 0) {
-		seterr(err, errlen, "bwrap not found on PATH (install bubblewrap)");
+		fw_seterr(err, errlen, "bwrap not found on PATH (install bubblewrap)");
 		return -1;
 	}
 	if (sg.drop && (o->uid == 0 || o->gid == 0)) {
-		seterr(err, errlen, "the sandbox's uid and gid must not be 0");
+		fw_seterr(err, errlen, "the sandbox's uid and gid must not be 0");
 		return -1;
 	}
 	if (sg.drop) {
 		/* /tmp, not TMPDIR: every uid may search it */
 		snprintf(sg.dir, sizeof sg.dir, "/tmp/fw-sb-XXXXXX");
 		if (!mkdtemp(sg.dir)) {
-			seterr(err, errlen, "cannot create %s: %s", sg.dir, strerror(errno));
+			fw_seterr(err, errlen, "cannot create %s: %s", sg.dir, strerror(errno));
 			sg.dir[0] = 0;
 			goto out;
 		}
 		if (chmod(sg.dir, 0711) != 0) {
-			seterr(err, errlen, "%s: %s", sg.dir, strerror(errno));
+			fw_seterr(err, errlen, "%s: %s", sg.dir, strerror(errno));
 			goto out;
 		}
 	}
@@ -1574,7 +1562,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		struct walk w = { .mode = WALK_GIVE, .chown = 1, .uid = o->uid, .gid = o->gid };
 		given = 1;
 		if (walk_tree(&w, o->workspace) != 0 || w.failed) {
-			seterr(err, errlen, "workspace '%s': cannot hand it to uid %u: %s",
+			fw_seterr(err, errlen, "workspace '%s': cannot hand it to uid %u: %s",
 			       o->workspace, o->uid, w.failed ? "chown failed" : strerror(errno));
 			goto out;
 		}
@@ -1584,7 +1572,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		const char *tmp = getenv("TMPDIR");
 		if (find_exe("socat", socat, sizeof socat) != 0 &&
 		    access("/usr/bin/socat", X_OK) != 0) {
-			seterr(err, errlen, "socat not found (needed for --allow)");
+			fw_seterr(err, errlen, "socat not found (needed for --allow)");
 			return -1;
 		}
 		if (!tmp || strlen(tmp) > 40)
@@ -1595,7 +1583,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 			snprintf(sock, sizeof sock, "%s/proxy.sock", sg.dir);
 			tmpdir[0] = 0;
 		} else if (!mkdtemp(tmpdir)) {
-			seterr(err, errlen, "cannot create %s: %s", tmpdir, strerror(errno));
+			fw_seterr(err, errlen, "cannot create %s: %s", tmpdir, strerror(errno));
 			tmpdir[0] = 0;
 			goto out;
 		} else {
@@ -1605,7 +1593,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		if (!proxy)
 			goto out;
 		if (sg.drop && chown(sock, o->uid, o->gid) != 0) {
-			seterr(err, errlen, "%s: %s", sock, strerror(errno));
+			fw_seterr(err, errlen, "%s: %s", sock, strerror(errno));
 			goto out;
 		}
 	}
@@ -1634,7 +1622,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	if (o->stdin_path) {
 		in = open(o->stdin_path, O_RDONLY | O_CLOEXEC);
 		if (in < 0) {
-			seterr(err, errlen, "stdin '%s': %s", o->stdin_path, strerror(errno));
+			fw_seterr(err, errlen, "stdin '%s': %s", o->stdin_path, strerror(errno));
 			goto out;
 		}
 	} else {
@@ -1642,14 +1630,14 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		 * however the host's /dev is kept */
 		int p[2];
 		if (pipe2(p, O_CLOEXEC) != 0) {
-			seterr(err, errlen, "pipe: %s", strerror(errno));
+			fw_seterr(err, errlen, "pipe: %s", strerror(errno));
 			goto out;
 		}
 		close(p[1]);
 		in = p[0];
 	}
 	if (pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC) || pipe2(pst, O_CLOEXEC)) {
-		seterr(err, errlen, "pipe: %s", strerror(errno));
+		fw_seterr(err, errlen, "pipe: %s", strerror(errno));
 		goto out;
 	}
 	/* the run's ends of its pipes belong to the uid it runs as: a pipe
@@ -1659,14 +1647,14 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 	if (sg.drop && (fchown(pout[1], o->uid, o->gid) != 0 ||
 			fchown(perr[1], o->uid, o->gid) != 0 ||
 			(!o->stdin_path && fchown(in, o->uid, o->gid) != 0))) {
-		seterr(err, errlen, "pipe: fchown to uid %u: %s", (unsigned)o->uid, strerror(errno));
+		fw_seterr(err, errlen, "pipe: fchown to uid %u: %s", (unsigned)o->uid, strerror(errno));
 		goto out;
 	}
 	if (!fw_nw_enabled(nwhy, sizeof nwhy))
 		add_event(res, "net-watch", 0, "direct network attempts are refused but not "
 			  "recorded: %s", nwhy);
 	else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nws) != 0) {
-		seterr(err, errlen, "socketpair: %s", strerror(errno));
+		fw_seterr(err, errlen, "socketpair: %s", strerror(errno));
 		goto out;
 	}
 
@@ -1676,7 +1664,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		t0 = now();
 		pid = fork();
 		if (pid < 0) {
-			seterr(err, errlen, "fork: %s", strerror(errno));
+			fw_seterr(err, errlen, "fork: %s", strerror(errno));
 			goto out;
 		}
 		if (pid == 0) {
@@ -1797,7 +1785,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		if (o->procs > 0 && wait_ms > (int)(PROCS_POLL_S * 1000))
 			wait_ms = (int)(PROCS_POLL_S * 1000);
 		if (poll(pf, nf, reaped ? 1000 : wait_ms) < 0 && errno != EINTR) {
-			seterr(err, errlen, "poll: %s", strerror(errno));
+			fw_seterr(err, errlen, "poll: %s", strerror(errno));
 			break;
 		}
 		/* a watched process waits for its answer: serve it first */
@@ -1890,7 +1878,7 @@ int fw_sandbox_run(const struct fw_sandbox_opts *o, char *const argv[],
 		if (strncmp(res->err.data, "bwrap: execvp ", 14) == 0) {
 			res->exit_code = 127;
 		} else {
-			seterr(err, errlen, "%.*s", (int)strcspn(res->err.data, "\n"),
+			fw_seterr(err, errlen, "%.*s", (int)strcspn(res->err.data, "\n"),
 			       res->err.data);
 			goto out;
 		}
@@ -1985,7 +1973,7 @@ int fw_sandbox_available(char *err, size_t errlen)
 		return -1;
 	rc = r.exit_code == 0 ? 0 : -1;
 	if (rc)
-		seterr(err, errlen, "bwrap cannot create the sandbox: %.200s",
+		fw_seterr(err, errlen, "bwrap cannot create the sandbox: %.200s",
 		       r.err.data ? r.err.data : "no message");
 	fw_sandbox_result_free(&r);
 	return rc;

@@ -43,6 +43,7 @@
  * and the call goes unrecorded, and is refused by the namespace all the
  * same.
  */
+#include "fw_base.h"
 #include "fw_sandbox_int.h"
 
 #include <arpa/inet.h>
@@ -87,19 +88,6 @@
 #define PENDING 8
 /* A DNS question seen again within this many seconds is a retry. */
 #define DNS_REPEAT_S 1.0
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static double now(void)
 {
@@ -395,11 +383,11 @@ int fw_nw_start(int sock, int pidfd, struct fw_nw **out, char *why, size_t whyle
 
 	*out = NULL;
 	if (read_all(sock, &msg, sizeof msg) != 0) {
-		seterr(why, whylen, "the sandbox's child ended before handing over the network watch");
+		fw_seterr(why, whylen, "the sandbox's child ended before handing over the network watch");
 		return 2;
 	}
 	if (msg < 0) {
-		seterr(why, whylen, "seccomp user notification unavailable: %s", strerror(-msg));
+		fw_seterr(why, whylen, "seccomp user notification unavailable: %s", strerror(-msg));
 		return 1;
 	}
 	if (pidfd < 0) {
@@ -414,11 +402,11 @@ int fw_nw_start(int sock, int pidfd, struct fw_nw **out, char *why, size_t whyle
 	if (write_all(sock, &ack, 1) != 0 && w) {
 		/* the child is gone: nothing to watch, nothing learnt */
 		fw_nw_free(w);
-		seterr(why, whylen, "the sandbox's child ended during the network watch's hand-over");
+		fw_seterr(why, whylen, "the sandbox's child ended during the network watch's hand-over");
 		return 2;
 	}
 	if (!w) {
-		seterr(why, whylen, "cannot take the network watch's listener: %s", strerror(e));
+		fw_seterr(why, whylen, "cannot take the network watch's listener: %s", strerror(e));
 		return -1;
 	}
 	*out = w;
@@ -436,7 +424,7 @@ int fw_nw_enabled(char *why, size_t whylen)
 	pthread_mutex_lock(&off_mu);
 	on = !off;
 	if (!on)
-		seterr(why, whylen, "%s", off_why);
+		fw_seterr(why, whylen, "%s", off_why);
 	pthread_mutex_unlock(&off_mu);
 	return on;
 }
@@ -445,7 +433,7 @@ void fw_nw_disable(const char *why)
 {
 	pthread_mutex_lock(&off_mu);
 	if (!off)
-		seterr(off_why, sizeof off_why, "%s", why);
+		fw_seterr(off_why, sizeof off_why, "%s", why);
 	off = 1;
 	pthread_mutex_unlock(&off_mu);
 }
@@ -463,12 +451,12 @@ static void probe(void)
 	if (!fw_nw_enabled(probe_why, sizeof probe_why))
 		return;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-		seterr(probe_why, sizeof probe_why, "socketpair: %s", strerror(errno));
+		fw_seterr(probe_why, sizeof probe_why, "socketpair: %s", strerror(errno));
 		return;
 	}
 	pid = fork();
 	if (pid < 0) {
-		seterr(probe_why, sizeof probe_why, "fork: %s", strerror(errno));
+		fw_seterr(probe_why, sizeof probe_why, "fork: %s", strerror(errno));
 		close(sv[0]);
 		close(sv[1]);
 		return;
@@ -494,7 +482,7 @@ int fw_nw_probe(char *why, size_t whylen)
 {
 	pthread_once(&probe_once, probe);
 	if (!probe_ok)
-		seterr(why, whylen, "%s", probe_why);
+		fw_seterr(why, whylen, "%s", probe_why);
 	return probe_ok;
 }
 
@@ -554,7 +542,7 @@ enum fw_nw_verdict fw_nw_classify(const struct sockaddr *sa, size_t len, char *o
 	sa_family_t fam;
 	int local, port;
 
-	seterr(out, outlen, "%s", "");
+	fw_seterr(out, outlen, "%s", "");
 	if (len < sizeof fam)
 		return FW_NW_PASS;
 	memcpy(&fam, sa, sizeof fam);
@@ -570,7 +558,7 @@ enum fw_nw_verdict fw_nw_classify(const struct sockaddr *sa, size_t len, char *o
 		a = ntohl(in.sin_addr.s_addr);
 		port = ntohs(in.sin_port);
 		inet_ntop(AF_INET, &in.sin_addr, ip, sizeof ip);
-		seterr(out, outlen, "%s:%d", ip, port);
+		fw_seterr(out, outlen, "%s:%d", ip, port);
 		local = v4_local(a);
 	} else if (fam == AF_INET6) {
 		struct sockaddr_in6 in6;
@@ -584,11 +572,11 @@ enum fw_nw_verdict fw_nw_classify(const struct sockaddr *sa, size_t len, char *o
 			uint32_t a;
 			memcpy(&a, &in6.sin6_addr.s6_addr[12], 4);
 			inet_ntop(AF_INET, &a, ip, sizeof ip);
-			seterr(out, outlen, "%s:%d", ip, port);
+			fw_seterr(out, outlen, "%s:%d", ip, port);
 			local = v4_local(ntohl(a));
 		} else {
 			inet_ntop(AF_INET6, &in6.sin6_addr, ip, sizeof ip);
-			seterr(out, outlen, "[%s]:%d", ip, port);
+			fw_seterr(out, outlen, "[%s]:%d", ip, port);
 			local = IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr) ||
 				IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr);
 		}
@@ -598,10 +586,10 @@ enum fw_nw_verdict fw_nw_classify(const struct sockaddr *sa, size_t len, char *o
 			return FW_NW_PASS;
 		memcpy(&vm, sa, sizeof vm);
 		/* vsock is not namespaced: it may reach the host */
-		seterr(out, outlen, "vsock %u:%u", vm.svm_cid, vm.svm_port);
+		fw_seterr(out, outlen, "vsock %u:%u", vm.svm_cid, vm.svm_port);
 		return FW_NW_DENY;
 	} else {
-		seterr(out, outlen, "family %u", (unsigned)fam);
+		fw_seterr(out, outlen, "family %u", (unsigned)fam);
 		return FW_NW_DENY;
 	}
 	if (!local)
@@ -621,15 +609,15 @@ void fw_nw_family(int family, int protocol, char *out, size_t outlen)
 	};
 
 	if (family == AF_NETLINK) {
-		seterr(out, outlen, "netlink %d", protocol);
+		fw_seterr(out, outlen, "netlink %d", protocol);
 		return;
 	}
 	for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
 		if (names[k].f == family) {
-			seterr(out, outlen, "%s", names[k].s);
+			fw_seterr(out, outlen, "%s", names[k].s);
 			return;
 		}
-	seterr(out, outlen, "family %d", family);
+	fw_seterr(out, outlen, "family %d", family);
 }
 
 /* len bytes at addr in the memory of process (thread) pid into buf. */
@@ -770,16 +758,16 @@ static int dns_bind(struct fw_nw *w, pid_t tid)
 		return w->dns_state > 0 ? 0 : -1;
 	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)tid);
 	if (stat(path, &a) != 0 || stat("/proc/self/ns/net", &b) != 0) {
-		seterr(w->dns_why, sizeof w->dns_why, "%s: %s", path, strerror(errno));
+		fw_seterr(w->dns_why, sizeof w->dns_why, "%s: %s", path, strerror(errno));
 		return -1; /* tid is gone: maybe the next caller will do */
 	}
 	/* never bind port 53 of the caller's own network */
 	if (a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
-		seterr(w->dns_why, sizeof w->dns_why, "the caller's own network namespace");
+		fw_seterr(w->dns_why, sizeof w->dns_why, "the caller's own network namespace");
 		return -1;
 	}
 	if (!(stack = malloc(STACK))) {
-		seterr(w->dns_why, sizeof w->dns_why, "out of memory");
+		fw_seterr(w->dns_why, sizeof w->dns_why, "out of memory");
 		return -1;
 	}
 	c = clone(stub_main, stack + STACK, CLONE_VM | CLONE_FILES | CLONE_VFORK | SIGCHLD, &arg);
@@ -791,7 +779,7 @@ static int dns_bind(struct fw_nw *w, pid_t tid)
 	free(stack);
 	if (arg.fd4 < 0) {
 		w->dns_state = -1;
-		seterr(w->dns_why, sizeof w->dns_why, "cannot bind port 53 in the sandbox: %s",
+		fw_seterr(w->dns_why, sizeof w->dns_why, "cannot bind port 53 in the sandbox: %s",
 		       strerror(arg.err ? arg.err : EIO));
 		return -1;
 	}
@@ -842,10 +830,10 @@ int fw_nw_dns_question(const unsigned char *p, size_t n, char *name, size_t name
 		return -1;
 	t = (unsigned)(p[i] << 8 | p[i + 1]);
 	i += 4;
-	seterr(type, typelen, "TYPE%u", t);
+	fw_seterr(type, typelen, "TYPE%u", t);
 	for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
 		if (types[k].t == t)
-			seterr(type, typelen, "%s", types[k].s);
+			fw_seterr(type, typelen, "%s", types[k].s);
 	*end = i;
 	return 0;
 }

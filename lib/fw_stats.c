@@ -1,8 +1,10 @@
 /*
  * fw_stats.c — binomial intervals, cluster bootstrap, McNemar, sample size.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fw_stats.h"
 
@@ -99,14 +101,6 @@ double fw_mcnemar_exact(uint64_t b, uint64_t c)
 	return p > 1 ? 1 : p;
 }
 
-uint64_t fw_rand64(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 static int cmp_double(const void *x, const void *y)
 {
 	double a = *(const double *)x, b = *(const double *)y;
@@ -169,4 +163,132 @@ uint64_t fw_n_needed(double p1, double p2, double alpha, double power)
 	double t = za * sqrt(2 * pbar * (1 - pbar)) + zb * sqrt(p1 * (1 - p1) + p2 * (1 - p2));
 	double n = ceil(t * t / (d * d) - 1e-9);
 	return n < 1 ? 1 : (uint64_t)n;
+}
+
+/* ---- A/B verdicts ------------------------------------------------------------ */
+
+double fw_ab_alpha(size_t npairs)
+{
+	return 0.05 / (double)(npairs ? npairs : 1);
+}
+
+unsigned fw_ab_resamples(double alpha)
+{
+	double want = ceil(20 / alpha);
+
+	return want > 2000 ? (unsigned)want : 2000;
+}
+
+/* Votes by user, then arm. */
+static int cmp_vote_user(const void *x, const void *y)
+{
+	const struct fw_ab_vote *a = x, *b = y;
+
+	if (a->user != b->user)
+		return a->user < b->user ? -1 : 1;
+	return a->arm < b->arm ? -1 : a->arm > b->arm;
+}
+
+static int cmp_item(const void *x, const void *y)
+{
+	const struct fw_ab_item *a = x, *b = y;
+
+	if (a->key != b->key)
+		return a->key < b->key ? -1 : 1;
+	return a->arm < b->arm ? -1 : a->arm > b->arm;
+}
+
+void fw_ab_sort(struct fw_ab_vote *v, size_t nv, struct fw_ab_item *it, size_t nit)
+{
+	/* qsort() wants a valid pointer even for no elements. */
+	if (nv)
+		qsort(v, nv, sizeof *v, cmp_vote_user);
+	if (nit)
+		qsort(it, nit, sizeof *it, cmp_item);
+}
+
+void fw_ab_arms(struct fw_ab_arm *as, size_t narms, const struct fw_ab_vote *v, size_t nv)
+{
+	memset(as, 0, narms * sizeof *as);
+	for (size_t i = 0; i < nv; i++) {
+		assert(v[i].arm < narms);
+		as[v[i].arm].votes++;
+		as[v[i].arm].up += (uint64_t)v[i].up;
+		/* Votes are sorted by user and arm: count a user once per arm. */
+		as[v[i].arm].users += i == 0 || v[i - 1].user != v[i].user || v[i - 1].arm != v[i].arm;
+	}
+	for (size_t i = 0; i < narms; i++)
+		fw_wilson(as[i].up, as[i].votes, FW_Z95, &as[i].lo, &as[i].hi);
+}
+
+void fw_ab_compare(struct fw_ab_pair *ps, const struct fw_ab_vote *v, size_t nv,
+		   const struct fw_ab_arm *as, const struct fw_ab_item *it, size_t nit,
+		   uint64_t seed, unsigned resamples, double alpha, struct fw_cluster *cl,
+		   double *work)
+{
+	/* Clusters: users with a vote in arm a or b (votes sorted by user). */
+	size_t nc = 0;
+	for (size_t i = 0; i < nv;) {
+		size_t j = i;
+		struct fw_cluster c = {{0, 0}, {0, 0}};
+		for (; j < nv && v[j].user == v[i].user; j++) {
+			int side = v[j].arm == ps->a ? 0 : v[j].arm == ps->b ? 1 : -1;
+			if (side < 0)
+				continue;
+			c.n[side]++;
+			c.up[side] += (uint32_t)v[j].up;
+		}
+		if (c.n[0] + c.n[1])
+			cl[nc++] = c;
+		i = j;
+	}
+	ps->users = nc;
+	ps->pa = as[ps->a].votes ? (double)as[ps->a].up / (double)as[ps->a].votes : 0;
+	ps->pb = as[ps->b].votes ? (double)as[ps->b].up / (double)as[ps->b].votes : 0;
+	ps->diff = ps->pb - ps->pa;
+	ps->ok = fw_boot_diff(cl, nc, seed, resamples, 1 - alpha, work, &ps->lo, &ps->hi) == 0;
+	ps->verdict = !ps->ok || nc < FW_AB_MIN_USERS ? 0 : ps->lo > 0 ? 1 : ps->hi < 0 ? -1 : 0;
+	/* Design effect: how much wider the cluster interval is than one over
+	 * independent votes; the sample size scales by it. */
+	ps->deff = 1;
+	if (ps->ok && as[ps->a].votes && as[ps->b].votes) {
+		double se = sqrt(ps->pa * (1 - ps->pa) / (double)as[ps->a].votes +
+				 ps->pb * (1 - ps->pb) / (double)as[ps->b].votes);
+		if (se > 0) {
+			double z = fw_norm_ppf(1 - alpha / 2);
+			double r = (ps->hi - ps->lo) / (2 * z * se);
+			if (r * r > 1)
+				ps->deff = r * r;
+		}
+	}
+	uint64_t n = fw_n_needed(ps->pa, ps->pb, alpha, 0.8);
+	ps->need = n ? (uint64_t)ceil((double)n * ps->deff) : 0;
+	ps->paired = it != NULL;
+	ps->npairs = ps->a_only = ps->b_only = 0;
+	ps->p_mcnemar = 0;
+	if (!it)
+		return;
+	/* One outcome per (item, arm): the majority of its votes. */
+	for (size_t i = 0; i < nit;) {
+		size_t j = i;
+		int oa = -1, ob = -1;
+		uint32_t ua = 0, da = 0, ub = 0, db = 0;
+		for (; j < nit && it[j].key == it[i].key; j++) {
+			if (it[j].arm == ps->a)
+				ua += it[j].up, da += it[j].down;
+			else if (it[j].arm == ps->b)
+				ub += it[j].up, db += it[j].down;
+		}
+		if (ua != da)
+			oa = ua > da;
+		if (ub != db)
+			ob = ub > db;
+		if (oa >= 0 && ob >= 0) {
+			ps->npairs++;
+			ps->a_only += oa && !ob;
+			ps->b_only += ob && !oa;
+		}
+		i = j;
+	}
+	ps->p_mcnemar = fw_mcnemar_exact(ps->a_only, ps->b_only);
 }

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fw_base.h" /* fw_rand64() */
+
 /* z of a two-sided 95% interval: the 0.975 quantile of the standard normal. */
 #define FW_Z95 1.959963984540054
 
@@ -72,7 +74,78 @@ int fw_boot_diff(const struct fw_cluster *c, size_t nc, uint64_t seed, unsigned 
  */
 uint64_t fw_n_needed(double p1, double p2, double alpha, double power);
 
-/* splitmix64 step: advances *state and returns the next 64 random bits. */
-uint64_t fw_rand64(uint64_t *state);
+/* ---- A/B verdicts ------------------------------------------------------------ */
+
+/* Fewer users than this in a pair of arms: the bootstrap is no basis for a
+ * verdict. */
+#define FW_AB_MIN_USERS 10
+
+/* One vote: user and arm are dense indices, up 1 for a thumbs-up, 0 down. */
+struct fw_ab_vote {
+	uint32_t user, arm;
+	int up;
+};
+
+/* The votes of one paired item (the same prompt answered by several arms)
+ * in one arm. */
+struct fw_ab_item {
+	uint32_t key, arm;
+	uint32_t up, down;
+};
+
+/* An arm: thumbs-up, votes, distinct users, and the Wilson 95% interval of
+ * its rate. */
+struct fw_ab_arm {
+	uint64_t up, votes, users;
+	double lo, hi;
+};
+
+/* The comparison of arms a and b. */
+struct fw_ab_pair {
+	uint32_t a, b;
+	double pa, pb, diff, lo, hi, deff; /* rates, pb - pa and its interval; design effect */
+	int ok;          /* the bootstrap ran */
+	int verdict;     /* 1: b preferred, -1: a preferred, 0: none */
+	uint64_t need;   /* votes per arm for a verdict, 0 unknown */
+	uint64_t users;  /* users who voted in a or b */
+	int paired;      /* the items below were counted */
+	uint64_t npairs, a_only, b_only; /* items with an outcome in both; won by one arm only */
+	double p_mcnemar;
+};
+
+/* The level of each of npairs comparisons, so that the family of them keeps
+ * a 5% chance of any false verdict (Bonferroni): 0.05 / npairs (0.05 for
+ * none).  Cannot fail. */
+double fw_ab_alpha(size_t npairs);
+
+/* Bootstrap resamples enough that each tail of an interval at level alpha
+ * holds at least 10 of them, and at least 2000.  Cannot fail. */
+unsigned fw_ab_resamples(double alpha);
+
+/* Sorts votes by user then arm, and items by key then arm, as fw_ab_arms()
+ * and fw_ab_compare() need them.  Either may be NULL when its count is 0.
+ * Cannot fail. */
+void fw_ab_sort(struct fw_ab_vote *v, size_t nv, struct fw_ab_item *it, size_t nit);
+
+/* Fills as[0..narms) from the sorted votes v[0..nv) (each arm < narms):
+ * counts, users once per arm, Wilson intervals.  Cannot fail. */
+void fw_ab_arms(struct fw_ab_arm *as, size_t narms, const struct fw_ab_vote *v, size_t nv);
+
+/*
+ * The verdict between arms p->a and p->b (set by the caller; the rest of *p
+ * is filled): the cluster bootstrap of pb - pa over the users who voted in
+ * either (fw_boot_diff() at level 1 - alpha with seed and resamples), a
+ * verdict when at least FW_AB_MIN_USERS users voted and the interval leaves
+ * 0 out, the votes a verdict would need (fw_n_needed() at power 0.8 times
+ * the design effect), and when it is not NULL McNemar's exact test over the
+ * sorted items it[0..nit) (one outcome per item and arm: the majority of
+ * its votes; a tie gives none).  v[0..nv) are sorted as fw_ab_sort() does;
+ * as from fw_ab_arms().  cl has room for one cluster per user, work for
+ * resamples doubles.  Cannot fail (p->ok says whether the bootstrap ran).
+ */
+void fw_ab_compare(struct fw_ab_pair *p, const struct fw_ab_vote *v, size_t nv,
+		   const struct fw_ab_arm *as, const struct fw_ab_item *it, size_t nit,
+		   uint64_t seed, unsigned resamples, double alpha, struct fw_cluster *cl,
+		   double *work);
 
 #endif

@@ -12,22 +12,12 @@
 
 #include <git2.h>
 
+#include "fw_base.h"
 #include "fw_store.h"
-#include "fw_workspace.h"
 
 struct fw_store {
 	git_repository *repo;
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Message of libgit2's last error, lowercased first letter. */
 static const char *gerr(void)
@@ -39,7 +29,7 @@ static const char *gerr(void)
 static int parse_oid(git_oid *oid, const char *hex, char *err, size_t errlen)
 {
 	if (!hex || strlen(hex) != 40 || git_oid_fromstr(oid, hex) < 0) {
-		seterr(err, errlen, "bad object id '%s'", hex ? hex : "(null)");
+		fw_seterr(err, errlen, "bad object id '%s'", hex ? hex : "(null)");
 		return -1;
 	}
 	return 0;
@@ -50,7 +40,7 @@ struct fw_store *fw_store_open(const char *dir, int create, char *err, size_t er
 	git_libgit2_init();
 	struct fw_store *s = calloc(1, sizeof *s);
 	if (!s) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		git_libgit2_shutdown();
 		return NULL;
 	}
@@ -62,12 +52,12 @@ struct fw_store *fw_store_open(const char *dir, int create, char *err, size_t er
 		snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
 		git_repository *r = NULL;
 		if (git_repository_init(&r, tmp, 1) < 0) {
-			seterr(err, errlen, "cannot create store '%s': %s", dir, gerr());
+			fw_seterr(err, errlen, "cannot create store '%s': %s", dir, gerr());
 			goto fail;
 		}
 		git_repository_free(r);
 		if (rename(tmp, dir) < 0 && errno != EEXIST && errno != ENOTEMPTY) {
-			seterr(err, errlen, "cannot create store '%s': %s", dir, strerror(errno));
+			fw_seterr(err, errlen, "cannot create store '%s': %s", dir, strerror(errno));
 			goto fail;
 		}
 		/* Lost a race with another creator: theirs is as good. */
@@ -75,7 +65,7 @@ struct fw_store *fw_store_open(const char *dir, int create, char *err, size_t er
 			fw_rmtree(tmp);
 	}
 	if (git_repository_open_bare(&s->repo, dir) < 0) {
-		seterr(err, errlen, "cannot open store '%s': %s", dir, gerr());
+		fw_seterr(err, errlen, "cannot open store '%s': %s", dir, gerr());
 		goto fail;
 	}
 	return s;
@@ -161,20 +151,20 @@ int fw_store_import(struct fw_store *s, const char *repo_path, const char *rev,
 	int rc = -1;
 
 	if (git_repository_open_ext(&r, repo_path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
-		seterr(err, errlen, "not a git repository: %s", gerr());
+		fw_seterr(err, errlen, "not a git repository: %s", gerr());
 		goto out;
 	}
 	if (git_revparse_single(&obj, r, rev ? rev : "HEAD") < 0) {
-		seterr(err, errlen, "no revision '%s': %s", rev ? rev : "HEAD", gerr());
+		fw_seterr(err, errlen, "no revision '%s': %s", rev ? rev : "HEAD", gerr());
 		goto out;
 	}
 	if (git_object_peel((git_object **)&commit, obj, GIT_OBJECT_COMMIT) < 0 ||
 	    git_commit_tree(&tree, commit) < 0) {
-		seterr(err, errlen, "'%s' is not a commit: %s", rev ? rev : "HEAD", gerr());
+		fw_seterr(err, errlen, "'%s' is not a commit: %s", rev ? rev : "HEAD", gerr());
 		goto out;
 	}
 	if (copy_tree(r, s->repo, tree) < 0) {
-		seterr(err, errlen, "cannot copy tree into the store: %s", gerr());
+		fw_seterr(err, errlen, "cannot copy tree into the store: %s", gerr());
 		goto out;
 	}
 	git_oid_tostr(tree_hex, FW_OID_HEX, git_tree_id(tree));
@@ -188,7 +178,7 @@ int fw_store_import(struct fw_store *s, const char *repo_path, const char *rev,
 			so.show = GIT_STATUS_SHOW_INDEX_AND_WORKDIR;
 			so.flags = GIT_STATUS_OPT_INCLUDE_UNTRACKED | GIT_STATUS_OPT_EXCLUDE_SUBMODULES;
 			if (git_status_list_new(&st, r, &so) < 0) {
-				seterr(err, errlen, "cannot read status: %s", gerr());
+				fw_seterr(err, errlen, "cannot read status: %s", gerr());
 				goto out;
 			}
 			*dirty = git_status_list_entrycount(st) > 0;
@@ -211,7 +201,7 @@ static int lookup_tree(struct fw_store *s, const char *hex, git_tree **tree,
 	if (parse_oid(&id, hex, err, errlen) < 0)
 		return -1;
 	if (git_tree_lookup(tree, s->repo, &id) < 0) {
-		seterr(err, errlen, "no tree %s in the store: %s", hex, gerr());
+		fw_seterr(err, errlen, "no tree %s in the store: %s", hex, gerr());
 		return -1;
 	}
 	return 0;
@@ -265,7 +255,7 @@ int fw_store_files(struct fw_store *s, const char *tree_hex, struct fw_file **fi
 	git_tree_free(tree);
 	if (rc < 0 || c.failed) {
 		fw_files_free(c.v, c.n);
-		seterr(err, errlen, c.failed ? "out of memory" : "cannot walk tree: %s", gerr());
+		fw_seterr(err, errlen, c.failed ? "out of memory" : "cannot walk tree: %s", gerr());
 		return -1;
 	}
 	*files = c.v;
@@ -295,17 +285,17 @@ int fw_store_read(struct fw_store *s, const char *tree_hex, const char *path,
 		return -1;
 	if (git_tree_entry_bypath(&e, tree, path) < 0 ||
 	    git_tree_entry_type(e) != GIT_OBJECT_BLOB) {
-		seterr(err, errlen, "no file '%s' in tree %s", path, tree_hex);
+		fw_seterr(err, errlen, "no file '%s' in tree %s", path, tree_hex);
 		goto out;
 	}
 	if (git_blob_lookup(&blob, s->repo, git_tree_entry_id(e)) < 0) {
-		seterr(err, errlen, "cannot read '%s': %s", path, gerr());
+		fw_seterr(err, errlen, "cannot read '%s': %s", path, gerr());
 		goto out;
 	}
 	size_t n = (size_t)git_blob_rawsize(blob);
 	char *p = malloc(n + 1);
 	if (!p) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	memcpy(p, git_blob_rawcontent(blob), n);
@@ -331,7 +321,7 @@ int fw_store_edit(struct fw_store *s, const char *tree_hex, const struct fw_edit
 	/* An in-memory index is the simplest tree editor libgit2 offers:
 	 * read the tree, change entries, write the tree back. */
 	if (git_index_new(&idx) < 0 || git_index_read_tree(idx, tree) < 0) {
-		seterr(err, errlen, "cannot read tree %s: %s", tree_hex, gerr());
+		fw_seterr(err, errlen, "cannot read tree %s: %s", tree_hex, gerr());
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -339,7 +329,7 @@ int fw_store_edit(struct fw_store *s, const char *tree_hex, const struct fw_edit
 		const git_index_entry *old = git_index_get_bypath(idx, ed->path, 0);
 		if (!ed->data) {
 			if (!old || git_index_remove(idx, ed->path, 0) < 0) {
-				seterr(err, errlen, "cannot delete '%s': no such file", ed->path);
+				fw_seterr(err, errlen, "cannot delete '%s': no such file", ed->path);
 				goto out;
 			}
 			continue;
@@ -350,13 +340,13 @@ int fw_store_edit(struct fw_store *s, const char *tree_hex, const struct fw_edit
 		e.path = ed->path;
 		if (git_blob_create_from_buffer(&e.id, s->repo, ed->data, ed->len) < 0 ||
 		    git_index_add(idx, &e) < 0) {
-			seterr(err, errlen, "cannot write '%s': %s", ed->path, gerr());
+			fw_seterr(err, errlen, "cannot write '%s': %s", ed->path, gerr());
 			goto out;
 		}
 	}
 	git_oid out;
 	if (git_index_write_tree_to(&out, idx, s->repo) < 0) {
-		seterr(err, errlen, "cannot write tree: %s", gerr());
+		fw_seterr(err, errlen, "cannot write tree: %s", gerr());
 		goto out;
 	}
 	git_oid_tostr(out_hex, FW_OID_HEX, &out);
@@ -384,12 +374,12 @@ int fw_store_diff(struct fw_store *s, const char *from_hex, const char *to_hex,
 	o.context_lines = 3;
 	if (git_diff_tree_to_tree(&diff, s->repo, a, b, &o) < 0 ||
 	    git_diff_to_buf(&buf, diff, GIT_DIFF_FORMAT_PATCH) < 0) {
-		seterr(err, errlen, "cannot diff %s..%s: %s", from_hex, to_hex, gerr());
+		fw_seterr(err, errlen, "cannot diff %s..%s: %s", from_hex, to_hex, gerr());
 		goto out;
 	}
 	*patch = malloc(buf.size + 1);
 	if (!*patch) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	memcpy(*patch, buf.ptr ? buf.ptr : "", buf.size);
@@ -461,12 +451,12 @@ int fw_store_keep(struct fw_store *s, const char *name, const char *oid_hex,
 			/* the holder may have written our value as we gave up */
 			if (ref_is(s->repo, refname, &id))
 				return 0;
-			seterr(err, errlen,
+			fw_seterr(err, errlen,
 			       "cannot write %s: %s: still locked after %.1f s (a writer that "
 			       "died leaves its .lock file: remove it when none is running)",
 			       refname, msg, waited / 1e6);
 		} else {
-			seterr(err, errlen, "cannot write %s: %s", refname, msg);
+			fw_seterr(err, errlen, "cannot write %s: %s", refname, msg);
 		}
 		return -1;
 	}

@@ -12,19 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_base.h"
 #include "fw_rollout.h"
 #include "fw_teach.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 void fw_teach_hints_free(struct fw_teach_hints *hs)
 {
@@ -114,7 +104,7 @@ int fw_teach_env_hints(struct fw_mpv rec, size_t max_chars, struct fw_teach_hint
 	int last_asst = -1, idx = 0, prev_asst = -1;
 
 	if (fw_mp_type(rec) != FW_MP_MAP) {
-		seterr(err, errlen, "record is not a map");
+		fw_seterr(err, errlen, "record is not a map");
 		return -1;
 	}
 	if (!max_chars)
@@ -205,32 +195,8 @@ int fw_teach_env_hints(struct fw_mpv rec, size_t max_chars, struct fw_teach_hint
 	}
 	return (int)(hs->n - n0);
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
-}
-
-/* Reads a numeric array into a malloc'd double array.  Returns its length
- * or -1 (not an array of numbers, out of memory). */
-static long num_array(struct fw_mpv v, double **out)
-{
-	struct fw_mp_iter it;
-	struct fw_mpv x;
-	int64_t n = fw_mp_iter_init(&it, v);
-	long k = 0;
-
-	*out = NULL;
-	if (n < 0 || fw_mp_type(v) != FW_MP_ARRAY)
-		return -1;
-	*out = malloc(sizeof(double) * (size_t)(n ? n : 1));
-	if (!*out)
-		return -1;
-	while (fw_mp_iter_next(&it, &x) == 1)
-		if (fw_mp_double(x, &(*out)[k++])) {
-			free(*out);
-			*out = NULL;
-			return -1;
-		}
-	return k;
 }
 
 /* Replaces ids with the encoding of "\nHint: " and as many whole lines of
@@ -296,12 +262,12 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 
 	*adv = NULL;
 	*nadv = 0;
-	if (fw_mp_get(rec, "tokens", &v) != 1 || (ntk = num_array(v, &tk)) < 0) {
-		seterr(err, errlen, "no tokens");
+	if (fw_mp_get(rec, "tokens", &v) != 1 || (ntk = fw_mp_doubles(v, &tk)) < 0) {
+		fw_seterr(err, errlen, "no tokens");
 		goto out;
 	}
-	if (fw_mp_get(rec, "mask", &v) != 1 || (nmk = num_array(v, &mk)) != ntk) {
-		seterr(err, errlen, "no mask matching tokens");
+	if (fw_mp_get(rec, "mask", &v) != 1 || (nmk = fw_mp_doubles(v, &mk)) != ntk) {
+		fw_seterr(err, errlen, "no mask matching tokens");
 		goto out;
 	}
 	if (fw_mp_get(rec, "turns", &turns) == 1 && fw_mp_iter_init(&it, turns) >= 0)
@@ -309,7 +275,7 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 			if (is_role(turn, "assistant")) {
 				asst = idx;
 				if (fw_mp_get(turn, "logprobs", &v) == 1)
-					nlp = num_array(v, &lp);
+					nlp = fw_mp_doubles(v, &lp);
 				break;
 			}
 			idx++;
@@ -321,23 +287,23 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 				first = i;
 		}
 	if (asst < 0 || nlp < 0) {
-		seterr(err, errlen, "no log-probs");
+		fw_seterr(err, errlen, "no log-probs");
 		goto out;
 	}
 	if (nlp < npol) {
-		seterr(err, errlen, "%ld log-probs for %ld policy tokens", nlp, npol);
+		fw_seterr(err, errlen, "%ld log-probs for %ld policy tokens", nlp, npol);
 		goto out;
 	}
 	rc = -1;
 	if (!(*adv = calloc((size_t)(npol ? npol : 1), sizeof(float)))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	*nadv = npol;
 	for (size_t i = 0; i < hs->n; i++)
 		if (hs->h[i].turn == asst &&
 		    fw_buf_printf(&hint, "%s%s", hint.n ? "\n" : "", hs->h[i].text)) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			goto out;
 		}
 	if (!hint.n || first <= 0) {
@@ -347,7 +313,7 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 	if (fw_buf_puts(&hint, "\n") ||
 	    fw_tok_encode(t, "\nHint: ", 7, 0, 0, &hid) ||
 	    fw_tok_encode(t, hint.p, hint.n, 0, 0, &hid)) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	long N = ntk + (long)hid.n, C = ntk - first;
@@ -359,7 +325,7 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 	if (max_pos && N > max_pos) {
 		if (C >= max_pos) {
 			rc = 1;
-			seterr(err, errlen, "%ld-token completion, more than the model's %d",
+			fw_seterr(err, errlen, "%ld-token completion, more than the model's %d",
 			       C, max_pos);
 			goto out;
 		}
@@ -370,7 +336,7 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 		if (p + h > room)
 			p = room > h ? room - h : 0;
 		if (h > room && fit_hint(t, &hint, room, &hid)) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			goto out;
 		}
 		h = (long)hid.n;
@@ -382,7 +348,7 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 	seq = malloc(sizeof(int32_t) * (size_t)(N ? N : 1));
 	logp = malloc(sizeof(float) * (size_t)(N ? N : 1));
 	if (!seq || !logp) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	long j = 0;
@@ -400,7 +366,7 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 
 	if (N < 2) {
 		rc = 1;
-		seterr(err, errlen, "nothing to score");
+		fw_seterr(err, errlen, "nothing to score");
 		goto out;
 	}
 	if (fw_teacher_score_from(T, seq, N, P, logp, err, errlen))
@@ -456,7 +422,7 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 	*adv = NULL;
 	*nadv = 0;
 	if (fw_mp_get(rec, "turns", &turns) != 1 || (nturns = fw_mp_iter_init(&it, turns)) < 0) {
-		seterr(err, errlen, "no turns");
+		fw_seterr(err, errlen, "no turns");
 		return 1;
 	}
 	if (!(cnt = calloc((size_t)nturns + 1, sizeof *cnt)))
@@ -470,9 +436,9 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 		if (!is_role(v, "assistant"))
 			continue;
 		if (fw_mp_get(v, "tokens", &x) != 1 || (ntk = (long)fw_mp_iter_init(&ti, x)) < 0 ||
-		    fw_mp_get(v, "logprobs", &x) != 1 || (nl = num_array(x, &l)) != ntk) {
+		    fw_mp_get(v, "logprobs", &x) != 1 || (nl = fw_mp_doubles(x, &l)) != ntk) {
 			free(l);
-			seterr(err, errlen, "no log-probs");
+			fw_seterr(err, errlen, "no log-probs");
 			goto out;
 		}
 		double *nlp = realloc(lp, sizeof(double) * (size_t)(npol + nl + 1));
@@ -488,7 +454,7 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 		cnt[nasst++] = ntk;
 	}
 	if (!nasst) {
-		seterr(err, errlen, "no assistant turns");
+		fw_seterr(err, errlen, "no assistant turns");
 		goto out;
 	}
 	rc = -1;
@@ -552,7 +518,7 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 	}
 	if ((tmpl = fw_chat_detect(t)) < 0) {
 		rc = 1;
-		seterr(err, errlen, "the tokenizer has no chat template tokens");
+		fw_seterr(err, errlen, "the tokenizer has no chat template tokens");
 		goto out;
 	}
 	struct fw_mpv ntv = { nt.p, nt.n };
@@ -564,13 +530,13 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 
 	if (max_pos && N > max_pos) {
 		rc = 1;
-		seterr(err, errlen, "%ld tokens with the hints, more than the model's %d", N, max_pos);
+		fw_seterr(err, errlen, "%ld tokens with the hints, more than the model's %d", N, max_pos);
 		goto out;
 	}
 	if (N < 2 || !(logp = malloc(sizeof(float) * (size_t)N))) {
 		if (N < 2) {
 			rc = 1;
-			seterr(err, errlen, "nothing to score");
+			fw_seterr(err, errlen, "nothing to score");
 			goto out;
 		}
 		goto oom;
@@ -632,14 +598,14 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 	}
 	if (run + 1 != nasst) {
 		rc = 1;
-		seterr(err, errlen, "the rendered turns do not match the assistant turns");
+		fw_seterr(err, errlen, "the rendered turns do not match the assistant turns");
 		goto out;
 	}
 	rc = 0;
 	goto out;
 oom:
 	rc = -1;
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 out:
 	if (rc) {
 		free(*adv);
@@ -789,7 +755,7 @@ struct fw_teach_rules *fw_teach_rules_parse(const char *text, size_t len, const 
 			if (strlen(kinds[k]) == kl && !memcmp(s, kinds[k], kl))
 				break;
 		if (k == 6) {
-			seterr(err, errlen, "%s:%d: unknown rule kind '%.*s'", name, line, (int)kl, s);
+			fw_seterr(err, errlen, "%s:%d: unknown rule kind '%.*s'", name, line, (int)kl, s);
 			goto fail;
 		}
 		s += kl;
@@ -802,7 +768,7 @@ struct fw_teach_rules *fw_teach_rules_parse(const char *text, size_t len, const 
 				break;
 			}
 		if (!sep) {
-			seterr(err, errlen, "%s:%d: want 'KIND ARG: HINT'", name, line);
+			fw_seterr(err, errlen, "%s:%d: want 'KIND ARG: HINT'", name, line);
 			goto fail;
 		}
 		const char *arg = s, *ht = sep + 2;
@@ -811,7 +777,7 @@ struct fw_teach_rules *fw_teach_rules_parse(const char *text, size_t len, const 
 		while (hl && (ht[hl - 1] == '\r' || ht[hl - 1] == ' '))
 			hl--;
 		if (!al || !hl) {
-			seterr(err, errlen, "%s:%d: %s", name, line, !al ? "missing argument" : "empty hint");
+			fw_seterr(err, errlen, "%s:%d: %s", name, line, !al ? "missing argument" : "empty hint");
 			goto fail;
 		}
 		ru.kind = (enum rule_kind)k;
@@ -824,7 +790,7 @@ struct fw_teach_rules *fw_teach_rules_parse(const char *text, size_t len, const 
 				PCRE2_UCHAR msg[120];
 
 				pcre2_get_error_message(ec, msg, sizeof msg);
-				seterr(err, errlen, "%s:%d: regex at %zu: %s", name, line, (size_t)eo,
+				fw_seterr(err, errlen, "%s:%d: regex at %zu: %s", name, line, (size_t)eo,
 				       (char *)msg);
 				goto fail;
 			}
@@ -838,7 +804,7 @@ struct fw_teach_rules *fw_teach_rules_parse(const char *text, size_t len, const 
 				goto oom;
 			ru.n = strtol(a, &ep, 10);
 			if (*ep || ru.n < 1) {
-				seterr(err, errlen, "%s:%d: want a positive count, not '%s'", name, line, a);
+				fw_seterr(err, errlen, "%s:%d: want a positive count, not '%s'", name, line, a);
 				free(a);
 				goto fail;
 			}
@@ -867,39 +833,23 @@ fail:
 	}
 	return R;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	fw_teach_rules_free(R);
 	return NULL;
 }
 
 struct fw_teach_rules *fw_teach_rules_load(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	struct fw_buf b = { 0 };
-	char chunk[4096];
-	size_t n;
 	struct fw_teach_rules *r;
+	size_t n;
+	char *s = fw_read_file(path, 0, &n);
 
-	if (!f) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+	if (!s) {
+		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-		if (fw_buf_append(&b, chunk, n)) {
-			fclose(f);
-			fw_buf_free(&b);
-			seterr(err, errlen, "out of memory");
-			return NULL;
-		}
-	if (ferror(f)) {
-		seterr(err, errlen, "%s: read error", path);
-		fclose(f);
-		fw_buf_free(&b);
-		return NULL;
-	}
-	fclose(f);
-	r = fw_teach_rules_parse(b.p ? (const char *)b.p : "", b.n, path, err, errlen);
-	fw_buf_free(&b);
+	r = fw_teach_rules_parse(s, n, path, err, errlen);
+	free(s);
 	return r;
 }
 
@@ -1036,7 +986,7 @@ int fw_teach_rule_hints(const struct fw_teach_rules *R, struct fw_mpv rec,
 	}
 	return (int)(hs->n - n0);
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
 }
 
@@ -1109,7 +1059,7 @@ int fw_teach_demo_hint(struct fw_mpv rec, struct fw_mpv demo, size_t max_chars,
 	char *t = malloc(sizeof head + n);
 
 	if (!t) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	memcpy(t, head, sizeof head - 1);
@@ -1118,7 +1068,7 @@ int fw_teach_demo_hint(struct fw_mpv rec, struct fw_mpv demo, size_t max_chars,
 
 	free(t);
 	if (rc) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	return 1;

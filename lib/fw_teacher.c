@@ -12,23 +12,10 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "fw_base.h"
 #include "fw_policy.h"
 #include "fw_rollout.h"
 #include "fw_teach.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 struct fw_teacher {
 	struct fw_builtin *b;   /* builtin, or NULL */
@@ -46,7 +33,7 @@ struct fw_teacher *fw_teacher_open(const char *spec, double timeout_s, int retri
 	struct fw_teacher *T = calloc(1, sizeof *T);
 
 	if (!T) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	if (!strncmp(spec, "builtin:", 8) && spec[8]) {
@@ -57,7 +44,7 @@ struct fw_teacher *fw_teacher_open(const char *spec, double timeout_s, int retri
 		return T;
 	}
 	if (strncmp(spec, "http:", 5) || !spec[5]) {
-		seterr(err, errlen, "want builtin:DIR or http:URL, not '%s'", spec);
+		fw_seterr(err, errlen, "want builtin:DIR or http:URL, not '%s'", spec);
 		free(T);
 		return NULL;
 	}
@@ -73,7 +60,7 @@ struct fw_teacher *fw_teacher_open(const char *spec, double timeout_s, int retri
 	    asprintf(&T->url, "%s/completions", b) < 0) {
 		T->url = NULL;
 		free(b);
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		fw_teacher_free(T);
 		return NULL;
 	}
@@ -81,7 +68,7 @@ struct fw_teacher *fw_teacher_open(const char *spec, double timeout_s, int retri
 	if (!(T->c = curl_easy_init()) ||
 	    !(T->h = fw_http_new(b, T->model, NULL, timeout_s, retries, err, errlen))) {
 		if (!T->c)
-			seterr(err, errlen, "cannot start libcurl");
+			fw_seterr(err, errlen, "cannot start libcurl");
 		free(b);
 		fw_teacher_free(T);
 		return NULL;
@@ -136,7 +123,7 @@ struct fw_kvscore *fw_kvscore_new(struct fw_model *m, char *err, size_t errlen)
 	struct fw_kvscore *s = calloc(1, sizeof *s);
 
 	if (!s) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	s->m = m;
@@ -174,7 +161,7 @@ int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, flo
 	long keep = 0;
 
 	if (N < 2 || N > max_pos || P < 0 || P >= N) {
-		seterr(err, errlen, "cannot score %ld tokens from %ld (the model takes %d)", N, P,
+		fw_seterr(err, errlen, "cannot score %ld tokens from %ld (the model takes %d)", N, P,
 		       max_pos);
 		return -1;
 	}
@@ -202,7 +189,7 @@ int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, flo
 	if (!(keep == P && s->npre == P))
 		keep = keep / ROWS * ROWS;
 	if (grow_ids(&s->pre, &s->cap, P) || grow_ids(&s->tgt, &s->tcap, N - P)) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	s->npre = 0;
@@ -272,9 +259,9 @@ static int post(struct fw_teacher *T, const char *body, struct fw_buf *resp, lon
 		}
 		if (attempt >= T->retries) {
 			if (cc != CURLE_OK)
-				seterr(err, errlen, "%s: %s", T->url, curl_easy_strerror(cc));
+				fw_seterr(err, errlen, "%s: %s", T->url, curl_easy_strerror(cc));
 			else
-				seterr(err, errlen, "%s: HTTP %ld: %.*s", T->url, *status,
+				fw_seterr(err, errlen, "%s: HTTP %ld: %.*s", T->url, *status,
 				       (int)(resp->n < 200 ? resp->n : 200),
 				       resp->p ? (const char *)resp->p : "");
 			break;
@@ -294,14 +281,14 @@ int fw_teacher_parse_scores(const char *body, size_t len, const int32_t *seq, lo
 	int rc = -1;
 
 	if (!doc) {
-		seterr(err, errlen, "the answer is not JSON: %s", je.text);
+		fw_seterr(err, errlen, "the answer is not JSON: %s", je.text);
 		return -1;
 	}
 	ch = json_array_get(json_object_get(doc, "choices"), 0);
 	if ((lps = json_object_get(ch, "prompt_logprobs")) && json_is_array(lps)) {
 		/* vLLM: one {id: {logprob, rank, decoded_token}} per prompt token */
 		if ((long)json_array_size(lps) != N) {
-			seterr(err, errlen, "the answer scores %zu tokens, not %ld",
+			fw_seterr(err, errlen, "the answer scores %zu tokens, not %ld",
 			       json_array_size(lps), N);
 			goto out;
 		}
@@ -313,7 +300,7 @@ int fw_teacher_parse_scores(const char *body, size_t len, const int32_t *seq, lo
 			e = json_object_get(json_object_get(json_array_get(lps, (size_t)i), key),
 					    "logprob");
 			if (!json_is_number(e)) {
-				seterr(err, errlen, "prompt_logprobs[%ld] has no log-prob of id %d", i,
+				fw_seterr(err, errlen, "prompt_logprobs[%ld] has no log-prob of id %d", i,
 				       (int)seq[i]);
 				goto out;
 			}
@@ -322,12 +309,12 @@ int fw_teacher_parse_scores(const char *body, size_t len, const int32_t *seq, lo
 	} else {
 		lps = json_object_get(json_object_get(ch, "logprobs"), "token_logprobs");
 		if (!json_is_array(lps)) {
-			seterr(err, errlen, "the answer has no prompt log-probs: %.*s",
+			fw_seterr(err, errlen, "the answer has no prompt log-probs: %.*s",
 			       (int)(len < 120 ? len : 120), body);
 			goto out;
 		}
 		if ((long)json_array_size(lps) != N) {
-			seterr(err, errlen, "the answer scores %zu tokens, not %ld",
+			fw_seterr(err, errlen, "the answer scores %zu tokens, not %ld",
 			       json_array_size(lps), N);
 			goto out;
 		}
@@ -343,7 +330,7 @@ int fw_teacher_parse_scores(const char *body, size_t len, const int32_t *seq, lo
 			json_t *e = json_array_get(lps, (size_t)i);
 
 			if (!json_is_number(e)) {
-				seterr(err, errlen, "token_logprobs[%ld] is not a number", i);
+				fw_seterr(err, errlen, "token_logprobs[%ld] is not a number", i);
 				goto out;
 			}
 			logp[i - 1] = (float)json_number_value(e);
@@ -353,7 +340,7 @@ int fw_teacher_parse_scores(const char *body, size_t len, const int32_t *seq, lo
 	rc = 0;
 	goto out;
 mismatch:
-	seterr(err, errlen, "the answer scores other ids than those sent");
+	fw_seterr(err, errlen, "the answer scores other ids than those sent");
 out:
 	json_decref(doc);
 	return rc;
@@ -396,7 +383,7 @@ static int score_http(struct fw_teacher *T, const int32_t *seq, long N, float *l
 		const char *m = json_string_value(json_object_get(json_object_get(doc, "error"),
 								  "message"));
 
-		seterr(err, errlen, "%s: HTTP %ld: %.200s", T->url, status,
+		fw_seterr(err, errlen, "%s: HTTP %ld: %.200s", T->url, status,
 		       m ? m : resp.p ? (const char *)resp.p : "");
 		json_decref(doc);
 		goto out;
@@ -406,13 +393,13 @@ static int score_http(struct fw_teacher *T, const int32_t *seq, long N, float *l
 		char why[400];
 
 		snprintf(why, sizeof why, "%s", err);
-		seterr(err, errlen, "%s: %s", T->url, why);
+		fw_seterr(err, errlen, "%s: %s", T->url, why);
 		goto out;
 	}
 	rc = 0;
 	goto out;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 out:
 	json_decref(p);
 	json_decref(rq);
@@ -425,11 +412,11 @@ int fw_teacher_score_from(struct fw_teacher *T, const int32_t *seq, long N, long
 			  float *logp, char *err, size_t errlen)
 {
 	if (N < 2) {
-		seterr(err, errlen, "nothing to score");
+		fw_seterr(err, errlen, "nothing to score");
 		return -1;
 	}
 	if (P < 0 || P >= N) {
-		seterr(err, errlen, "a prefix of %ld tokens in %ld", P, N);
+		fw_seterr(err, errlen, "a prefix of %ld tokens in %ld", P, N);
 		return -1;
 	}
 	if (T->b)
@@ -497,14 +484,14 @@ int fw_teacher_hint(struct fw_teacher *T, const char *prompt, size_t len, uint64
 			n--;
 	}
 	if (n == b) {
-		seterr(err, errlen, "the teacher wrote an empty hint");
+		fw_seterr(err, errlen, "the teacher wrote an empty hint");
 		fw_completion_clear(&c);
 		return -1;
 	}
 	*hint = fw_utf8_fix(c.text + b, n - b, &fl);
 	fw_completion_clear(&c);
 	if (!*hint) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	return 0;
@@ -669,7 +656,7 @@ int fw_teach_hint_prompt(struct fw_mpv rec, int turn, size_t budget, struct fw_b
 
 	if (fw_mp_get(rec, "turns", &turns) != 1 || (cnt = fw_mp_iter_init(&it, turns)) < 0 ||
 	    turn < 0 || turn >= cnt) {
-		seterr(err, errlen, "no turn %d", turn);
+		fw_seterr(err, errlen, "no turn %d", turn);
 		return -1;
 	}
 	if (!(tv = malloc(sizeof *tv * (size_t)cnt)))
@@ -704,7 +691,7 @@ int fw_teach_hint_prompt(struct fw_mpv rec, int turn, size_t budget, struct fw_b
 		       strlen("\n\nEarlier turns:\n") + head.n + rhead.n + (size_t)tl + NOTE;
 
 	if (budget < 256 || fixed + 64 > budget) {
-		seterr(err, errlen, "a prompt of %zu bytes is too small", budget);
+		fw_seterr(err, errlen, "a prompt of %zu bytes is too small", budget);
 		goto out;
 	}
 	/* each part within its share of the room; the transcript takes what
@@ -770,7 +757,7 @@ int fw_teach_hint_prompt(struct fw_mpv rec, int turn, size_t budget, struct fw_b
 	rc = 0;
 	goto out;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 out:
 	free(tv);
 	fw_buf_free(&oc);
@@ -807,13 +794,13 @@ int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
 
 		ids.n = 0;
 		if (fw_tok_encode(T->b->t, p.p, p.n, 0, 0, &ids)) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			goto out;
 		}
 		if ((long)ids.n <= room)
 			break;
 		if (tries == 4 || room < 64) {
-			seterr(err, errlen, "the prompt does not fit the teacher's %d positions",
+			fw_seterr(err, errlen, "the prompt does not fit the teacher's %d positions",
 			       T->b->m->cfg.max_pos);
 			goto out;
 		}
@@ -824,7 +811,7 @@ int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
 	char *fixed = fw_utf8_fix((const char *)p.p, p.n, &fl);
 
 	if (!fixed) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	get_str(rec, "id", &id, &idn);
@@ -839,7 +826,7 @@ int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
 		struct fw_teach_hint *nh = realloc(hs->h, nc * sizeof *nh);
 
 		if (!nh) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			goto out;
 		}
 		hs->h = nh;

@@ -13,7 +13,9 @@
  * rank with a heap, lowest rank first and leftmost among equals, as the
  * Hugging Face tokenizers library does, and the result is cached.
  */
+#include "fw_base.h"
 #include "fw_tok.h"
+#include "fw_tok_nfc.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <errno.h>
@@ -33,19 +35,6 @@
 #define CACHE_MAX_PIECE 256
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static uint32_t hash_bytes(const void *p, size_t n)
 {
@@ -421,7 +410,7 @@ struct loader {
 	do {                                                              \
 		char m_[512];                                             \
 		snprintf(m_, sizeof m_, __VA_ARGS__);                     \
-		seterr((L)->err, (L)->errlen, "%s: %s", (L)->name, m_);   \
+		fw_seterr((L)->err, (L)->errlen, "%s: %s", (L)->name, m_);   \
 		return -1;                                                \
 	} while (0)
 
@@ -775,31 +764,31 @@ struct fw_tok *fw_tok_load_mem(const char *json, size_t len, const char *name, c
 
 	pthread_once(&alphabet_once, alphabet_init);
 	if (!t) {
-		seterr(err, errlen, "%s: out of memory", L.name);
+		fw_seterr(err, errlen, "%s: out of memory", L.name);
 		return NULL;
 	}
 	pthread_mutex_init(&t->lock, NULL);
 	t->bos = t->eos = -1;
 	t->json = malloc(len ? len : 1);
 	if (!t->json) {
-		seterr(err, errlen, "%s: out of memory", L.name);
+		fw_seterr(err, errlen, "%s: out of memory", L.name);
 		goto fail;
 	}
 	memcpy(t->json, json, len);
 	t->json_len = len;
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
-		seterr(err, errlen, "%s: line %d column %d: %s", L.name, je.line, je.column,
+		fw_seterr(err, errlen, "%s: line %d column %d: %s", L.name, je.line, je.column,
 		       je.text);
 		goto fail;
 	}
 	if (!json_is_object(root)) {
-		seterr(err, errlen, "%s: not a JSON object", L.name);
+		fw_seterr(err, errlen, "%s: not a JSON object", L.name);
 		goto fail;
 	}
 	json_t *model = json_object_get(root, "model");
 	if (!json_is_object(model)) {
-		seterr(err, errlen, "%s: no model object", L.name);
+		fw_seterr(err, errlen, "%s: no model object", L.name);
 		goto fail;
 	}
 	if (load_model(&L, model, json_object_get(root, "added_tokens")) < 0 ||
@@ -815,39 +804,13 @@ fail:
 
 struct fw_tok *fw_tok_load(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
+	size_t n;
+	char *buf = fw_read_file(path, 0, &n);
 
-	if (!f) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+	if (!buf) {
+		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1 << 20;
-			char *nb = realloc(buf, cap);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				seterr(err, errlen, "%s: out of memory", path);
-				return NULL;
-			}
-			buf = nb;
-		}
-		size_t r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0)
-			break;
-	}
-	if (ferror(f)) {
-		int e = errno;
-		free(buf);
-		fclose(f);
-		seterr(err, errlen, "%s: %s", path, strerror(e));
-		return NULL;
-	}
-	fclose(f);
 	struct fw_tok *t = fw_tok_load_mem(buf, n, path, err, errlen);
 	free(buf);
 	return t;
@@ -918,7 +881,7 @@ int fw_tok_save(const struct fw_tok *t, const char *path, char *err, size_t errl
 	char *tmp = malloc(n + 8);
 
 	if (!tmp) {
-		seterr(err, errlen, "%s: out of memory", path);
+		fw_seterr(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
 	memcpy(tmp, path, n);
@@ -955,7 +918,7 @@ fail_unlink:
 	errno = e;
 fail:
 	e = errno;
-	seterr(err, errlen, "%s: %s", path, strerror(e));
+	fw_seterr(err, errlen, "%s: %s", path, strerror(e));
 	free(tmp);
 	errno = e;
 	return -1;
@@ -1004,7 +967,7 @@ char *fw_tok_decode(const struct fw_tok *t, const int32_t *ids, size_t n, unsign
 
 	for (size_t i = 0; i < n; i++) {
 		if (ids[i] < 0 || ids[i] >= t->nvocab || !t->info[ids[i]].present) {
-			seterr(err, errlen, "token %zu: no token has id %ld", i, (long)ids[i]);
+			fw_seterr(err, errlen, "token %zu: no token has id %ld", i, (long)ids[i]);
 			return NULL;
 		}
 		if (!(flags & FW_TOK_SKIP_SPECIAL) || !t->info[ids[i]].special)
@@ -1012,7 +975,7 @@ char *fw_tok_decode(const struct fw_tok *t, const int32_t *ids, size_t n, unsign
 	}
 	char *out = malloc(total + 1);
 	if (!out) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	size_t o = 0;

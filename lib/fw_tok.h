@@ -166,18 +166,6 @@ const char *fw_tok_piece(const struct fw_tok *t, int32_t id, size_t *len);
 char *fw_tok_decode(const struct fw_tok *t, const int32_t *ids, size_t n, unsigned flags,
 		    size_t *outlen, char *err, size_t errlen);
 
-/*
- * fw_tok_nfc: the Unicode NFC form (Unicode 14.0) of n bytes of text, in a
- * NUL-terminated buffer the caller frees with free(); *outlen gets its
- * length.  Bytes that are not valid UTF-8 are kept and compose with
- * nothing.  Returns NULL when out of memory.
- */
-char *fw_tok_nfc(const void *text, size_t n, size_t *outlen);
-
-/* fw_tok_nfc_needed: 0 when fw_tok_nfc() would return text unchanged for
- * certain (no code point of U+0300 or above), else 1.  Cannot fail. */
-int fw_tok_nfc_needed(const void *text, size_t n);
-
 /* ---- chat templates ---------------------------------------------------- */
 
 enum fw_chat_template {

@@ -6,6 +6,7 @@
  * special tokens) and special tokens, each with the mask value that says
  * whether the policy produced it.
  */
+#include "fw_base.h"
 #include "fw_tok.h"
 
 #include <jansson.h>
@@ -29,10 +30,8 @@ static void seterr(struct render *R, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!R->err || !R->errlen)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(R->err, R->errlen, fmt, ap);
+	fw_vseterr(R->err, R->errlen, fmt, ap);
 	va_end(ap);
 }
 

@@ -7,11 +7,13 @@
  * that are not valid UTF-8 are kept as they are and act as starters that
  * compose with nothing.
  */
-#include "fw_tok.h"
+#include "fw_tok_nfc.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_base.h"
 #include "fw_tok_nfc_tables.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -116,26 +118,7 @@ static size_t put_utf8(char *o, uint32_t cp)
 		o[0] = (char)(cp & 0xff);
 		return 1;
 	}
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xc0 | cp >> 6);
-		o[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xe0 | cp >> 12);
-		o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-		o[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	o[0] = (char)(0xf0 | cp >> 18);
-	o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-	o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-	o[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
+	return fw_utf8_put((uint8_t *)o, cp);
 }
 
 int fw_tok_nfc_needed(const void *text, size_t n)

@@ -20,20 +20,10 @@
 
 #include <jansson.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_tok.h"
 #include "fw_train.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- batches ------------------------------------------------------------------ */
 
@@ -125,31 +115,6 @@ int fw_batch_add(struct fw_batch *b, const int32_t *tok, const uint8_t *mask,
 	return 0;
 }
 
-/* Reads an array of numbers into a new array of doubles (*out, caller
- * frees).  Returns the count, or -1 when v is not an array of numbers. */
-static long num_array(struct fw_mpv v, double **out)
-{
-	struct fw_mp_iter it;
-	struct fw_mpv e;
-	int64_t n = fw_mp_iter_init(&it, v);
-	long k = 0;
-
-	*out = NULL;
-	if (n < 0 || fw_mp_type(v) != FW_MP_ARRAY)
-		return -1;
-	if (!(*out = malloc(sizeof(double) * (n ? n : 1))))
-		return -1;
-	while (fw_mp_iter_next(&it, &e) > 0) {
-		if (fw_mp_double(e, &(*out)[k])) {
-			free(*out);
-			*out = NULL;
-			return -1;
-		}
-		k++;
-	}
-	return k;
-}
-
 /* 1 when every value is finite and fits a float. */
 static int all_finite(const double *x, long n)
 {
@@ -194,7 +159,7 @@ static int turn_logprobs(struct fw_mpv turns, int **cnt, double **lp, long *nlp,
 	*cnt = NULL;
 	*lp = NULL;
 	if (n < 0 || fw_mp_type(turns) != FW_MP_ARRAY) {
-		seterr(err, errlen, "'turns' is not an array");
+		fw_seterr(err, errlen, "'turns' is not an array");
 		return -1;
 	}
 	*cnt = calloc(n > 0 ? n : 1, sizeof(int));
@@ -212,18 +177,18 @@ static int turn_logprobs(struct fw_mpv turns, int **cnt, double **lp, long *nlp,
 		if (fw_mp_get(t, "tokens", &v) == 1 && fw_mp_type(v) == FW_MP_ARRAY)
 			nt = (long)fw_mp_iter_init(&ti, v);
 		if (fw_mp_get(t, "logprobs", &v) == 1 && fw_mp_type(v) != FW_MP_NIL) {
-			if ((na = num_array(v, &a)) < 0) {
-				seterr(err, errlen, "turn %d: 'logprobs' is not an array of numbers", i - 1);
+			if ((na = fw_mp_doubles(v, &a)) < 0) {
+				fw_seterr(err, errlen, "turn %d: 'logprobs' is not an array of numbers", i - 1);
 				return -1;
 			}
 			if (na != nt || !all_finite(a, na)) {
 				free(a);
 				if (na == nt) {
-					seterr(err, errlen, "turn %d: 'logprobs' holds a value that is not finite",
+					fw_seterr(err, errlen, "turn %d: 'logprobs' holds a value that is not finite",
 					       i - 1);
 					return -1;
 				}
-				seterr(err, errlen, "turn %d: %ld 'logprobs' for %ld 'tokens'",
+				fw_seterr(err, errlen, "turn %d: %ld 'logprobs' for %ld 'tokens'",
 				       i - 1, na, nt);
 				return -1;
 			}
@@ -246,7 +211,7 @@ static int turn_logprobs(struct fw_mpv turns, int **cnt, double **lp, long *nlp,
 	*nlp = total;
 	return k;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 	return -1;
 }
 
@@ -268,7 +233,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 
 	if (fw_mp_get(rec, "grade", &g) == 1 && fw_mp_get(g, "reward", &v) == 1 &&
 	    fw_mp_double(v, &reward)) {
-		seterr(err, errlen, "'grade.reward' is not a number");
+		fw_seterr(err, errlen, "'grade.reward' is not a number");
 		return -1;
 	}
 	/* Rewards beyond any scale (or NaN, inf) would overflow the group
@@ -276,21 +241,21 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 	if (!(fabs(reward) <= 1e30))
 		reward = NAN;
 	if (fw_mp_get(rec, "teach", &g) == 1 && fw_mp_get(g, "adv", &v) == 1) {
-		if ((nadv = num_array(v, &adv)) < 0) {
-			seterr(err, errlen, "'teach.adv' is not an array of numbers");
+		if ((nadv = fw_mp_doubles(v, &adv)) < 0) {
+			fw_seterr(err, errlen, "'teach.adv' is not an array of numbers");
 			return -1;
 		}
 		if (!all_finite(adv, nadv)) {
-			seterr(err, errlen, "'teach.adv' holds a value that is not finite");
+			fw_seterr(err, errlen, "'teach.adv' holds a value that is not finite");
 			goto out;
 		}
 	}
 	if (fw_mp_get(rec, "tokens", &v) == 1) {
 		double *x = NULL, *m = NULL;
-		long nx = num_array(v, &x), nm;
+		long nx = fw_mp_doubles(v, &x), nm;
 
 		if (nx < 0) {
-			seterr(err, errlen, "'tokens' is not an array of ids");
+			fw_seterr(err, errlen, "'tokens' is not an array of ids");
 			goto out;
 		}
 		n = (int)(nx < INT_MAX ? nx : INT_MAX);
@@ -302,7 +267,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		}
 		for (int i = 0; i < n; i++) {
 			if (x[i] != floor(x[i]) || x[i] < 0 || x[i] >= vocab) {
-				seterr(err, errlen, "'tokens' holds an id outside the vocabulary");
+				fw_seterr(err, errlen, "'tokens' holds an id outside the vocabulary");
 				free(x);
 				goto out;
 			}
@@ -311,9 +276,9 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		}
 		free(x);
 		if (fw_mp_get(rec, "mask", &v) == 1) {
-			if ((nm = num_array(v, &m)) != n) {
+			if ((nm = fw_mp_doubles(v, &m)) != n) {
 				free(m);
-				seterr(err, errlen, "'mask' does not have one value per token");
+				fw_seterr(err, errlen, "'mask' does not have one value per token");
 				goto out;
 			}
 			for (int i = 0; i < n; i++)
@@ -321,13 +286,13 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 			free(m);
 		}
 		if (fw_mp_get(rec, "logprobs", &v) == 1) {
-			if ((nlp = num_array(v, &lp)) != n && nlp != n - 1) {
-				seterr(err, errlen, "'logprobs' needs one value per token (or per token after the first)");
+			if ((nlp = fw_mp_doubles(v, &lp)) != n && nlp != n - 1) {
+				fw_seterr(err, errlen, "'logprobs' needs one value per token (or per token after the first)");
 				goto out;
 			}
 			lp_shift = nlp == n - 1;
 			if (!all_finite(lp, nlp)) {
-				seterr(err, errlen, "'logprobs' holds a value that is not finite");
+				fw_seterr(err, errlen, "'logprobs' holds a value that is not finite");
 				goto out;
 			}
 		}
@@ -335,11 +300,11 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		int tmpl;
 
 		if (!tok) {
-			seterr(err, errlen, "'turns' needs the checkpoint's tokenizer.json");
+			fw_seterr(err, errlen, "'turns' needs the checkpoint's tokenizer.json");
 			goto out;
 		}
 		if ((tmpl = fw_chat_detect(tok)) < 0) {
-			seterr(err, errlen, "the tokenizer has no chat template tokens");
+			fw_seterr(err, errlen, "the tokenizer has no chat template tokens");
 			goto out;
 		}
 		if ((nturns = turn_logprobs(v, &cnt, &lp, &nlp, err, errlen)) < 0)
@@ -364,12 +329,12 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		int32_t bos, eos;
 
 		if (!tok) {
-			seterr(err, errlen, "'completion' needs the checkpoint's tokenizer.json");
+			fw_seterr(err, errlen, "'completion' needs the checkpoint's tokenizer.json");
 			goto out;
 		}
 		if (fw_mp_str(v, &cs, &cn) ||
 		    (fw_mp_get(rec, "prompt", &pv) == 1 && fw_mp_str(pv, &ps, &pn))) {
-			seterr(err, errlen, "'prompt' and 'completion' must be strings");
+			fw_seterr(err, errlen, "'prompt' and 'completion' must be strings");
 			goto out;
 		}
 		bos = fw_tok_bos(tok);
@@ -387,17 +352,17 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		if (n > 0)
 			mk[0] = 0;
 	} else {
-		seterr(err, errlen, "record has neither 'tokens', 'turns' nor 'completion'");
+		fw_seterr(err, errlen, "record has neither 'tokens', 'turns' nor 'completion'");
 		rc = 1;
 		goto out;
 	}
 	if (n > max_len && !truncate) {
-		seterr(err, errlen, "%d tokens exceed max_position_embeddings %d", n, max_len);
+		fw_seterr(err, errlen, "%d tokens exceed max_position_embeddings %d", n, max_len);
 		goto out;
 	}
 	for (int i = 0; i < n; i++)
 		if (tk[i] < 0 || tk[i] >= vocab) {
-			seterr(err, errlen, "token %d (id %d) is outside the vocabulary", i, (int)tk[i]);
+			fw_seterr(err, errlen, "token %d (id %d) is outside the vocabulary", i, (int)tk[i]);
 			goto out;
 		}
 	if (!(s = add_seq(b, n, group_key(rec), reward)))
@@ -450,7 +415,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 		} else {
 			b->nseq--;
 			b->ntok -= n;
-			seterr(err, errlen, "'teach.adv' has %ld values for %d trained tokens",
+			fw_seterr(err, errlen, "'teach.adv' has %ld values for %d trained tokens",
 			       nadv, s->ntrain);
 			goto out;
 		}
@@ -466,7 +431,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 	if (s->ntrain == 0) {
 		b->nseq--;
 		b->ntok = s->off;
-		seterr(err, errlen, n > max_len ? "record has no trained token in its first %d" :
+		fw_seterr(err, errlen, n > max_len ? "record has no trained token in its first %d" :
 			 "record has no trained token", max_len);
 		rc = 1;
 		goto out;
@@ -474,7 +439,7 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 	rc = 0;
 	goto out;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 out:
 	if (ids.ids) {
 		fw_tok_ids_release(&ids);
@@ -635,7 +600,7 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 	int rc = -1;
 
 	if (c->kl_coef > 0 && !ref) {
-		seterr(err, errlen, "the KL term needs a reference model");
+		fw_seterr(err, errlen, "the KL term needs a reference model");
 		return -1;
 	}
 	memset(st, 0, sizeof(*st));
@@ -659,7 +624,7 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 		nrm[S_NTOK] += s->ntrain;
 	}
 	if (c->allreduce && c->allreduce(nrm, S_COUNT_NORM, c->ctx)) {
-		seterr(err, errlen, "all-reduce failed");
+		fw_seterr(err, errlen, "all-reduce failed");
 		return -1;
 	}
 	tok = malloc(sizeof(int32_t) * cap);
@@ -668,7 +633,7 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 	lp = malloc(sizeof(float) * cap);
 	rlp = malloc(sizeof(float) * cap);
 	if (!tok || !tgt || !wt || !lp || !rlp || fw_model_grads(m)) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	fw_model_zero_grad(m);
@@ -769,11 +734,11 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 		k += rows;
 	}
 	if (c->allreduce && c->allreduce(ms, M_COUNT, c->ctx)) {
-		seterr(err, errlen, "all-reduce failed");
+		fw_seterr(err, errlen, "all-reduce failed");
 		goto out;
 	}
 	if (c->allreduce_f && c->allreduce_f(m->g, m->nw, c->ctx)) {
-		seterr(err, errlen, "all-reduce failed");
+		fw_seterr(err, errlen, "all-reduce failed");
 		goto out;
 	}
 	st->loss_sft = ms[M_SFT];
@@ -791,7 +756,7 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 		gsq += (double)m->g[i] * m->g[i];
 	st->grad_norm = sqrt(gsq);
 	if (!isfinite(st->loss) || !isfinite(st->grad_norm)) {
-		seterr(err, errlen, "the loss (%g) or the gradient norm (%g) is not finite",
+		fw_seterr(err, errlen, "the loss (%g) or the gradient norm (%g) is not finite",
 		       st->loss, st->grad_norm);
 		goto out;
 	}
@@ -805,7 +770,7 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 		fw_opt_step(o, m, &a);
 		for (long i = 0; i < m->nw; i++)
 			if (!isfinite(m->w[i])) {
-				seterr(err, errlen, "the update made weights that are not finite");
+				fw_seterr(err, errlen, "the update made weights that are not finite");
 				goto out;
 			}
 	}
@@ -843,7 +808,7 @@ struct fw_dp *fw_dp_init(int *argc, char ***argv, char *err, size_t errlen)
 	mpi_rank_fn rank, size;
 
 	if (!dp) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	dp->size = 1;
@@ -852,7 +817,7 @@ struct fw_dp *fw_dp_init(int *argc, char ***argv, char *err, size_t errlen)
 		return dp;
 	/* RTLD_GLOBAL: Open MPI's own plugins resolve against it. */
 	if (!(dp->lib = dlopen(name ? name : "libmpi.so.40", RTLD_NOW | RTLD_GLOBAL))) {
-		seterr(err, errlen, "started by an MPI launcher, but %s", dlerror());
+		fw_seterr(err, errlen, "started by an MPI launcher, but %s", dlerror());
 		free(dp);
 		return NULL;
 	}
@@ -867,13 +832,13 @@ struct fw_dp *fw_dp_init(int *argc, char ***argv, char *err, size_t errlen)
 	dp->op_sum = dlsym(dp->lib, "ompi_mpi_op_sum");
 	if (!init || !rank || !size || !dp->allreduce || !dp->finalize || !dp->world ||
 	    !dp->t_float || !dp->t_double || !dp->op_sum) {
-		seterr(err, errlen, "the MPI library is not Open MPI (a symbol is missing)");
+		fw_seterr(err, errlen, "the MPI library is not Open MPI (a symbol is missing)");
 		dlclose(dp->lib);
 		free(dp);
 		return NULL;
 	}
 	if (init(argc, argv) || rank(dp->world, &dp->rank) || size(dp->world, &dp->size)) {
-		seterr(err, errlen, "MPI_Init failed");
+		fw_seterr(err, errlen, "MPI_Init failed");
 		free(dp);
 		return NULL;
 	}
@@ -949,11 +914,11 @@ int fw_train_state_load(struct fw_train_state *s, const char *dir, char *err,
 	if (access(p, F_OK))
 		return 0;
 	if (!(j = json_load_file(p, 0, &je))) {
-		seterr(err, errlen, "%s: line %d: %s", p, je.line, je.text);
+		fw_seterr(err, errlen, "%s: line %d: %s", p, je.line, je.text);
 		return -1;
 	}
 	if (!json_is_object(j) || !json_is_integer(json_object_get(j, "step"))) {
-		seterr(err, errlen, "%s: no integer 'step'", p);
+		fw_seterr(err, errlen, "%s: no integer 'step'", p);
 		json_decref(j);
 		return -1;
 	}
@@ -982,7 +947,7 @@ int fw_train_state_load(struct fw_train_state *s, const char *dir, char *err,
 	}
 	json_decref(j);
 	if (s->step < 0 || s->data_pos < 0) {
-		seterr(err, errlen, "%s: negative 'step' or 'data_position'", p);
+		fw_seterr(err, errlen, "%s: negative 'step' or 'data_position'", p);
 		return -1;
 	}
 	return 0;
@@ -1014,13 +979,13 @@ int fw_train_state_save(const struct fw_train_state *s, const char *dir,
 		json_object_set_new(j, "seed", json_string(b));
 	}
 	if (!j) {
-		seterr(err, errlen, "%s: out of memory", p);
+		fw_seterr(err, errlen, "%s: out of memory", p);
 		return -1;
 	}
 	rc = json_dump_file(j, t, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
 	json_decref(j);
 	if (rc || rename(t, p)) {
-		seterr(err, errlen, "%s: %s", p, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 		unlink(t);
 		return -1;
 	}
@@ -1042,7 +1007,7 @@ int fw_ckpt_resolve(const char *dir, char *out, size_t outlen, char *err,
 		snprintf(out, outlen, "%s/latest", dir);
 		return 0;
 	}
-	seterr(err, errlen, "%s: not a checkpoint (no config.json, no latest/config.json)", dir);
+	fw_seterr(err, errlen, "%s: not a checkpoint (no config.json, no latest/config.json)", dir);
 	return -1;
 }
 
@@ -1072,24 +1037,6 @@ void fw_ckpt_id(const struct fw_model *m, char id[17])
 	snprintf(id, 17, "%016llx", (unsigned long long)r);
 }
 
-/* Removes a directory of plain files (a checkpoint). */
-static void rm_flat(const char *d)
-{
-	DIR *dp = opendir(d);
-	struct dirent *e;
-	char p[PATH_MAX];
-
-	if (dp) {
-		while ((e = readdir(dp)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-				snprintf(p, sizeof(p), "%s/%s", d, e->d_name);
-				unlink(p);
-			}
-		closedir(dp);
-	}
-	rmdir(d);
-}
-
 static int sync_path(const char *p)
 {
 	int fd = open(p, O_RDONLY), rc;
@@ -1098,30 +1045,6 @@ static int sync_path(const char *p)
 		return -1;
 	rc = fsync(fd);
 	close(fd);
-	return rc;
-}
-
-static int copy_file(const char *from, const char *to)
-{
-	FILE *a = fopen(from, "rb"), *b;
-	char buf[65536];
-	size_t n;
-	int rc = 0;
-
-	if (!a)
-		return -1;
-	if (!(b = fopen(to, "wb"))) {
-		fclose(a);
-		return -1;
-	}
-	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
-		if (fwrite(buf, 1, n, b) != n)
-			rc = -1;
-	if (ferror(a))
-		rc = -1;
-	fclose(a);
-	if (fclose(b))
-		rc = -1;
 	return rc;
 }
 
@@ -1149,7 +1072,7 @@ static void tidy(const char *root, int keep, const char *keep_name)
 			pid = strtol(dash + 1, NULL, 10);
 			if (pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) && errno == ESRCH) {
 				snprintf(p, sizeof(p), "%s/%s", root, e->d_name);
-				rm_flat(p);
+				fw_rmtree(p);
 			}
 		} else if (!strncmp(e->d_name, "step-", 5) && keep > 0) {
 			if (n == cap) {
@@ -1170,7 +1093,7 @@ static void tidy(const char *root, int keep, const char *keep_name)
 	for (int i = 0; i < n; i++) {
 		if (i >= keep && strcmp(names[i], keep_name)) {
 			snprintf(p, sizeof(p), "%s/%s", root, names[i]);
-			rm_flat(p);
+			fw_rmtree(p);
 		}
 		free(names[i]);
 	}
@@ -1189,15 +1112,15 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 	struct stat sb;
 
 	if (mkdir(root, 0777) && errno != EEXIST) {
-		seterr(err, errlen, "%s: %s", root, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", root, strerror(errno));
 		return -1;
 	}
 	snprintf(name, sizeof(name), "step-%08ld-%s", s->step, s->id);
 	snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-%ld", root, name, (long)getpid());
 	snprintf(fin, sizeof(fin), "%s/%s", root, name);
-	rm_flat(tmp);
+	fw_rmtree(tmp);
 	if (mkdir(tmp, 0777)) {
-		seterr(err, errlen, "%s: %s", tmp, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", tmp, strerror(errno));
 		return -1;
 	}
 	if (fw_model_save(m, tmp, dtype, err, errlen))
@@ -1207,8 +1130,8 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 		goto fail;
 	if (tok_from && !access(tok_from, F_OK)) {
 		snprintf(p, sizeof(p), "%s/tokenizer.json", tmp);
-		if (copy_file(tok_from, p)) {
-			seterr(err, errlen, "%s: %s", p, strerror(errno));
+		if (fw_copy_file(tok_from, p)) {
+			fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 			goto fail;
 		}
 	}
@@ -1216,23 +1139,23 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", tmp, files[i]);
 		if (!access(p, F_OK) && sync_path(p)) {
-			seterr(err, errlen, "%s: %s", p, strerror(errno));
+			fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 			goto fail;
 		}
 	}
 	sync_path(tmp);
 	if (!stat(fin, &sb)) {
 		/* The same step and content id: that checkpoint is already here. */
-		rm_flat(tmp);
+		fw_rmtree(tmp);
 	} else if (rename(tmp, fin)) {
-		seterr(err, errlen, "%s: %s", fin, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", fin, strerror(errno));
 		goto fail;
 	}
 	snprintf(lt, sizeof(lt), "%s/.tmp-latest-%ld", root, (long)getpid());
 	snprintf(p, sizeof(p), "%s/latest", root);
 	unlink(lt);
 	if (symlink(name, lt) || rename(lt, p)) {
-		seterr(err, errlen, "%s: %s", p, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 		unlink(lt);
 		return -1;
 	}
@@ -1241,6 +1164,6 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 	snprintf(out, outlen, "%s", fin);
 	return 0;
 fail:
-	rm_flat(tmp);
+	fw_rmtree(tmp);
 	return -1;
 }

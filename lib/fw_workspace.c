@@ -22,50 +22,16 @@
 
 #include <git2.h>
 
+#include "fw_base.h"
 #include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_store.h"
 #include "fw_workspace.h"
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static const char *gerr(void)
 {
 	const git_error *e = git_error_last();
 	return e && e->message ? e->message : "unknown libgit2 error";
-}
-
-int fw_strlist_add(struct fw_strlist *l, const char *s)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		char **v = realloc(l->v, cap * sizeof *v);
-		if (!v)
-			return -1;
-		l->v = v;
-		l->cap = cap;
-	}
-	char *c = strdup(s);
-	if (!c)
-		return -1;
-	l->v[l->n++] = c;
-	return 0;
-}
-
-void fw_strlist_free(struct fw_strlist *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	memset(l, 0, sizeof *l);
 }
 
 /* ---- scrub ------------------------------------------------------------------- */
@@ -90,21 +56,6 @@ int fw_scrub_match(const char *name, int is_dir)
 	return 0;
 }
 
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-int fw_rmtree(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (!S_ISDIR(st.st_mode))
-		return unlink(path);
-	return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static int scrub_dir(const char *root, const char *rel, struct fw_strlist *out,
 		     char *err, size_t errlen)
 {
@@ -112,7 +63,7 @@ static int scrub_dir(const char *root, const char *rel, struct fw_strlist *out,
 	snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
 	DIR *d = opendir(path);
 	if (!d) {
-		seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		fw_seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
 		return -1;
 	}
 	int removed = 0;
@@ -130,13 +81,13 @@ static int scrub_dir(const char *root, const char *rel, struct fw_strlist *out,
 		int is_dir = S_ISDIR(st.st_mode);
 		if (fw_scrub_match(n, is_dir)) {
 			if (fw_rmtree(full) < 0) {
-				seterr(err, errlen, "cannot remove '%s': %s", full, strerror(errno));
+				fw_seterr(err, errlen, "cannot remove '%s': %s", full, strerror(errno));
 				closedir(d);
 				return -1;
 			}
 			if (out && fw_strlist_add(out, sub) < 0) {
 				closedir(d);
-				seterr(err, errlen, "out of memory");
+				fw_seterr(err, errlen, "out of memory");
 				return -1;
 			}
 			removed++;
@@ -361,22 +312,22 @@ int fw_workspace_create(struct fw_store *s, const char *tree_hex, const char *di
 	struct stat st;
 	if (stat(dir, &st) == 0) {
 		if (!S_ISDIR(st.st_mode) || !dir_is_empty(dir)) {
-			seterr(err, errlen, "workspace '%s' exists and is not empty", dir);
+			fw_seterr(err, errlen, "workspace '%s' exists and is not empty", dir);
 			return -1;
 		}
 	} else {
 		if (mkdir(dir, 0755) < 0) {
-			seterr(err, errlen, "cannot create '%s': %s", dir, strerror(errno));
+			fw_seterr(err, errlen, "cannot create '%s': %s", dir, strerror(errno));
 			return -1;
 		}
 		created = 1;
 	}
 	if (strlen(tree_hex) != 40 || git_oid_fromstr(&id, tree_hex) < 0) {
-		seterr(err, errlen, "bad tree id '%s'", tree_hex);
+		fw_seterr(err, errlen, "bad tree id '%s'", tree_hex);
 		goto out;
 	}
 	if (git_tree_lookup(&tree, src, &id) < 0) {
-		seterr(err, errlen, "no tree %s in the store: %s", tree_hex, gerr());
+		fw_seterr(err, errlen, "no tree %s in the store: %s", tree_hex, gerr());
 		goto out;
 	}
 	git_repository_init_options io;
@@ -387,13 +338,13 @@ int fw_workspace_create(struct fw_store *s, const char *tree_hex, const char *di
 	    git_repository_config(&cfg, dst) < 0 ||
 	    git_config_set_bool(cfg, "core.logAllRefUpdates", 0) < 0 ||
 	    git_repository_odb(&sodb, src) < 0 || git_repository_odb(&dodb, dst) < 0) {
-		seterr(err, errlen, "cannot create repository in '%s': %s", dir, gerr());
+		fw_seterr(err, errlen, "cannot create repository in '%s': %s", dir, gerr());
 		goto out;
 	}
 	int empty;
 	if (filtered_copy(src, sodb, dst, dodb, tree, "", &wid, &empty, scrubbed) < 0 ||
 	    git_tree_lookup(&wtree, dst, &wid) < 0) {
-		seterr(err, errlen, "cannot copy tree %s: %s", tree_hex, gerr());
+		fw_seterr(err, errlen, "cannot copy tree %s: %s", tree_hex, gerr());
 		goto out;
 	}
 	/* Files are written straight from the blobs, byte for byte (no
@@ -401,14 +352,14 @@ int fw_workspace_create(struct fw_store *s, const char *tree_hex, const char *di
 	 * times faster than libgit2's checkout on large trees. */
 	if (write_files(dst, wtree, dir) < 0 || git_repository_index(&idx, dst) < 0 ||
 	    git_index_read_tree(idx, wtree) < 0 || git_index_write(idx) < 0) {
-		seterr(err, errlen, "cannot check out into '%s': %s", dir,
+		fw_seterr(err, errlen, "cannot check out into '%s': %s", dir,
 		       errno ? strerror(errno) : gerr());
 		goto out;
 	}
 	if (git_signature_new(&sig, FW_WORKSPACE_AUTHOR, FW_WORKSPACE_EMAIL,
 			      FW_WORKSPACE_TIME, 0) < 0 ||
 	    git_commit_create(&cid, dst, "HEAD", sig, sig, NULL, "task\n", wtree, 0, NULL) < 0) {
-		seterr(err, errlen, "cannot commit in '%s': %s", dir, gerr());
+		fw_seterr(err, errlen, "cannot commit in '%s': %s", dir, gerr());
 		goto out;
 	}
 	/* No reflog, whatever the defaults did. */
@@ -701,7 +652,7 @@ int fw_audit_kept_tree(struct fw_audit *a, struct fw_store *s, const char *tree_
 		if (rc == 0) {
 			rc = fw_audit_kept(a, data, len);
 			if (rc < 0)
-				seterr(err, errlen, "out of memory");
+				fw_seterr(err, errlen, "out of memory");
 			free(data);
 		}
 	}
@@ -786,37 +737,6 @@ int fw_audit_check(struct fw_audit *a, const char *name, const char *data, size_
 	return hit;
 }
 
-static int read_file(const char *path, char **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return -1;
-	size_t cap = 65536, n = 0;
-	char *p = malloc(cap);
-	while (p) {
-		size_t k = fread(p + n, 1, cap - n, f);
-		n += k;
-		if (n < cap)
-			break;
-		if (cap >= (64u << 20))
-			break; /* audit the first 64 MiB of huge files */
-		char *q = realloc(p, cap * 2);
-		if (!q) {
-			free(p);
-			p = NULL;
-			break;
-		}
-		p = q;
-		cap *= 2;
-	}
-	fclose(f);
-	if (!p)
-		return -1;
-	*data = p;
-	*len = n;
-	return 0;
-}
-
 static int audit_dir(struct fw_audit *a, const char *root, const char *rel,
 		     struct fw_strlist *found, char *err, size_t errlen)
 {
@@ -824,7 +744,7 @@ static int audit_dir(struct fw_audit *a, const char *root, const char *rel,
 	snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
 	DIR *d = opendir(path);
 	if (!d) {
-		seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		fw_seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
 		return -1;
 	}
 	int leaks = 0;
@@ -854,8 +774,9 @@ static int audit_dir(struct fw_audit *a, const char *root, const char *rel,
 			continue;
 		char *data;
 		size_t len;
-		if (read_file(full, &data, &len) < 0) {
-			seterr(err, errlen, "cannot read '%s': %s", full, strerror(errno));
+		/* audit the first 64 MiB of huge files */
+		if (!(data = fw_read_file(full, 64u << 20, &len))) {
+			fw_seterr(err, errlen, "cannot read '%s': %s", full, strerror(errno));
 			closedir(d);
 			return -1;
 		}
@@ -864,7 +785,7 @@ static int audit_dir(struct fw_audit *a, const char *root, const char *rel,
 		int k = fw_audit_check(a, name, data, len, found);
 		free(data);
 		if (k < 0) {
-			seterr(err, errlen, "out of memory");
+			fw_seterr(err, errlen, "out of memory");
 			closedir(d);
 			return -1;
 		}
@@ -915,11 +836,11 @@ int fw_audit_workspace(struct fw_audit *a, const char *dir, struct fw_strlist *f
 	int rc = -1;
 	if (git_repository_open_ext(&r, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
 	    git_repository_odb(&c.odb, r) < 0) {
-		seterr(err, errlen, "cannot open the workspace repository: %s", gerr());
+		fw_seterr(err, errlen, "cannot open the workspace repository: %s", gerr());
 		goto out;
 	}
 	if (git_odb_foreach(c.odb, obj_cb, &c) < 0 || c.failed) {
-		seterr(err, errlen, "cannot read workspace objects: %s", gerr());
+		fw_seterr(err, errlen, "cannot read workspace objects: %s", gerr());
 		goto out;
 	}
 	rc = leaks + c.leaks;
@@ -1178,7 +1099,7 @@ static int leave_out(struct walk *w, const char *path, const char *fmt, ...)
 	va_end(ap);
 	snprintf(msg, sizeof msg, "%s: %s", path, why);
 	if (fw_strlist_add(w->left, msg) < 0) {
-		seterr(w->err, w->errlen, "out of memory");
+		fw_seterr(w->err, w->errlen, "out of memory");
 		return -1;
 	}
 	return 0;
@@ -1259,7 +1180,7 @@ static int walk_file(struct walk *w, int dfd, const char *name, const char *path
 		close(fd);
 		if (k < 0) {
 			if (e == ENOMEM) {
-				seterr(w->err, w->errlen, "out of memory");
+				fw_seterr(w->err, w->errlen, "out of memory");
 				return -1;
 			}
 			if (leave_out(w, path, "cannot read: %s", strerror(e)) < 0)
@@ -1272,7 +1193,7 @@ static int walk_file(struct walk *w, int dfd, const char *name, const char *path
 	git_oid id;
 	int rc = 0;
 	if (git_odb_hash(&id, data, len, GIT_OBJECT_BLOB) < 0) {
-		seterr(w->err, w->errlen, "cannot hash '%s': %s", path, gerr());
+		fw_seterr(w->err, w->errlen, "cannot hash '%s': %s", path, gerr());
 		rc = -1;
 		goto out;
 	}
@@ -1288,19 +1209,19 @@ static int walk_file(struct walk *w, int dfd, const char *name, const char *path
 		w->changed += len;
 		if (!git_odb_exists(w->odb, &id) &&
 		    git_odb_write(&id, w->odb, data, len, GIT_OBJECT_BLOB) < 0) {
-			seterr(w->err, w->errlen, "cannot store '%s': %s", path, gerr());
+			fw_seterr(w->err, w->errlen, "cannot store '%s': %s", path, gerr());
 			rc = -1;
 			goto out;
 		}
 	}
 	if (!S_ISLNK(st->st_mode) && !strcmp(name, ".gitignore") &&
 	    copy_ignore(w, path, data, len) < 0) {
-		seterr(w->err, w->errlen, "cannot copy '%s': %s", path, strerror(errno));
+		fw_seterr(w->err, w->errlen, "cannot copy '%s': %s", path, strerror(errno));
 		rc = -1;
 		goto out;
 	}
 	if (wlist_add(&w->now, path, mode, &id) < 0) {
-		seterr(w->err, w->errlen, "out of memory");
+		fw_seterr(w->err, w->errlen, "out of memory");
 		rc = -1;
 	}
 out:
@@ -1435,13 +1356,13 @@ int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
 	 * wrote there counts. */
 	if (git_repository_init(&r, scratch, 0) < 0 || git_repository_odb(&odb, r) < 0 ||
 	    git_repository_odb(&sodb, src) < 0) {
-		seterr(err, errlen, "cannot create '%s': %s", scratch, gerr());
+		fw_seterr(err, errlen, "cannot create '%s': %s", scratch, gerr());
 		goto out;
 	}
 	char objs[4200];
 	snprintf(objs, sizeof objs, "%sobjects", git_repository_path(src));
 	if (git_odb_add_disk_alternate(odb, objs) < 0) {
-		seterr(err, errlen, "cannot read the store: %s", gerr());
+		fw_seterr(err, errlen, "cannot read the store: %s", gerr());
 		goto out;
 	}
 	int empty;
@@ -1449,18 +1370,18 @@ int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
 	    git_tree_lookup(&tree, src, &id) < 0 ||
 	    filtered_copy(src, sodb, r, odb, tree, "", &oid, &empty, NULL) < 0 ||
 	    git_tree_lookup(&otree, r, &oid) < 0) {
-		seterr(err, errlen, "no tree %s in the store: %s", tree_hex, gerr());
+		fw_seterr(err, errlen, "no tree %s in the store: %s", tree_hex, gerr());
 		goto out;
 	}
 	if (git_tree_walk(otree, GIT_TREEWALK_PRE, old_cb, &old) < 0) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	qsort(old.v, old.n, sizeof *old.v, went_cmp);
 	w.odb = odb;
 	w.old = &old;
 	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		seterr(err, errlen, "cannot open '%s': %s", dir, strerror(errno));
+		fw_seterr(err, errlen, "cannot open '%s': %s", dir, strerror(errno));
 		goto out;
 	}
 	int k = walk_dir(&w, dfd, "", 0);
@@ -1470,7 +1391,7 @@ int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
 	/* New files that the workspace's .gitignore files ignore are left
 	 * out, as git leaves them out of a diff. */
 	if (git_index_new(&idx) < 0) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < w.now.n; i++) {
@@ -1489,14 +1410,14 @@ int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
 			goto out;
 	}
 	if (git_index_write_tree_to(&nid, idx, r) < 0 || git_tree_lookup(&ntree, r, &nid) < 0) {
-		seterr(err, errlen, "cannot write the workspace tree: %s", gerr());
+		fw_seterr(err, errlen, "cannot write the workspace tree: %s", gerr());
 		goto out;
 	}
 	git_diff_options o;
 	git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
 	o.flags = GIT_DIFF_SHOW_BINARY;
 	if (git_diff_tree_to_tree(&d, r, otree, ntree, &o) < 0) {
-		seterr(err, errlen, "workspace diff: %s", gerr());
+		fw_seterr(err, errlen, "workspace diff: %s", gerr());
 		goto out;
 	}
 	/* A file that is not UTF-8 on either side goes as a git binary
@@ -1504,7 +1425,7 @@ int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
 	size_t nd = git_diff_num_deltas(d);
 	int any = 0;
 	if (nd && !(bin = calloc(nd, 1))) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < nd; i++) {
@@ -1515,15 +1436,15 @@ int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
 	}
 	o.flags |= GIT_DIFF_FORCE_BINARY;
 	if (any && git_diff_tree_to_tree(&db, r, otree, ntree, &o) < 0) {
-		seterr(err, errlen, "workspace diff: %s", gerr());
+		fw_seterr(err, errlen, "workspace diff: %s", gerr());
 		goto out;
 	}
 	if (print_diff(d, db, bin, &b) < 0) {
-		seterr(err, errlen, "workspace diff: %s", gerr());
+		fw_seterr(err, errlen, "workspace diff: %s", gerr());
 		goto out;
 	}
 	if (fw_buf_append(&b, "", 1)) {
-		seterr(err, errlen, "out of memory");
+		fw_seterr(err, errlen, "out of memory");
 		goto out;
 	}
 	*patch = (char *)b.p;

@@ -29,24 +29,14 @@
 
 #include <stddef.h>
 
+#include "fw_base.h" /* struct fw_strlist, fw_rmtree() */
+
 struct fw_store;
 
 /* Author and date of every workspace commit. */
 #define FW_WORKSPACE_AUTHOR "flywheel"
 #define FW_WORKSPACE_EMAIL "flywheel@localhost"
 #define FW_WORKSPACE_TIME 946684800 /* 2000-01-01T00:00:00Z */
-
-/* A list of strings (paths), owned. */
-struct fw_strlist {
-	char **v;
-	size_t n, cap;
-};
-
-/* Appends a copy of s.  Returns 0, or -1 when memory runs out. */
-int fw_strlist_add(struct fw_strlist *l, const char *s);
-
-/* Frees the strings and the array; the list is empty afterwards. */
-void fw_strlist_free(struct fw_strlist *l);
 
 /*
  * 1 when a file or directory (is_dir) of this base name is removed by the
@@ -73,10 +63,6 @@ int fw_workspace_create(struct fw_store *s, const char *tree_hex, const char *di
  * (may be NULL).  Returns the number removed, or -1 with a message in err.
  */
 int fw_workspace_scrub(const char *dir, struct fw_strlist *scrubbed, char *err, size_t errlen);
-
-/* Removes path and everything below it, like rm -rf.  Returns 0, or -1
- * with errno set.  A missing path is success. */
-int fw_rmtree(const char *path);
 
 /* ---- reading what the sandbox left ------------------------------------------ */
 

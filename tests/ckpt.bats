@@ -229,3 +229,8 @@ sharp() {
   assert_output --partial "ckpt: $T/bad.json: "
   [ ! -e "$T/c" ] && [ ! -e "$T/d" ]
 }
+
+@test "the usage and the man page synopsis agree word for word" {
+  load usage
+  usage_is_synopsis ckpt
+}

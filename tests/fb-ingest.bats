@@ -271,11 +271,8 @@ all_samples() {
 }
 
 @test "the usage and the man page synopsis agree word for word" {
-  man=$(groff -mdoc -Tascii -P-cbou "$BATS_TEST_DIRNAME/../man/fb-ingest.1" 2>/dev/null |
-    sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s ' \n' ' ')
-  use=$(fb-ingest --help | head -3 | sed 's/^usage: //' | tr -s ' \n' ' ')
-  [ -n "$use" ]
-  [ "$(echo $man)" = "$(echo $use)" ]
+  load usage
+  usage_is_synopsis fb-ingest
 }
 
 @test "a missing log sets exit status 1 and the others are still read; a missing feedback file stops before output" {

@@ -196,3 +196,8 @@ OUT
   run -1 --separate-stderr fb-report --skip-bad "$FIX/cats.jsonl"
   assert_equal "$stderr" "fb-report: $FIX/cats.jsonl: record 1 (byte 0): this looks like JSON; convert it with \`rec from-json\`"
 }
+
+@test "the usage and the man page synopsis agree word for word" {
+  load usage
+  usage_is_synopsis fb-report
+}

@@ -561,3 +561,8 @@ time.sleep(10)'
   [ "$(field cause)" = procs ]
   awk -v w="$(field wall_s)" 'BEGIN { exit !(w < 10) }'
 }
+
+@test "the usage and the man page synopsis agree word for word" {
+  load usage
+  usage_is_synopsis fw-run
+}

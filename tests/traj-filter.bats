@@ -211,3 +211,21 @@ same_as_jq() {
   [ -z "$output" ]
   assert_equal "$stderr" "traj-filter: $FIX/small.jsonl: record 1 (byte 0): this looks like JSON; convert it with \`rec from-json\`"
 }
+
+@test "the usage and the man page synopsis agree word for word" {
+  load usage
+  usage_is_synopsis traj-filter
+}
+
+@test "--help lists the options one a line after the synopsis" {
+  run -0 --separate-stderr traj-filter --help
+  [ -z "$stderr" ]
+  assert_line "options:"
+  assert_line --regexp '^  --dedup\[=PATH\] +drop records whose id'
+  assert_line --regexp '^  --version +print the version and exit$'
+  # each option of the synopsis has its line
+  for o in -e --invert --sample --seed --split --decontam --shard --created-after \
+    --created-before -o -z -q -v --skip-bad --progress; do
+    assert_line --regexp "^  $o( |,|\[)"
+  done
+}

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_model.h"
 #include "fw_mp.h"
@@ -33,19 +34,33 @@ static const char usage_text[] =
 	"       ckpt convert --dtype f32|bf16|f16 DIR OUTDIR\n"
 	"       ckpt dump DIR (--text TEXT | --tokens IDS) [--batch B] [--weights WS] -o OUT\n"
 	"       ckpt bench DIR [--batch B] [--seq T] [--steps N] [-n N]\n"
-	"common options: [-j THREADS] [-h | --help] [--version]\n";
+	"Common options: [-j THREADS] [-h | --help] [--version]\n";
 
 static char err[1024];
 
-static void usage(FILE *f)
-{
-	fputs(usage_text, f);
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
-}
+static const struct fw_opt_doc options[] = {
+	{ "--seed S", "init: seed of the weights; sample: seed of the draws" },
+	{ "--tokenizer byte|FILE", "init: the byte tokenizer, or a copy of tokenizer.json FILE" },
+	{ "--dtype D", "the weights' type: f32, bf16 or f16" },
+	{ "-o OUT", "score: write to OUT; dump: the tensors' file" },
+	{ "-z", "score: compress the output with zstd" },
+	{ "--prompt TEXT", "sample: the text to continue" },
+	{ "-n N", "sample: tokens to draw; bench: tokens to decode" },
+	{ "--temp T", "sample: temperature" },
+	{ "--top-p P", "sample: nucleus mass" },
+	{ "--top-k K", "sample: keep the K likeliest tokens" },
+	{ "--count C", "sample: continuations to draw" },
+	{ "--text TEXT", "dump: the text to run" },
+	{ "--tokens IDS", "dump: comma-separated token ids to run" },
+	{ "--batch B", "dump, bench: rows" },
+	{ "--weights WS", "dump: comma-separated per-token loss weights" },
+	{ "--seq T", "bench: tokens per row" },
+	{ "--steps N", "bench: timed forward+backward steps" },
+	{ "-j THREADS", "threads of the kernels" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 struct opts {
 	uint64_t seed;
@@ -78,27 +93,13 @@ static char *tmp_dir(const char *final)
 	return t;
 }
 
-static void rm_dir(const char *d)
-{
-	static const char *names[] = { "config.json", "model.safetensors",
-				       "tokenizer.json", "config.json.tmp",
-				       "model.safetensors.tmp", "tokenizer.json.tmp" };
-	char p[PATH_MAX];
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", d, names[i]);
-		unlink(p);
-	}
-	rmdir(d);
-}
-
 /* Renames the finished temp dir over final (which may be absent or an
  * empty directory). */
 static int finish_dir(const char *tmp, const char *final)
 {
 	if (rename(tmp, final)) {
 		fw_warn("%s: %s", final, strerror(errno));
-		rm_dir(tmp);
+		fw_rmtree(tmp);
 		return -1;
 	}
 	return 0;
@@ -161,7 +162,7 @@ static int cmd_init(struct opts *o)
 	int rc = FW_EXIT_DATA;
 
 	if (o->nargs != 2)
-		return usage_error("%s", "init needs CONFIG.json and OUTDIR");
+		return fw_usage_fail("%s", "init needs CONFIG.json and OUTDIR");
 	if (fw_config_load(&c, o->args[0], err, sizeof(err))) {
 		fw_warn("%s", err);
 		return FW_EXIT_DATA;
@@ -191,7 +192,7 @@ static int cmd_init(struct opts *o)
 	if (fw_model_save(m, tmp, o->have_dtype ? o->dtype : FW_F32, err, sizeof(err)) ||
 	    fw_tok_save(t, p, err, sizeof(err))) {
 		fw_warn("%s", err);
-		rm_dir(tmp);
+		fw_rmtree(tmp);
 	} else if (!finish_dir(tmp, o->args[1]))
 		rc = FW_EXIT_OK;
 	free(tmp);
@@ -212,7 +213,7 @@ static int cmd_info(struct opts *o)
 	const struct fw_config *c;
 
 	if (o->nargs != 1)
-		return usage_error("%s", "info needs DIR");
+		return fw_usage_fail("%s", "info needs DIR");
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	c = &m->cfg;
@@ -247,30 +248,6 @@ static int cmd_info(struct opts *o)
 
 /* ---- convert ------------------------------------------------------------------- */
 
-static int copy_file(const char *from, const char *to)
-{
-	FILE *a = fopen(from, "rb"), *b;
-	char buf[65536];
-	size_t n;
-	int rc = 0;
-
-	if (!a)
-		return errno == ENOENT ? 0 : -1;
-	if (!(b = fopen(to, "wb"))) {
-		fclose(a);
-		return -1;
-	}
-	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
-		if (fwrite(buf, 1, n, b) != n)
-			rc = -1;
-	if (ferror(a))
-		rc = -1;
-	fclose(a);
-	if (fclose(b))
-		rc = -1;
-	return rc;
-}
-
 static int cmd_convert(struct opts *o)
 {
 	struct fw_model *m;
@@ -278,9 +255,9 @@ static int cmd_convert(struct opts *o)
 	int rc = FW_EXIT_DATA;
 
 	if (o->nargs != 2)
-		return usage_error("%s", "convert needs DIR and OUTDIR");
+		return fw_usage_fail("%s", "convert needs DIR and OUTDIR");
 	if (!o->have_dtype)
-		return usage_error("%s", "convert needs --dtype f32|bf16|f16");
+		return fw_usage_fail("%s", "convert needs --dtype f32|bf16|f16");
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	if (!(tmp = tmp_dir(o->args[1]))) {
@@ -291,10 +268,10 @@ static int cmd_convert(struct opts *o)
 	snprintf(b, sizeof(b), "%s/tokenizer.json", tmp);
 	if (fw_model_save(m, tmp, o->dtype, err, sizeof(err))) {
 		fw_warn("%s", err);
-		rm_dir(tmp);
-	} else if (copy_file(a, b)) {
+		fw_rmtree(tmp);
+	} else if (access(a, F_OK) == 0 && fw_copy_file(a, b)) {
 		fw_warn("%s: %s", b, strerror(errno));
-		rm_dir(tmp);
+		fw_rmtree(tmp);
 	} else if (!finish_dir(tmp, o->args[1]))
 		rc = FW_EXIT_OK;
 	free(tmp);
@@ -318,7 +295,7 @@ static int cmd_sample(struct opts *o)
 	uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
 
 	if (o->nargs != 1)
-		return usage_error("%s", "sample needs DIR");
+		return fw_usage_fail("%s", "sample needs DIR");
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	if (!(t = load_tok(o->args[0], 1)))
@@ -430,7 +407,7 @@ static int score_ids(struct fw_model *m, const int32_t *ids, int n, float *lp,
 
 static int cmd_score(struct opts *o)
 {
-	static char *stdin_only[] = { "-" };
+	struct fw_operands ops;
 	struct fw_model *m;
 	struct fw_tok *t;
 	struct fw_writer *w = NULL;
@@ -439,13 +416,10 @@ static int cmd_score(struct opts *o)
 	int maxT, rc = FW_EXIT_OK;
 	int32_t *tok = NULL, *tgt = NULL, *own = NULL;
 	float *lp = NULL, *buf = NULL;
-	char **files;
-	int nfiles;
 
 	if (o->nargs < 1)
-		return usage_error("%s", "score needs DIR");
-	files = o->nargs > 1 ? o->args + 1 : stdin_only;
-	nfiles = o->nargs > 1 ? o->nargs - 1 : 1;
+		return fw_usage_fail("%s", "score needs DIR");
+	fw_operands_init(&ops, o->nargs, o->args, 1);
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	m->no_grad = 1;
@@ -465,8 +439,8 @@ static int cmd_score(struct opts *o)
 		rc = FW_EXIT_DATA;
 		goto out;
 	}
-	for (int f = 0; f < nfiles; f++) {
-		struct fw_reader *r = fw_reader_open(files[f], NULL, err, sizeof(err));
+	for (const char *file; (file = fw_operands_next(&ops));) {
+		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof(err));
 		struct fw_rec rec;
 		int got;
 
@@ -534,18 +508,26 @@ static int cmd_score(struct opts *o)
 			int nf = 0;
 
 			fb.n = tb.n = ob.n = 0;
+			int e;
+
 			fw_buf_packer(&pk, &fb);
-			msgpack_pack_array(&pk, n > 1 ? n - 1 : 0);
+			e = msgpack_pack_array(&pk, n > 1 ? n - 1 : 0);
 			for (int i = 0; i + 1 < n; i++)
-				msgpack_pack_float(&pk, lp[i]);
+				e |= msgpack_pack_float(&pk, lp[i]);
 			if (add_tokens) {
 				fw_buf_packer(&pk, &tb);
-				msgpack_pack_array(&pk, n);
+				e |= msgpack_pack_array(&pk, n);
 				for (int i = 0; i < n; i++)
-					msgpack_pack_int32(&pk, own[i]);
+					e |= msgpack_pack_int32(&pk, own[i]);
 				fl[nf++] = (struct fw_field){ "tokens", 6, { tb.p, tb.n } };
 			}
 			fl[nf++] = (struct fw_field){ "logprobs", 8, { fb.p, fb.n } };
+			if (e) {
+				fw_warn("out of memory");
+				rc = FW_EXIT_DATA;
+				fw_reader_close(r);
+				goto out;
+			}
 			if (fw_rec_set(&ob, rec.v, fl, nf) ||
 			    fw_writer_put(w, ob.p, ob.n)) {
 				fw_warn("%s", fw_writer_error(w));
@@ -596,7 +578,7 @@ static int cmd_dump(struct opts *o)
 	struct fw_gen *g = NULL;
 
 	if (o->nargs != 1 || !o->out || (!o->text == !o->tokens))
-		return usage_error("%s", "dump needs DIR, -o OUT and one of --text, --tokens");
+		return fw_usage_fail("%s", "dump needs DIR, -o OUT and one of --text, --tokens");
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	V = m->cfg.vocab;
@@ -768,7 +750,7 @@ static int cmd_bench(struct opts *o)
 	double t0 = 0, t1;
 
 	if (o->nargs != 1)
-		return usage_error("%s", "bench needs DIR");
+		return fw_usage_fail("%s", "bench needs DIR");
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	V = m->cfg.vocab;
@@ -869,47 +851,48 @@ int main(int argc, char **argv)
 	int c, rc;
 
 	fw_cli_init("ckpt");
+	fw_usage_init(usage_text, options);
 	/* GNU getopt permutes: options may come before or after the
 	 * subcommand and its operands. */
 	while ((c = getopt_long(argc, argv, "hn:j:o:z", lo, NULL)) != -1) {
 		switch (c) {
 		case O_SEED:
 			if (fw_parse_u64(optarg, &o.seed, 0))
-				return usage_error("bad --seed '%s'", optarg);
+				return fw_usage_fail("bad --seed '%s'", optarg);
 			break;
 		case O_TOK: o.tokenizer = optarg; break;
 		case O_DTYPE:
 			if (fw_dtype_parse(optarg, &o.dtype))
-				return usage_error("bad --dtype '%s' (f32, bf16, f16)", optarg);
+				return fw_usage_fail("bad --dtype '%s' (f32, bf16, f16)", optarg);
 			o.have_dtype = 1;
 			break;
 		case O_PROMPT: o.prompt = optarg; break;
 		case O_TEMP:
 			if (fw_parse_double(optarg, &o.temp) || o.temp < 0)
-				return usage_error("bad --temp '%s'", optarg);
+				return fw_usage_fail("bad --temp '%s'", optarg);
 			break;
 		case O_TOPP:
 			if (fw_parse_double(optarg, &o.top_p) || !(o.top_p > 0) || o.top_p > 1)
-				return usage_error("bad --top-p '%s'", optarg);
+				return fw_usage_fail("bad --top-p '%s'", optarg);
 			break;
 		case O_TOPK:
 			if (fw_parse_u64(optarg, &u, 0) || u > INT_MAX)
-				return usage_error("bad --top-k '%s'", optarg);
+				return fw_usage_fail("bad --top-k '%s'", optarg);
 			o.top_k = (int)u;
 			break;
 		case O_COUNT:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 4096)
-				return usage_error("bad --count '%s'", optarg);
+				return fw_usage_fail("bad --count '%s'", optarg);
 			o.count = (int)u;
 			break;
 		case 'n':
 			if (fw_parse_u64(optarg, &u, 0) || u > INT_MAX / 2)
-				return usage_error("bad -n '%s'", optarg);
+				return fw_usage_fail("bad -n '%s'", optarg);
 			o.n = (int)u;
 			break;
 		case 'j':
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1024)
-				return usage_error("bad -j '%s'", optarg);
+				return fw_usage_fail("bad -j '%s'", optarg);
 			fw_kernels_set_threads((int)u);
 			break;
 		case 'o': o.out = optarg; break;
@@ -918,33 +901,33 @@ int main(int argc, char **argv)
 		case O_TOKENS: o.tokens = optarg; break;
 		case O_BATCH:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 65536)
-				return usage_error("bad --batch '%s'", optarg);
+				return fw_usage_fail("bad --batch '%s'", optarg);
 			o.batch = (int)u;
 			break;
 		case O_WEIGHTS: o.weights = optarg; break;
 		case O_SEQ:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1 << 20)
-				return usage_error("bad --seq '%s'", optarg);
+				return fw_usage_fail("bad --seq '%s'", optarg);
 			o.seq = (int)u;
 			break;
 		case O_STEPS:
 			if (fw_parse_u64(optarg, &u, 0) || u > 1 << 20)
-				return usage_error("bad --steps '%s'", optarg);
+				return fw_usage_fail("bad --steps '%s'", optarg);
 			o.steps = (int)u;
 			break;
 		case 'h':
-			usage(stdout);
+			fw_help();
 			return FW_EXIT_OK;
 		case O_VERSION:
 			fw_print_version();
 			return FW_EXIT_OK;
 		default:
-			usage(stderr);
+			fw_usage(stderr);
 			return FW_EXIT_USAGE;
 		}
 	}
 	if (optind >= argc) {
-		usage(stderr);
+		fw_usage(stderr);
 		return FW_EXIT_USAGE;
 	}
 	cmd = argv[optind++];
@@ -965,7 +948,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(cmd, "bench"))
 		rc = cmd_bench(&o);
 	else
-		return usage_error("unknown command '%s'", cmd);
+		return fw_usage_fail("unknown command '%s'", cmd);
 	if (fw_close_stdout() && rc == FW_EXIT_OK)
 		rc = FW_EXIT_DATA;
 	return rc;

@@ -23,10 +23,26 @@
 static const char usage_text[] =
 	"usage: fb-ingest [--format F] [--model NAME] [--meta KEY=VALUE]... [--feedback FILE]...\n"
 	"                 [--rating-scale S] [--orphans FILE] [--no-redact] [--strict] [-q] [-z]\n"
-	"                 [-o OUT] [--progress] [LOG...]\n"
-	"formats: openai-chat openai-responses anthropic claude-code sharegpt swe-agent\n"
-	"         mini-swe-agent openhands codex otel flywheel\n"
-	"rating scales: thumbs stars score\n";
+	"                 [-o OUT] [--progress] [LOG...]\n";
+
+static const struct fw_opt_doc options[] = {
+	{ "--format F", "read every LOG as F: openai-chat, openai-responses, anthropic, claude-code," },
+	{ "", "sharegpt, swe-agent, mini-swe-agent, openhands, codex, otel or flywheel" },
+	{ "--model NAME", "set the model of records that name none" },
+	{ "--meta KEY=VALUE", "set meta.KEY of every record" },
+	{ "--feedback FILE", "read feedback events from FILE" },
+	{ "--rating-scale S", "numeric ratings of the feedback files are on scale thumbs, stars or score" },
+	{ "--orphans FILE", "write feedback events that name no written trajectory to FILE" },
+	{ "--no-redact", "leave secrets in" },
+	{ "--strict", "stop at the first bad line, after writing every record before it" },
+	{ "-q", "no summary" },
+	{ "-z", "compress the output with zstd" },
+	{ "-o OUT", "write to OUT instead of standard output" },
+	{ "--progress", "a meter of records written on standard error" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 struct state {
 	enum fw_fmt force;
@@ -287,20 +303,21 @@ int main(int argc, char **argv)
 	char err[512];
 
 	fw_cli_init("fb-ingest");
+	fw_usage_init(usage_text, options);
 	while ((c = getopt_long(argc, argv, "f:o:zqh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			st.force = fw_fmt_from_name(optarg);
 			if (!st.force) {
 				fw_warn("unknown format '%s'", optarg);
-				fputs(usage_text, stderr);
+				fw_usage(stderr);
 				return FW_EXIT_USAGE;
 			}
 			break;
 		case 'M':
 			if (!*optarg) {
 				fw_warn("--model needs a name");
-				fputs(usage_text, stderr);
+				fw_usage(stderr);
 				return FW_EXIT_USAGE;
 			}
 			st.model = optarg;
@@ -309,7 +326,7 @@ int main(int argc, char **argv)
 			const char *eq = strchr(optarg, '=');
 			if (!eq || eq == optarg) {
 				fw_warn("--meta '%s': not KEY=VALUE", optarg);
-				fputs(usage_text, stderr);
+				fw_usage(stderr);
 				return FW_EXIT_USAGE;
 			}
 			char key[128];
@@ -326,7 +343,7 @@ int main(int argc, char **argv)
 			scale = fw_rating_scale_from_name(optarg);
 			if (!scale) {
 				fw_warn("unknown rating scale '%s'", optarg);
-				fputs(usage_text, stderr);
+				fw_usage(stderr);
 				return FW_EXIT_USAGE;
 			}
 			break;
@@ -337,12 +354,12 @@ int main(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'z': level = 3; break;
 		case 'h':
-			fputs(usage_text, stdout);
+			fw_help();
 			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
 		case 'V':
 			fw_print_version();
 			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
-		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
+		default: fw_usage(stderr); return FW_EXIT_USAGE;
 		}
 	}
 	st.status = FW_EXIT_DATA;
@@ -374,10 +391,10 @@ int main(int argc, char **argv)
 	}
 	st.status = FW_EXIT_OK;
 	fw_progress_start(&st.prog, progress);
-	if (optind == argc)
-		ingest_file(&st, "-");
-	for (int i = optind; i < argc && !st.stop; i++)
-		if (ingest_file(&st, argv[i]))
+	struct fw_operands ops;
+	fw_operands_init(&ops, argc, argv, optind);
+	for (const char *file; !st.stop && (file = fw_operands_next(&ops));)
+		if (ingest_file(&st, file))
 			break;
 
 	struct orphan_out oo = {.st = &st};

@@ -25,74 +25,22 @@ static const char usage_text[] =
 	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [FILE...]\n"
 	"       fb-report --judge LABELS [--seed S] [--resamples N] [FILE...]\n";
 
-static void usage(FILE *f)
-{
-	fputs(usage_text, f);
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
-}
-
-#define EXAMPLES 3
-#define MIN_USERS 10      /* fewer users in a pair: the bootstrap is no basis for a verdict */
-
-/* ---- string interning ------------------------------------------------------- */
-
-struct intern {
-	char **s;
-	size_t n, cap;
-	uint32_t *t; /* open addressing: index + 1, 0 empty */
-	size_t tcap;
+static const struct fw_opt_doc options[] = {
+	{ "--by PATH", "group votes into arms by the value at PATH (default .model)" },
+	{ "--paired-by PATH", "compare two arms item by item, the item being the value at PATH" },
+	{ "--records", "write records (msgpack) instead of the text report" },
+	{ "--seed S", "seed of the bootstrap" },
+	{ "--resamples N", "bootstrap resamples (default 2000, more for many pairs)" },
+	{ "-o OUT", "write to OUT instead of standard output" },
+	{ "-z", "compress the records with zstd" },
+	{ "--skip-bad", "skip records that cannot be read, and count them" },
+	{ "--judge LABELS", "measure how well a judge agrees with people instead" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
 };
 
-/* Index of s[0..n) in the table, added if new; -1 out of memory. */
-static int64_t intern(struct intern *in, const char *s, size_t n)
-{
-	if ((in->n + 1) * 2 > in->tcap) {
-		size_t nc = in->tcap ? in->tcap * 2 : 256;
-		uint32_t *nt = calloc(nc, sizeof *nt);
-		if (!nt)
-			return -1;
-		for (size_t i = 0; i < in->n; i++) {
-			size_t j = fw_hash64(in->s[i], strlen(in->s[i])) & (nc - 1);
-			while (nt[j])
-				j = (j + 1) & (nc - 1);
-			nt[j] = (uint32_t)i + 1;
-		}
-		free(in->t);
-		in->t = nt;
-		in->tcap = nc;
-	}
-	size_t j = fw_hash64(s, n) & (in->tcap - 1);
-	while (in->t[j]) {
-		const char *x = in->s[in->t[j] - 1];
-		if (strlen(x) == n && memcmp(x, s, n) == 0)
-			return in->t[j] - 1;
-		j = (j + 1) & (in->tcap - 1);
-	}
-	if (in->n == in->cap) {
-		size_t nc = in->cap ? in->cap * 2 : 64;
-		char **ns = realloc(in->s, nc * sizeof *ns);
-		if (!ns)
-			return -1;
-		in->s = ns;
-		in->cap = nc;
-	}
-	if (!(in->s[in->n] = strndup(s, n)))
-		return -1;
-	in->t[j] = (uint32_t)in->n + 1;
-	return (int64_t)in->n++;
-}
-
-static void intern_free(struct intern *in)
-{
-	for (size_t i = 0; i < in->n; i++)
-		free(in->s[i]);
-	free(in->s);
-	free(in->t);
-}
+#define EXAMPLES 3
 
 /* ---- state ---------------------------------------------------------------------- */
 
@@ -103,16 +51,6 @@ struct category {
 	int nex;
 };
 
-struct vote {
-	uint32_t user, arm;
-	int up;
-};
-
-struct pairvote {
-	uint32_t key, arm;
-	uint32_t up, down;
-};
-
 struct state {
 	struct fw_path *by, *paired_by;
 	const char *by_src, *paired_src;
@@ -120,12 +58,12 @@ struct state {
 	unsigned resamples;
 	double alpha; /* per pair: 0.05 over the number of pairs (Bonferroni) */
 	int records;
-	struct intern arms, users, keys;
+	struct fw_intern arms, users, keys;
 	struct category *cats;
 	size_t ncats, capcats;
-	struct vote *votes;
+	struct fw_ab_vote *votes;
 	size_t nvotes, capvotes;
-	struct pairvote *pv;
+	struct fw_ab_item *pv;
 	size_t npv, cappv;
 	uint64_t ntraj, ndown, ndown_ext, ndown_int, nrated, anon;
 	struct fw_fbcat *cat;
@@ -251,7 +189,7 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 		fw_warn_rec(file, index, offset, "cannot read '%s'", st->by_src);
 		return -1;
 	}
-	int64_t arm = intern(&st->arms, s, n), key = -1;
+	int64_t arm = fw_intern_add(&st->arms, s, n), key = -1;
 	if (arm < 0)
 		goto oom;
 	if (st->paired_by) {
@@ -259,7 +197,7 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 			fw_warn_rec(file, index, offset, "cannot read '%s'", st->paired_src);
 			return -1;
 		}
-		if ((key = intern(&st->keys, s, n)) < 0)
+		if ((key = fw_intern_add(&st->keys, s, n)) < 0)
 			goto oom;
 	}
 	uint32_t ups = 0, downs = 0;
@@ -285,11 +223,11 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 						      (unsigned long long)st->anon++);
 				user = anon;
 			}
-			int64_t u = intern(&st->users, user, un);
+			int64_t u = fw_intern_add(&st->users, user, un);
 			if (u < 0 ||
 			    grow((void **)&st->votes, &st->capvotes, st->nvotes + 1, sizeof *st->votes) < 0)
 				goto oom;
-			st->votes[st->nvotes++] = (struct vote){(uint32_t)u, (uint32_t)arm, r > 0};
+			st->votes[st->nvotes++] = (struct fw_ab_vote){(uint32_t)u, (uint32_t)arm, r > 0};
 			st->nrated++;
 			ups += r > 0;
 			downs += r < 0;
@@ -298,7 +236,7 @@ static int one(struct state *st, struct fw_mpv rec, const char *file, uint64_t i
 	if (key >= 0 && ups + downs > 0) {
 		if (grow((void **)&st->pv, &st->cappv, st->npv + 1, sizeof *st->pv) < 0)
 			goto oom;
-		st->pv[st->npv++] = (struct pairvote){(uint32_t)key, (uint32_t)arm, ups, downs};
+		st->pv[st->npv++] = (struct fw_ab_item){(uint32_t)key, (uint32_t)arm, ups, downs};
 	}
 	if (!down)
 		return 0;
@@ -340,23 +278,6 @@ oom:
 
 /* ---- results ----------------------------------------------------------------------- */
 
-struct arm_stat {
-	uint64_t up, votes, users;
-	double lo, hi;
-};
-
-struct pair_stat {
-	uint32_t a, b;
-	double pa, pb, diff, lo, hi, deff;
-	int ok;          /* the bootstrap ran */
-	int verdict;     /* 1: b preferred, -1: a preferred, 0: none */
-	uint64_t need;   /* votes per arm for a verdict, 0 unknown */
-	uint64_t users;
-	int paired;
-	uint64_t npairs, a_only, b_only;
-	double p_mcnemar;
-};
-
 static int cmp_cat(const void *x, const void *y)
 {
 	const struct category *a = x, *b = y;
@@ -365,98 +286,11 @@ static int cmp_cat(const void *x, const void *y)
 	return strcmp(a->name, b->name);
 }
 
-/* Votes by user, then arm. */
-static int cmp_vote_user(const void *x, const void *y)
-{
-	const struct vote *a = x, *b = y;
-	if (a->user != b->user)
-		return a->user < b->user ? -1 : 1;
-	return a->arm < b->arm ? -1 : a->arm > b->arm;
-}
-
-static int cmp_pv(const void *x, const void *y)
-{
-	const struct pairvote *a = x, *b = y;
-	if (a->key != b->key)
-		return a->key < b->key ? -1 : 1;
-	return a->arm < b->arm ? -1 : a->arm > b->arm;
-}
-
 /* Arm indexes sorted by name. */
-static const struct intern *sort_names;
+static const struct fw_intern *sort_names;
 static int cmp_arm(const void *x, const void *y)
 {
-	return strcmp(sort_names->s[*(const uint32_t *)x], sort_names->s[*(const uint32_t *)y]);
-}
-
-static int pair_stats(struct state *st, struct pair_stat *ps, const struct arm_stat *as,
-		      struct fw_cluster *cl, double *work)
-{
-	/* Clusters: users with a vote in arm a or b (votes sorted by user). */
-	size_t nc = 0;
-	for (size_t i = 0; i < st->nvotes;) {
-		size_t j = i;
-		struct fw_cluster c = {{0, 0}, {0, 0}};
-		for (; j < st->nvotes && st->votes[j].user == st->votes[i].user; j++) {
-			int side = st->votes[j].arm == ps->a ? 0 : st->votes[j].arm == ps->b ? 1 : -1;
-			if (side < 0)
-				continue;
-			c.n[side]++;
-			c.up[side] += (uint32_t)st->votes[j].up;
-		}
-		if (c.n[0] + c.n[1])
-			cl[nc++] = c;
-		i = j;
-	}
-	ps->users = nc;
-	ps->pa = as[ps->a].votes ? (double)as[ps->a].up / (double)as[ps->a].votes : 0;
-	ps->pb = as[ps->b].votes ? (double)as[ps->b].up / (double)as[ps->b].votes : 0;
-	ps->diff = ps->pb - ps->pa;
-	ps->ok = fw_boot_diff(cl, nc, st->seed, st->resamples, 1 - st->alpha, work, &ps->lo,
-			      &ps->hi) == 0;
-	ps->verdict = !ps->ok || nc < MIN_USERS ? 0 : ps->lo > 0 ? 1 : ps->hi < 0 ? -1 : 0;
-	/* Design effect: how much wider the cluster interval is than one over
-	 * independent votes; the sample size scales by it. */
-	ps->deff = 1;
-	if (ps->ok && as[ps->a].votes && as[ps->b].votes) {
-		double se = sqrt(ps->pa * (1 - ps->pa) / (double)as[ps->a].votes +
-				 ps->pb * (1 - ps->pb) / (double)as[ps->b].votes);
-		if (se > 0) {
-			double z = fw_norm_ppf(1 - st->alpha / 2);
-			double r = (ps->hi - ps->lo) / (2 * z * se);
-			if (r * r > 1)
-				ps->deff = r * r;
-		}
-	}
-	uint64_t n = fw_n_needed(ps->pa, ps->pb, st->alpha, 0.8);
-	ps->need = n ? (uint64_t)ceil((double)n * ps->deff) : 0;
-	if (st->paired_by) {
-		/* One outcome per (item, arm): the majority of its votes. */
-		ps->paired = 1;
-		for (size_t i = 0; i < st->npv;) {
-			size_t j = i;
-			int oa = -1, ob = -1;
-			uint32_t ua = 0, da = 0, ub = 0, db = 0;
-			for (; j < st->npv && st->pv[j].key == st->pv[i].key; j++) {
-				if (st->pv[j].arm == ps->a)
-					ua += st->pv[j].up, da += st->pv[j].down;
-				else if (st->pv[j].arm == ps->b)
-					ub += st->pv[j].up, db += st->pv[j].down;
-			}
-			if (ua != da)
-				oa = ua > da;
-			if (ub != db)
-				ob = ub > db;
-			if (oa >= 0 && ob >= 0) {
-				ps->npairs++;
-				ps->a_only += oa && !ob;
-				ps->b_only += ob && !oa;
-			}
-			i = j;
-		}
-		ps->p_mcnemar = fw_mcnemar_exact(ps->a_only, ps->b_only);
-	}
-	return 0;
+	return strcmp(sort_names->v[*(const uint32_t *)x], sort_names->v[*(const uint32_t *)y]);
 }
 
 /* ---- records output -------------------------------------------------------------- */
@@ -465,6 +299,7 @@ struct recw {
 	struct fw_buf body, rec;
 	msgpack_packer pk;
 	uint32_t n;
+	int failed; /* a packer ran out of memory: r_end() reports it */
 };
 
 static void r_begin(struct recw *r)
@@ -472,39 +307,31 @@ static void r_begin(struct recw *r)
 	fw_buf_reset(&r->body);
 	fw_buf_packer(&r->pk, &r->body);
 	r->n = 0;
+	r->failed = 0;
 }
 
 static void r_key(struct recw *r, const char *k)
 {
-	msgpack_pack_str(&r->pk, strlen(k));
-	msgpack_pack_str_body(&r->pk, k, strlen(k));
+	r->failed |= fw_pack_cstr(&r->pk, k);
 	r->n++;
 }
 
 static void r_str(struct recw *r, const char *k, const char *v)
 {
 	r_key(r, k);
-	if (!v) {
-		msgpack_pack_nil(&r->pk);
-		return;
-	}
-	msgpack_pack_str(&r->pk, strlen(v));
-	msgpack_pack_str_body(&r->pk, v, strlen(v));
+	r->failed |= v ? fw_pack_cstr(&r->pk, v) : msgpack_pack_nil(&r->pk);
 }
 
 static void r_u64(struct recw *r, const char *k, uint64_t v)
 {
 	r_key(r, k);
-	msgpack_pack_uint64(&r->pk, v);
+	r->failed |= msgpack_pack_uint64(&r->pk, v);
 }
 
 static void r_dbl(struct recw *r, const char *k, double v)
 {
 	r_key(r, k);
-	if (isnan(v))
-		msgpack_pack_nil(&r->pk);
-	else
-		msgpack_pack_double(&r->pk, v);
+	r->failed |= isnan(v) ? msgpack_pack_nil(&r->pk) : msgpack_pack_double(&r->pk, v);
 }
 
 /* Writes {kind: "metrics", v: 1, id, report: section, ...body}; the id
@@ -517,24 +344,15 @@ static int r_end(struct recw *r, struct fw_writer *w, const char *section)
 	msgpack_packer pk;
 	fw_buf_reset(&r->rec);
 	fw_buf_packer(&pk, &r->rec);
-	msgpack_pack_map(&pk, r->n + 4);
-	msgpack_pack_str(&pk, 4);
-	msgpack_pack_str_body(&pk, "kind", 4);
-	msgpack_pack_str(&pk, 7);
-	msgpack_pack_str_body(&pk, "metrics", 7);
-	msgpack_pack_str(&pk, 1);
-	msgpack_pack_str_body(&pk, "v", 1);
-	msgpack_pack_uint8(&pk, 1);
-	msgpack_pack_str(&pk, 2);
-	msgpack_pack_str_body(&pk, "id", 2);
-	msgpack_pack_str(&pk, 16);
-	msgpack_pack_str_body(&pk, id, 16);
-	msgpack_pack_str(&pk, 6);
-	msgpack_pack_str_body(&pk, "report", 6);
-	msgpack_pack_str(&pk, strlen(section));
-	msgpack_pack_str_body(&pk, section, strlen(section));
-	if (fw_buf_append(&r->rec, r->body.p, r->body.n) < 0)
+	int e = msgpack_pack_map(&pk, r->n + 4);
+	e |= fw_pack_cstr(&pk, "kind") || fw_pack_cstr(&pk, "metrics");
+	e |= fw_pack_cstr(&pk, "v") || msgpack_pack_uint8(&pk, 1);
+	e |= fw_pack_cstr(&pk, "id") || fw_pack_str(&pk, id, 16);
+	e |= fw_pack_cstr(&pk, "report") || fw_pack_cstr(&pk, section);
+	if (e || r->failed || fw_buf_append(&r->rec, r->body.p, r->body.n) < 0) {
+		fw_warn("out of memory");
 		return -1;
+	}
 	if (fw_writer_put(w, r->rec.p, r->rec.n) < 0) {
 		if (errno != EPIPE)
 			fw_warn("%s", fw_writer_error(w));
@@ -544,7 +362,7 @@ static int r_end(struct recw *r, struct fw_writer *w, const char *section)
 }
 
 static int write_records(struct state *st, struct fw_writer *w, const uint32_t *order,
-			 const struct arm_stat *as, const struct pair_stat *ps, size_t nps)
+			 const struct fw_ab_arm *as, const struct fw_ab_pair *ps, size_t nps)
 {
 	struct recw r = {0};
 	int rc = -1;
@@ -582,7 +400,7 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 		uint32_t a = order[k];
 		r_begin(&r);
 		r_str(&r, "by", st->by_src);
-		r_str(&r, "arm", st->arms.s[a]);
+		r_str(&r, "arm", st->arms.v[a]);
 		r_u64(&r, "up", as[a].up);
 		r_u64(&r, "votes", as[a].votes);
 		r_dbl(&r, "rate", as[a].votes ? (double)as[a].up / (double)as[a].votes : NAN);
@@ -593,17 +411,17 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 			goto out;
 	}
 	for (size_t i = 0; i < nps; i++) {
-		const struct pair_stat *p = &ps[i];
+		const struct fw_ab_pair *p = &ps[i];
 		r_begin(&r);
-		r_str(&r, "a", st->arms.s[p->a]);
-		r_str(&r, "b", st->arms.s[p->b]);
+		r_str(&r, "a", st->arms.v[p->a]);
+		r_str(&r, "b", st->arms.v[p->b]);
 		r_dbl(&r, "diff", p->diff);
 		r_dbl(&r, "lo", p->ok ? p->lo : NAN);
 		r_dbl(&r, "hi", p->ok ? p->hi : NAN);
 		r_u64(&r, "users", p->users);
 		r_str(&r, "verdict", p->verdict > 0 ? "b" : p->verdict < 0 ? "a" : "none");
-		r_str(&r, "preferred", p->verdict > 0 ? st->arms.s[p->b] :
-				       p->verdict < 0 ? st->arms.s[p->a] : NULL);
+		r_str(&r, "preferred", p->verdict > 0 ? st->arms.v[p->b] :
+				       p->verdict < 0 ? st->arms.v[p->a] : NULL);
 		r_u64(&r, "n_needed", p->verdict ? 0 : p->need);
 		r_dbl(&r, "design_effect", p->deff);
 		if (p->paired) {
@@ -630,7 +448,7 @@ static void pct(char *buf, size_t n, double x)
 }
 
 static void write_table(struct state *st, FILE *f, const uint32_t *order,
-			const struct arm_stat *as, const struct pair_stat *ps, size_t nps)
+			const struct fw_ab_arm *as, const struct fw_ab_pair *ps, size_t nps)
 {
 	char a[32], b[32], c[32];
 	fprintf(f, "%llu trajectories, %llu votes, %llu thumbs-down trajectories "
@@ -665,7 +483,7 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 		pct(b, sizeof b, as[i].lo);
 		pct(c, sizeof c, as[i].hi);
 		snprintf(iv, sizeof iv, "[%s, %s]", b, c);
-		fprintf(f, "%-16s %6llu %6llu %7s  %-17s %6llu\n", st->arms.s[i],
+		fprintf(f, "%-16s %6llu %6llu %7s  %-17s %6llu\n", st->arms.v[i],
 			(unsigned long long)as[i].up, (unsigned long long)as[i].votes,
 			as[i].votes ? a : "-", as[i].votes ? iv : "-", (unsigned long long)as[i].users);
 	}
@@ -683,8 +501,8 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 		fprintf(f, "paired by %s: McNemar's exact test on the majority vote per item\n",
 			st->paired_src);
 	for (size_t i = 0; i < nps; i++) {
-		const struct pair_stat *p = &ps[i];
-		const char *A = st->arms.s[p->a], *B = st->arms.s[p->b];
+		const struct fw_ab_pair *p = &ps[i];
+		const char *A = st->arms.v[p->a], *B = st->arms.v[p->b];
 		snprintf(a, sizeof a, "%+.1f%%", 100 * p->diff);
 		fprintf(f, "%s vs %s: %s", A, B, a);
 		if (p->ok) {
@@ -702,8 +520,8 @@ static void write_table(struct state *st, FILE *f, const uint32_t *order,
 			fprintf(f, ": %s preferred over %s\n", B, A);
 		else if (p->verdict < 0)
 			fprintf(f, ": %s preferred over %s\n", A, B);
-		else if (p->users < MIN_USERS)
-			fprintf(f, ": no verdict (fewer than %d users)\n", MIN_USERS);
+		else if (p->users < FW_AB_MIN_USERS)
+			fprintf(f, ": no verdict (fewer than %d users)\n", FW_AB_MIN_USERS);
 		else if (p->need)
 			fprintf(f, ": no verdict (about %llu votes per arm needed)\n",
 				(unsigned long long)p->need);
@@ -717,18 +535,16 @@ static int finish(struct state *st, const char *out, int level)
 	int rc = 0;
 	size_t na = st->arms.n;
 	uint32_t *order = calloc(na ? na : 1, sizeof *order);
-	struct arm_stat *as = calloc(na ? na : 1, sizeof *as);
+	struct fw_ab_arm *as = calloc(na ? na : 1, sizeof *as);
 	size_t nps = na > 1 ? na * (na - 1) / 2 : 0;
-	struct pair_stat *ps = calloc(nps ? nps : 1, sizeof *ps);
+	struct fw_ab_pair *ps = calloc(nps ? nps : 1, sizeof *ps);
 	struct fw_cluster *cl = calloc(st->users.n ? st->users.n : 1, sizeof *cl);
 	/* Every pair is a test: the family of them keeps a 5% chance of any
 	 * false verdict.  By default, enough resamples that each tail of the
 	 * interval holds at least 10 of them. */
-	st->alpha = 0.05 / (double)(nps ? nps : 1);
-	if (!st->resamples) {
-		double want = ceil(20 / st->alpha);
-		st->resamples = want > 2000 ? (unsigned)want : 2000;
-	}
+	st->alpha = fw_ab_alpha(nps);
+	if (!st->resamples)
+		st->resamples = fw_ab_resamples(st->alpha);
 	double *work = calloc(st->resamples, sizeof *work);
 	if (!order || !as || !ps || !cl || !work) {
 		fw_warn("out of memory");
@@ -738,30 +554,20 @@ static int finish(struct state *st, const char *out, int level)
 	/* qsort() wants a valid pointer even for no elements. */
 	if (st->ncats)
 		qsort(st->cats, st->ncats, sizeof *st->cats, cmp_cat);
-	if (st->nvotes)
-		qsort(st->votes, st->nvotes, sizeof *st->votes, cmp_vote_user);
-	if (st->npv)
-		qsort(st->pv, st->npv, sizeof *st->pv, cmp_pv);
+	fw_ab_sort(st->votes, st->nvotes, st->pv, st->npv);
 	for (uint32_t i = 0; i < na; i++)
 		order[i] = i;
 	sort_names = &st->arms;
 	qsort(order, na, sizeof *order, cmp_arm);
-	for (size_t i = 0; i < st->nvotes; i++) {
-		struct vote *v = &st->votes[i];
-		as[v->arm].votes++;
-		as[v->arm].up += (uint64_t)v->up;
-		/* Votes are sorted by user and arm: count a user once per arm. */
-		as[v->arm].users += i == 0 || st->votes[i - 1].user != v->user ||
-				    st->votes[i - 1].arm != v->arm;
-	}
-	for (size_t i = 0; i < na; i++)
-		fw_wilson(as[i].up, as[i].votes, FW_Z95, &as[i].lo, &as[i].hi);
+	fw_ab_arms(as, na, st->votes, st->nvotes);
 	size_t k = 0;
 	for (size_t i = 0; i < na; i++)
 		for (size_t j = i + 1; j < na; j++) {
 			ps[k].a = order[i];
 			ps[k].b = order[j];
-			pair_stats(st, &ps[k], as, cl, work);
+			fw_ab_compare(&ps[k], st->votes, st->nvotes, as,
+				      st->paired_by ? st->pv : NULL, st->npv, st->seed,
+				      st->resamples, st->alpha, cl, work);
 			k++;
 		}
 	if (st->records) {
@@ -812,7 +618,7 @@ enum { OPT_BY = 256, OPT_PAIRED, OPT_RECORDS, OPT_SEED, OPT_RESAMPLES, OPT_SKIP_
  * grade.judge with the human labels of the file `labels`.  Prints one block
  * per criterion; exit 1 when a criterion is no better than chance.
  */
-static int judge_main(const char *labels, char **files, int nfiles, uint64_t seed,
+static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed,
 		      unsigned resamples)
 {
 	struct fw_agree_set *set = fw_agree_set_new();
@@ -830,8 +636,8 @@ static int judge_main(const char *labels, char **files, int nfiles, uint64_t see
 		fw_agree_set_free(set);
 		return FW_EXIT_DATA;
 	}
-	for (int i = 0; i < nfiles; i++) {
-		struct fw_reader *r = fw_reader_open(files[i], NULL, err, sizeof err);
+	for (const char *file; (file = fw_operands_next(ops));) {
+		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
 		struct fw_rec rec;
 		int rc;
 		if (!r) {
@@ -873,6 +679,7 @@ static int judge_main(const char *labels, char **files, int nfiles, uint64_t see
 int main(int argc, char **argv)
 {
 	fw_cli_init("fb-report");
+	fw_usage_init(usage_text, options);
 	static const struct option longopts[] = {
 		{"by", required_argument, NULL, OPT_BY},
 		{"paired-by", required_argument, NULL, OPT_PAIRED},
@@ -900,11 +707,11 @@ int main(int argc, char **argv)
 		case OPT_RECORDS: st.records = 1; break;
 		case OPT_SEED:
 			if (fw_parse_u64(optarg, &st.seed, 0) < 0)
-				return usage_error("bad seed '%s'", optarg);
+				return fw_usage_fail("bad seed '%s'", optarg);
 			break;
 		case OPT_RESAMPLES:
 			if (fw_parse_u64(optarg, &u, 1) < 0 || u < 100 || u > 10000000)
-				return usage_error("bad resample count '%s' (100..10000000)", optarg);
+				return fw_usage_fail("bad resample count '%s' (100..10000000)", optarg);
 			st.resamples = (unsigned)u;
 			break;
 		case 'o': out = optarg; break;
@@ -912,41 +719,37 @@ int main(int argc, char **argv)
 		case OPT_SKIP_BAD: skip_bad = 1; break;
 		case OPT_JUDGE: judge_labels = optarg; break;
 		case 'h':
-			usage(stdout);
+			fw_help();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case OPT_VERSION:
 			fw_print_version();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default:
-			usage(stderr);
+			fw_usage(stderr);
 			return FW_EXIT_USAGE;
 		}
 	}
+	struct fw_operands ops;
+	fw_operands_init(&ops, argc, argv, optind);
 	if (judge_labels) {
-		static char *stdin_one[] = {"-"};
-		int js = judge_main(judge_labels, optind < argc ? argv + optind : stdin_one,
-				    optind < argc ? argc - optind : 1, st.seed,
-				    st.resamples ? st.resamples : 2000);
+		int js = judge_main(judge_labels, &ops, st.seed, st.resamples ? st.resamples : 2000);
 		if (fw_close_stdout() < 0)
 			js = FW_EXIT_DATA;
 		return js;
 	}
 	if (!(st.by = fw_path_parse(st.by_src, err, sizeof err)))
-		return usage_error("--by: %s", err);
+		return fw_usage_fail("--by: %s", err);
 	if (st.paired_src && !(st.paired_by = fw_path_parse(st.paired_src, err, sizeof err)))
-		return usage_error("--paired-by: %s", err);
+		return fw_usage_fail("--paired-by: %s", err);
 	if (!(st.cat = fw_fbcat_new(err, sizeof err))) {
 		fw_warn("%s", err);
 		return FW_EXIT_DATA;
 	}
 
-	static char *stdin_only[] = {"-"};
-	char **files = optind < argc ? argv + optind : stdin_only;
-	int nfiles = optind < argc ? argc - optind : 1;
 	int status = 0, stop = 0;
 	uint64_t skipped = 0;
-	for (int i = 0; i < nfiles && !stop; i++) {
-		struct fw_reader *r = fw_reader_open(files[i], NULL, err, sizeof err);
+	for (const char *file; !stop && (file = fw_operands_next(&ops));) {
+		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
 		if (!r) {
 			fw_warn("%s", err);
 			status = FW_EXIT_DATA;
@@ -988,9 +791,9 @@ int main(int argc, char **argv)
 	free(st.cats);
 	free(st.votes);
 	free(st.pv);
-	intern_free(&st.arms);
-	intern_free(&st.users);
-	intern_free(&st.keys);
+	fw_intern_release(&st.arms);
+	fw_intern_release(&st.users);
+	fw_intern_release(&st.keys);
 	fw_path_free(st.by);
 	fw_path_free(st.paired_by);
 	fw_fbcat_free(st.cat);

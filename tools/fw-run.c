@@ -25,20 +25,26 @@ static const char usage_text[] =
 	"       fw-run --check\n"
 	"       fw-run -h | --help | --version\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	fputs(usage_text, stderr);
-	return FW_EXIT_USAGE;
-}
-
-static int pack_str(msgpack_packer *pk, const char *s)
-{
-	size_t n = strlen(s);
-	return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
-}
+static const struct fw_opt_doc options[] = {
+	{ "--workspace DIR", "bind DIR read-write as the command's working directory" },
+	{ "--timeout S", "wall-clock limit in seconds (fractions allowed)" },
+	{ "--grace S", "seconds between SIGTERM and SIGKILL at the timeout" },
+	{ "--mem MB", "memory limit of the whole tree in MiB (or K, M, G)" },
+	{ "--cpu S", "CPU seconds per process" },
+	{ "--procs N", "processes (threads included) the sandbox may hold at once" },
+	{ "--fsize MB", "largest file a process may write, in MiB" },
+	{ "--output-cap BYTES", "bytes of standard output, and of standard error, kept (default 1M)" },
+	{ "--allow HOST[:PORT]", "let the command reach HOST (through the filtering proxy)" },
+	{ "--ro-bind SRC[:DST]", "bind a host path read-only at DST (default SRC)" },
+	{ "--env NAME=VALUE", "add a variable, or replace a default one" },
+	{ "--stdin FILE", "standard input of the command" },
+	{ "--no-cgroup", "make no cgroups" },
+	{ "--msgpack", "write the result as one msgpack record" },
+	{ "--check", "check that the clean room works on this machine" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 /* Captured bytes go out as a string when they are UTF-8, as bin otherwise
  * (JSON shows bin as {"$bin": BASE64}). */
@@ -58,31 +64,31 @@ static int pack_result(struct fw_buf *b, const struct fw_sandbox_result *r)
 
 	fw_buf_packer(&pk, b);
 	e |= msgpack_pack_map(&pk, 16);
-	e |= pack_str(&pk, "kind") || pack_str(&pk, "sandbox");
-	e |= pack_str(&pk, "v") || msgpack_pack_int(&pk, 1);
-	e |= pack_str(&pk, "cause") || pack_str(&pk, fw_sandbox_cause_name(r->cause));
-	e |= pack_str(&pk, "exit");
+	e |= fw_pack_cstr(&pk, "kind") || fw_pack_cstr(&pk, "sandbox");
+	e |= fw_pack_cstr(&pk, "v") || msgpack_pack_int(&pk, 1);
+	e |= fw_pack_cstr(&pk, "cause") || fw_pack_cstr(&pk, fw_sandbox_cause_name(r->cause));
+	e |= fw_pack_cstr(&pk, "exit");
 	e |= r->exit_code >= 0 ? msgpack_pack_int(&pk, r->exit_code) : msgpack_pack_nil(&pk);
-	e |= pack_str(&pk, "signal") || msgpack_pack_int(&pk, r->signal);
-	e |= pack_str(&pk, "wall_s") || msgpack_pack_double(&pk, r->wall_s);
-	e |= pack_str(&pk, "cpu_s") || msgpack_pack_double(&pk, r->cpu_s);
-	e |= pack_str(&pk, "max_rss") || msgpack_pack_uint64(&pk, r->max_rss);
-	e |= pack_str(&pk, "cgroup") ||
+	e |= fw_pack_cstr(&pk, "signal") || msgpack_pack_int(&pk, r->signal);
+	e |= fw_pack_cstr(&pk, "wall_s") || msgpack_pack_double(&pk, r->wall_s);
+	e |= fw_pack_cstr(&pk, "cpu_s") || msgpack_pack_double(&pk, r->cpu_s);
+	e |= fw_pack_cstr(&pk, "max_rss") || msgpack_pack_uint64(&pk, r->max_rss);
+	e |= fw_pack_cstr(&pk, "cgroup") ||
 	     (r->cgroup ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
-	e |= pack_str(&pk, "stdout") || pack_bytes(&pk, r->out.data, r->out.len);
-	e |= pack_str(&pk, "stdout_bytes") || msgpack_pack_uint64(&pk, r->out.total);
-	e |= pack_str(&pk, "stdout_truncated") ||
+	e |= fw_pack_cstr(&pk, "stdout") || pack_bytes(&pk, r->out.data, r->out.len);
+	e |= fw_pack_cstr(&pk, "stdout_bytes") || msgpack_pack_uint64(&pk, r->out.total);
+	e |= fw_pack_cstr(&pk, "stdout_truncated") ||
 	     (r->out.truncated ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
-	e |= pack_str(&pk, "stderr") || pack_bytes(&pk, r->err.data, r->err.len);
-	e |= pack_str(&pk, "stderr_bytes") || msgpack_pack_uint64(&pk, r->err.total);
-	e |= pack_str(&pk, "stderr_truncated") ||
+	e |= fw_pack_cstr(&pk, "stderr") || pack_bytes(&pk, r->err.data, r->err.len);
+	e |= fw_pack_cstr(&pk, "stderr_bytes") || msgpack_pack_uint64(&pk, r->err.total);
+	e |= fw_pack_cstr(&pk, "stderr_truncated") ||
 	     (r->err.truncated ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
-	e |= pack_str(&pk, "events") || msgpack_pack_array(&pk, r->nevents);
+	e |= fw_pack_cstr(&pk, "events") || msgpack_pack_array(&pk, r->nevents);
 	for (size_t i = 0; i < r->nevents; i++) {
 		e |= msgpack_pack_map(&pk, 3);
-		e |= pack_str(&pk, "kind") || pack_str(&pk, r->events[i].kind);
-		e |= pack_str(&pk, "detail") || pack_str(&pk, r->events[i].detail);
-		e |= pack_str(&pk, "at_s") || msgpack_pack_double(&pk, r->events[i].at_s);
+		e |= fw_pack_cstr(&pk, "kind") || fw_pack_cstr(&pk, r->events[i].kind);
+		e |= fw_pack_cstr(&pk, "detail") || fw_pack_cstr(&pk, r->events[i].detail);
+		e |= fw_pack_cstr(&pk, "at_s") || msgpack_pack_double(&pk, r->events[i].at_s);
 	}
 	return e ? -1 : 0;
 }
@@ -171,6 +177,7 @@ int main(int argc, char **argv)
 	double d;
 
 	fw_cli_init("fw-run");
+	fw_usage_init(usage_text, options);
 	fw_sandbox_opts_init(&o);
 	opterr = 0; /* diagnostics are ours, named "fw-run" */
 	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
@@ -179,57 +186,57 @@ int main(int argc, char **argv)
 		case O_TIMEOUT:
 		case O_GRACE:
 			if (fw_parse_double(optarg, &d) != 0 || d < 0)
-				return usage_error("bad seconds '%s'", optarg);
+				return fw_usage_fail("bad seconds '%s'", optarg);
 			*(c == O_TIMEOUT ? &o.timeout_s : &o.grace_s) = d;
 			break;
 		case O_MEM:
 			if (parse_mb(optarg, &o.mem_bytes) != 0)
-				return usage_error("bad --mem '%s'", optarg);
+				return fw_usage_fail("bad --mem '%s'", optarg);
 			break;
 		case O_FSIZE:
 			if (parse_mb(optarg, &o.fsize_bytes) != 0)
-				return usage_error("bad --fsize '%s'", optarg);
+				return fw_usage_fail("bad --fsize '%s'", optarg);
 			break;
 		case O_CPU:
 		case O_PROCS:
 			if (fw_parse_u64(optarg, &u, 0) != 0 || u > 1u << 30)
-				return usage_error("bad number '%s'", optarg);
+				return fw_usage_fail("bad number '%s'", optarg);
 			*(c == O_CPU ? &o.cpu_s : &o.procs) = (long)u;
 			break;
 		case O_CAP:
 			if (fw_parse_u64(optarg, &u, 1) != 0 || u == 0 || u > (uint64_t)1 << 40)
-				return usage_error("bad --output-cap '%s'", optarg);
+				return fw_usage_fail("bad --output-cap '%s'", optarg);
 			o.output_cap = (size_t)u;
 			break;
 		case O_ALLOW:
 			if (nallow == MAX_LIST)
-				return usage_error("too many --allow (at most 64): '%s'", optarg);
+				return fw_usage_fail("too many --allow (at most 64): '%s'", optarg);
 			allow[nallow++] = optarg;
 			break;
 		case O_BIND:
 			if (nbinds == MAX_LIST)
-				return usage_error("too many --ro-bind (at most 64): '%s'", optarg);
+				return fw_usage_fail("too many --ro-bind (at most 64): '%s'", optarg);
 			binds[nbinds++] = optarg;
 			break;
 		case O_ENV:
 			if (nenv == MAX_LIST || !strchr(optarg, '=') || optarg[0] == '=')
-				return usage_error("bad --env '%s' (NAME=VALUE)", optarg);
+				return fw_usage_fail("bad --env '%s' (NAME=VALUE)", optarg);
 			env[nenv++] = optarg;
 			break;
 		case O_STDIN: o.stdin_path = optarg; break;
 		case O_MSGPACK: msgpack = 1; break;
 		case O_NOCG: o.no_cgroup = 1; break;
 		case O_CHECK: check = 1; break;
-		case 'h': fputs(usage_text, stdout); return FW_EXIT_OK;
+		case 'h': fw_help(); return FW_EXIT_OK;
 		case O_VERSION: fw_print_version(); return FW_EXIT_OK;
-		case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("unknown option '%s'", argv[optind - 1]);
+		case ':': return fw_usage_fail("option '%s' needs a value", argv[optind - 1]);
+		default: return fw_usage_fail("unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (check)
 		return check_machine(&o);
 	if (optind >= argc)
-		return usage_error("%s", "no command");
+		return fw_usage_fail("%s", "no command");
 	o.allow = allow;
 	o.ro_binds = binds;
 	o.env = env;

@@ -135,12 +135,6 @@ struct run {
 	uint64_t distilled;
 };
 
-static int pack_cstr(msgpack_packer *pk, const char *str)
-{
-	size_t n = strlen(str);
-	return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, str, n);
-}
-
 /*
  * --distil: one SFT example per criterion of the judged record rec, the
  * judge prompt as the student reads it (fitted to its tokenizer and
@@ -170,23 +164,23 @@ static int distil_record(struct run *r, struct fw_mpv rec, char *err, size_t err
 		fw_buf_reset(&r->dbuf);
 		fw_buf_packer(&pk, &r->dbuf);
 		e |= msgpack_pack_map(&pk, 7);
-		e |= pack_cstr(&pk, "kind");
-		e |= pack_cstr(&pk, "sft");
-		e |= pack_cstr(&pk, "prompt");
+		e |= fw_pack_cstr(&pk, "kind");
+		e |= fw_pack_cstr(&pk, "sft");
+		e |= fw_pack_cstr(&pk, "prompt");
 		e |= msgpack_pack_str(&pk, r->pbuf.n);
 		e |= msgpack_pack_str_body(&pk, r->pbuf.p, r->pbuf.n);
-		e |= pack_cstr(&pk, "completion");
+		e |= fw_pack_cstr(&pk, "completion");
 		e |= msgpack_pack_str(&pk, strlen(lab) + 1);
 		e |= msgpack_pack_str_body(&pk, " ", 1);
 		e |= msgpack_pack_str_body(&pk, lab, strlen(lab));
-		e |= pack_cstr(&pk, "rubric");
-		e |= pack_cstr(&pk, r->rubric->id ? r->rubric->id : "");
-		e |= pack_cstr(&pk, "criterion");
-		e |= pack_cstr(&pk, cr->name);
-		e |= pack_cstr(&pk, "id");
+		e |= fw_pack_cstr(&pk, "rubric");
+		e |= fw_pack_cstr(&pk, r->rubric->id ? r->rubric->id : "");
+		e |= fw_pack_cstr(&pk, "criterion");
+		e |= fw_pack_cstr(&pk, cr->name);
+		e |= fw_pack_cstr(&pk, "id");
 		e |= msgpack_pack_str(&pk, idn);
 		e |= msgpack_pack_str_body(&pk, id, idn);
-		e |= pack_cstr(&pk, "p");
+		e |= fw_pack_cstr(&pk, "p");
 		e |= msgpack_pack_double(&pk, v->p[v->label]);
 		if (e)
 			goto oom;
@@ -545,13 +539,6 @@ static int grade_main(struct opts *o)
 
 static const char *const scope_names[] = { "checkpoint", "task", "split" };
 
-static void pack_str(msgpack_packer *pk, const char *s)
-{
-	size_t n = strlen(s);
-	msgpack_pack_str(pk, n);
-	msgpack_pack_str_body(pk, s, n);
-}
-
 static void pack_num(msgpack_packer *pk, double x)
 {
 	if (isnan(x))
@@ -574,22 +561,22 @@ static int summary_records(const struct fw_gsum_row *rows, long n, struct fw_wri
 		fw_buf_packer(&pk, &b);
 		int nf = 16 + (r->scope == FW_GSUM_TASK);
 		msgpack_pack_map(&pk, nf);
-		pack_str(&pk, "kind"); pack_str(&pk, "grade-summary");
-		pack_str(&pk, "id"); pack_str(&pk, id);
-		pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
-		pack_str(&pk, "scope"); pack_str(&pk, scope_names[r->scope]);
-		pack_str(&pk, "key"); pack_str(&pk, r->key);
+		fw_pack_cstr(&pk, "kind"); fw_pack_cstr(&pk, "grade-summary");
+		fw_pack_cstr(&pk, "id"); fw_pack_cstr(&pk, id);
+		fw_pack_cstr(&pk, "v"); msgpack_pack_int(&pk, 1);
+		fw_pack_cstr(&pk, "scope"); fw_pack_cstr(&pk, scope_names[r->scope]);
+		fw_pack_cstr(&pk, "key"); fw_pack_cstr(&pk, r->key);
 		if (r->scope == FW_GSUM_TASK) {
-			pack_str(&pk, "split");
-			pack_str(&pk, r->split);
+			fw_pack_cstr(&pk, "split");
+			fw_pack_cstr(&pk, r->split);
 		}
-		pack_str(&pk, "tasks"); msgpack_pack_uint64(&pk, r->tasks);
-		pack_str(&pk, "rollouts"); msgpack_pack_uint64(&pk, r->rollouts);
-		pack_str(&pk, "solved"); msgpack_pack_uint64(&pk, r->solved);
-		pack_str(&pk, "rate"); pack_num(&pk, r->rate);
-		pack_str(&pk, "lo"); pack_num(&pk, r->lo);
-		pack_str(&pk, "hi"); pack_num(&pk, r->hi);
-		pack_str(&pk, "pass_at");
+		fw_pack_cstr(&pk, "tasks"); msgpack_pack_uint64(&pk, r->tasks);
+		fw_pack_cstr(&pk, "rollouts"); msgpack_pack_uint64(&pk, r->rollouts);
+		fw_pack_cstr(&pk, "solved"); msgpack_pack_uint64(&pk, r->solved);
+		fw_pack_cstr(&pk, "rate"); pack_num(&pk, r->rate);
+		fw_pack_cstr(&pk, "lo"); pack_num(&pk, r->lo);
+		fw_pack_cstr(&pk, "hi"); pack_num(&pk, r->hi);
+		fw_pack_cstr(&pk, "pass_at");
 		int nk = 0;
 		for (int j = 0; j < FW_GSUM_NK; j++)
 			nk += !isnan(r->pass_at[j]);
@@ -598,14 +585,14 @@ static int summary_records(const struct fw_gsum_row *rows, long n, struct fw_wri
 			if (isnan(r->pass_at[j]))
 				continue;
 			snprintf(k, sizeof k, "%u", fw_gsum_k[j]);
-			pack_str(&pk, k);
+			fw_pack_cstr(&pk, k);
 			msgpack_pack_double(&pk, r->pass_at[j]);
 		}
-		pack_str(&pk, "recent_rollouts"); msgpack_pack_uint64(&pk, r->recent_rollouts);
-		pack_str(&pk, "recent_rate"); pack_num(&pk, r->recent_rate);
-		pack_str(&pk, "retire");
+		fw_pack_cstr(&pk, "recent_rollouts"); msgpack_pack_uint64(&pk, r->recent_rollouts);
+		fw_pack_cstr(&pk, "recent_rate"); pack_num(&pk, r->recent_rate);
+		fw_pack_cstr(&pk, "retire");
 		r->retire ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-		pack_str(&pk, "never_solved");
+		fw_pack_cstr(&pk, "never_solved");
 		r->never_solved ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
 		if (fw_writer_put(w, b.p, b.n) < 0) {
 			fw_warn("write error: %s", fw_writer_error(w));
@@ -782,11 +769,7 @@ static int summary_main(struct opts *o)
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	fputs(usage_text, stderr);
-	return FW_EXIT_USAGE;
+	return fw_usage_error(usage_text, fmt, arg);
 }
 
 int main(int argc, char **argv)

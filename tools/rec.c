@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_json.h"
 #include "fw_mp.h"
@@ -28,18 +29,25 @@ static const char usage_text[] =
 	"       rec stats [FILE...]\n"
 	"       rec sample -n N [--seed S] [FILE...]\n"
 	"       rec split --shards N -o PREFIX [-z] [FILE...]\n"
-	"common options: [--skip-bad] [--max-record BYTES] [--shard K/N] [--progress]\n"
+	"Common options: [--skip-bad] [--max-record BYTES] [--shard K/N] [--progress]\n"
 	"                [-h | --help] [--version]\n";
 
-static void usage(FILE *f)
-{
-	fputs(usage_text, f);
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
-}
+static const struct fw_opt_doc options[] = {
+	{ "-o OUT", "write to OUT instead of standard output" },
+	{ "-z", "compress the output with zstd" },
+	{ "-l LEVEL", "zstd level of the output" },
+	{ "-n N", "head: the first N records; sample: N records at random" },
+	{ "--seed S", "seed of sample" },
+	{ "--shards N", "split: the number of shards" },
+	{ "-o PREFIX", "split: shard K goes to PREFIX.K.msgpack" },
+	{ "--skip-bad", "skip a value that is not a map, count it, and go on" },
+	{ "--max-record BYTES", "refuse records larger than BYTES" },
+	{ "--shard K/N", "keep only the records whose id hashes to K modulo N" },
+	{ "--progress", "a progress line on standard error even when it is not a terminal" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 /* Options shared by the subcommands. */
 struct opts {
@@ -73,13 +81,12 @@ typedef int (*rec_fn)(struct pass *ps, const struct fw_rec *rec, const char *fil
 
 static int each_record(struct pass *ps, rec_fn fn, void *arg)
 {
-	static char *stdin_only[] = {"-"};
-	char **files = ps->o->nfiles ? ps->o->files : stdin_only;
-	int nfiles = ps->o->nfiles ? ps->o->nfiles : 1;
+	struct fw_operands ops;
+	fw_operands_init(&ops, ps->o->nfiles, ps->o->files, 0);
 	fw_progress_start(&ps->prog, ps->o->progress);
-	for (int i = 0; i < nfiles; i++) {
+	for (const char *file; (file = fw_operands_next(&ops));) {
 		char err[512];
-		struct fw_reader *r = fw_reader_open(files[i], &ps->o->ropts, err, sizeof err);
+		struct fw_reader *r = fw_reader_open(file, &ps->o->ropts, err, sizeof err);
 		if (!r) {
 			fw_warn("%s", err);
 			ps->status = FW_EXIT_DATA;
@@ -280,130 +287,53 @@ static int cmd_json(struct opts *o, const char *path)
 
 /* ---- from-json ----------------------------------------------------------------- */
 
-/* Line and column (1-based) of byte at in s[0..at), continuing from *line
- * and *lstart (offset of the current line's first byte). */
-static void advance_lines(const char *s, size_t from, size_t to, uint64_t *line, uint64_t *lstart,
-			  uint64_t base)
-{
-	const char *p = s + from, *end = s + to;
-	while ((p = memchr(p, '\n', (size_t)(end - p)))) {
-		(*line)++;
-		p++;
-		*lstart = base + (uint64_t)(p - s);
-	}
-}
-
 static int from_json_file(const char *path, struct fw_writer *w, struct opts *o,
 			  struct fw_progress *prog, uint64_t *total)
 {
-	const char *name = !path || strcmp(path, "-") == 0 ? "<stdin>" : path;
-	int fd = 0;
-	if (path && strcmp(path, "-") != 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		fw_warn("%s: %s", path, strerror(errno));
-		return FW_EXIT_DATA;
-	}
-	size_t cap = 1u << 20, len = 0, pos = 0;
-	char *buf = malloc(cap);
-	struct fw_buf out = {0};
-	uint64_t base = 0; /* file offset of buf[0] */
-	uint64_t line = 1, lstart = 0, nvals = 0;
-	int eof = 0, st = 0;
 	size_t maxrec = o->ropts.max_record ? o->ropts.max_record : FW_MAX_RECORD_DEFAULT;
-	if (!buf) {
-		fw_warn("out of memory");
+	char err[512];
+	struct fw_json_reader *jr = fw_json_reader_open(path, maxrec, err, sizeof err);
+	struct fw_mpv v;
+	uint64_t line, col;
+	int rc, st = 0;
+
+	if (!jr) {
+		fw_warn("%s", err);
 		return FW_EXIT_DATA;
 	}
-	for (;;) {
-		size_t used;
-		struct fw_json_err e;
-		fw_buf_reset(&out);
-		int rc = fw_json_to_mp(&out, buf + pos, len - pos, eof, &used, &e);
-		if (rc == 1) {
-			uint64_t vline = line, vlstart = lstart;
-			/* Find the position of the value itself for messages. */
-			size_t vstart = pos;
-			while (vstart < len && strchr(" \t\r\n", buf[vstart]))
-				vstart++;
-			advance_lines(buf, pos, vstart, &vline, &vlstart, base);
-			if (fw_mp_type((struct fw_mpv){out.p, out.n}) != FW_MP_MAP) {
-				fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
-					(unsigned long long)vline,
-					(unsigned long long)(base + vstart - vlstart + 1),
-					fw_mp_type_name(fw_mp_type((struct fw_mpv){out.p, out.n})));
-				if (!o->skip_bad) {
-					st = FW_EXIT_DATA;
-					break;
-				}
-			} else if (out.n > maxrec) {
-				fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
-					name, (unsigned long long)vline, out.n, maxrec);
+	const char *name = fw_json_reader_name(jr);
+	while ((rc = fw_json_reader_next(jr, &v)) == 1) {
+		fw_json_reader_pos(jr, &line, &col);
+		if (fw_mp_type(v) != FW_MP_MAP) {
+			fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
+				(unsigned long long)line, (unsigned long long)col,
+				fw_mp_type_name(fw_mp_type(v)));
+			if (!o->skip_bad) {
 				st = FW_EXIT_DATA;
 				break;
-			} else {
-				if (fw_writer_put(w, out.p, out.n) < 0) {
-					if (errno != EPIPE)
-						fw_warn("%s", fw_writer_error(w));
-					st = FW_EXIT_DATA;
-					break;
-				}
-				nvals++;
-				(*total)++;
-				fw_progress_tick(prog, *total, base + pos);
 			}
-			advance_lines(buf, pos, pos + used, &line, &lstart, base);
-			pos += used;
 			continue;
 		}
-		if (rc == 0 && eof)
-			break;
-		if (rc == -1) {
-			uint64_t el = line, els = lstart;
-			advance_lines(buf, pos, pos + e.at, &el, &els, base);
-			fw_warn("%s: line %llu, column %llu: %s", name, (unsigned long long)el,
-				(unsigned long long)(base + pos + e.at - els + 1), e.msg);
+		if (v.n > maxrec) {
+			fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
+				name, (unsigned long long)line, v.n, maxrec);
 			st = FW_EXIT_DATA;
 			break;
 		}
-		/* rc == 2 (value cut by the buffer end) or only whitespace: read more. */
-		if (len - pos > maxrec * 2 + 4096) {
-			fw_warn("%s: line %llu: value exceeds the record limit of %zu bytes", name,
-				(unsigned long long)line, maxrec);
+		if (fw_writer_put(w, v.p, v.n) < 0) {
+			if (errno != EPIPE)
+				fw_warn("%s", fw_writer_error(w));
 			st = FW_EXIT_DATA;
 			break;
 		}
-		if (pos > 0) {
-			advance_lines(buf, pos, pos, &line, &lstart, base);
-			memmove(buf, buf + pos, len - pos);
-			len -= pos;
-			base += pos;
-			pos = 0;
-		}
-		if (len == cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				fw_warn("out of memory");
-				st = FW_EXIT_DATA;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		ssize_t k = read(fd, buf + len, cap - len);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			fw_warn("%s: read error: %s", name, strerror(errno));
-			st = FW_EXIT_DATA;
-			break;
-		}
-		if (k == 0)
-			eof = 1;
-		len += (size_t)k;
+		(*total)++;
+		fw_progress_tick(prog, *total, fw_json_reader_offset(jr));
 	}
-	if (fd > 0)
-		close(fd);
-	free(buf);
-	fw_buf_free(&out);
+	if (rc < 0) {
+		fw_warn("%s: %s", name, fw_json_reader_error(jr));
+		st = FW_EXIT_DATA;
+	}
+	fw_json_reader_close(jr);
 	return st;
 }
 
@@ -416,29 +346,18 @@ static int cmd_from_json(struct opts *o)
 	if (!w)
 		return FW_EXIT_DATA;
 	fw_progress_start(&prog, o->progress);
-	if (o->nfiles == 0) {
-		st = from_json_file("-", w, o, &prog, &total);
-	} else {
-		for (int i = 0; i < o->nfiles; i++) {
-			int s = from_json_file(o->files[i], w, o, &prog, &total);
-			if (s)
-				st = s;
-		}
+	struct fw_operands ops;
+	fw_operands_init(&ops, o->nfiles, o->files, 0);
+	for (const char *file; (file = fw_operands_next(&ops));) {
+		int s = from_json_file(file, w, o, &prog, &total);
+		if (s)
+			st = s;
 	}
 	fw_progress_end(&prog);
 	return close_out(w, st);
 }
 
 /* ---- sample ---------------------------------------------------------------- */
-
-/* splitmix64: small, seedable, and the same everywhere. */
-static uint64_t next_rand(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 struct kept {
 	uint64_t order;
@@ -454,7 +373,7 @@ struct sample_arg {
 static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
 {
 	struct sample_arg *a = arg;
-	uint64_t j = a->seen < a->k ? a->seen : next_rand(&a->rng) % (a->seen + 1);
+	uint64_t j = a->seen < a->k ? a->seen : fw_rand64(&a->rng) % (a->seen + 1);
 	uint64_t order = a->seen++;
 	if (j >= a->k)
 		return 0;
@@ -718,13 +637,14 @@ enum {
 int main(int argc, char **argv)
 {
 	fw_cli_init("rec");
+	fw_usage_init(usage_text, options);
 	if (argc < 2) {
-		usage(stderr);
+		fw_usage(stderr);
 		return FW_EXIT_USAGE;
 	}
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
-		usage(stdout);
+		fw_help();
 		return fw_close_stdout() ? FW_EXIT_DATA : 0;
 	}
 	if (!strcmp(cmd, "--version")) {
@@ -737,7 +657,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
 		known |= !strcmp(cmd, cmds[i]);
 	if (!known)
-		return usage_error("unknown command '%s'", cmd);
+		return fw_usage_fail("unknown command '%s'", cmd);
 
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
@@ -763,48 +683,48 @@ int main(int argc, char **argv)
 		case 'z': if (o.level <= 0) o.level = 3; break;
 		case 'l':
 			if (fw_parse_u64(optarg, &u, 0) < 0 || u < 1 || u > 19)
-				return usage_error("bad level '%s' (1..19)", optarg);
+				return fw_usage_fail("bad level '%s' (1..19)", optarg);
 			o.level = (int)u;
 			break;
 		case 'n':
 			if (fw_parse_u64(optarg, &o.n, 0) < 0)
-				return usage_error("bad count '%s'", optarg);
+				return fw_usage_fail("bad count '%s'", optarg);
 			o.have_n = 1;
 			break;
 		case OPT_SEED:
 			if (fw_parse_u64(optarg, &o.seed, 0) < 0)
-				return usage_error("bad seed '%s'", optarg);
+				return fw_usage_fail("bad seed '%s'", optarg);
 			break;
 		case OPT_SHARDS:
 			if (fw_parse_u64(optarg, &o.shards, 0) < 0 || o.shards < 1 || o.shards > 100000)
-				return usage_error("bad shard count '%s'", optarg);
+				return fw_usage_fail("bad shard count '%s'", optarg);
 			break;
 		case OPT_SHARD:
 			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
-				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
 			break;
 		case OPT_SKIP_BAD: o.skip_bad = 1; break;
 		case OPT_MAX_RECORD:
 			if (fw_parse_u64(optarg, &u, 1) < 0 || u < 16 || u > (1ULL << 40))
-				return usage_error("bad record limit '%s'", optarg);
+				return fw_usage_fail("bad record limit '%s'", optarg);
 			o.ropts.max_record = (size_t)u;
 			break;
 		case OPT_PROGRESS: o.progress = 1; break;
 		case 'h':
-			usage(stdout);
+			fw_help();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case OPT_VERSION:
 			fw_print_version();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default:
-			usage(stderr);
+			fw_usage(stderr);
 			return FW_EXIT_USAGE;
 		}
 	}
 	const char *path = NULL;
 	if (!strcmp(cmd, "get")) {
 		if (optind >= argc)
-			return usage_error("%s: missing PATH", cmd);
+			return fw_usage_fail("%s: missing PATH", cmd);
 		path = argv[optind++];
 	}
 	o.files = argv + optind;
@@ -826,11 +746,11 @@ int main(int argc, char **argv)
 		st = cmd_stats(&o);
 	} else if (!strcmp(cmd, "sample")) {
 		if (!o.have_n)
-			return usage_error("%s: -n N is required", cmd);
+			return fw_usage_fail("%s: -n N is required", cmd);
 		st = cmd_sample(&o);
 	} else {
 		if (!o.shards || !o.out)
-			return usage_error("%s: --shards N and -o PREFIX are required", cmd);
+			return fw_usage_fail("%s: --shards N and -o PREFIX are required", cmd);
 		st = cmd_split(&o);
 	}
 	if (fw_close_stdout() < 0 && !st)

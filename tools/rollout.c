@@ -72,28 +72,6 @@ struct worker {
 	pthread_mutex_t *mu;
 };
 
-static void pack_str(msgpack_packer *pk, const char *s, size_t n)
-{
-	msgpack_pack_str(pk, n);
-	msgpack_pack_str_body(pk, s, n);
-}
-
-static void pack_cstr(msgpack_packer *pk, const char *s)
-{
-	pack_str(pk, s, strlen(s));
-}
-
-/* Packs s (n bytes) as record text: what the agent or its sandbox wrote may
- * be any bytes, and what is not UTF-8 becomes U+FFFD. */
-static void pack_text(msgpack_packer *pk, const char *s, size_t n)
-{
-	size_t fn;
-	char *f = fw_utf8_fix(s, n, &fn);
-
-	pack_str(pk, f ? f : "", f ? fn : 0);
-	free(f);
-}
-
 /* A string field of map m, NUL-terminated in buf, or NULL. */
 static const char *get_str(struct fw_mpv m, const char *key, char *buf, size_t cap)
 {
@@ -137,67 +115,67 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 	fw_rollout_id(id, tid, strlen(tid), o->policy, o->seed, e->sample);
 	fw_buf_packer(&pk, &j->out);
 	msgpack_pack_map(&pk, (size_t)n);
-	pack_cstr(&pk, "kind");
-	pack_cstr(&pk, "rollout");
-	pack_cstr(&pk, "id");
-	pack_cstr(&pk, id);
-	pack_cstr(&pk, "v");
+	fw_pack_cstr(&pk, "kind");
+	fw_pack_cstr(&pk, "rollout");
+	fw_pack_cstr(&pk, "id");
+	fw_pack_cstr(&pk, id);
+	fw_pack_cstr(&pk, "v");
 	msgpack_pack_int(&pk, 1);
-	pack_cstr(&pk, "task");
+	fw_pack_cstr(&pk, "task");
 	fw_buf_append(&j->out, tb.p, tb.n);
 	fw_buf_free(&tb);
-	pack_cstr(&pk, "policy");
+	fw_pack_cstr(&pk, "policy");
 	msgpack_pack_map(&pk, o->backend == B_EXEC ? 3 : 6 + (o->backend == B_HTTP && o->model));
-	pack_cstr(&pk, "backend");
-	pack_cstr(&pk, o->backend == B_BUILTIN ? "builtin" : o->backend == B_HTTP ? "http" : "exec");
-	pack_cstr(&pk, o->backend == B_BUILTIN ? "ckpt" : o->backend == B_HTTP ? "url" : "cmd");
-	pack_cstr(&pk, o->arg);
+	fw_pack_cstr(&pk, "backend");
+	fw_pack_cstr(&pk, o->backend == B_BUILTIN ? "builtin" : o->backend == B_HTTP ? "http" : "exec");
+	fw_pack_cstr(&pk, o->backend == B_BUILTIN ? "ckpt" : o->backend == B_HTTP ? "url" : "cmd");
+	fw_pack_cstr(&pk, o->arg);
 	if (o->backend == B_HTTP && o->model) {
-		pack_cstr(&pk, "model");
-		pack_cstr(&pk, o->model);
+		fw_pack_cstr(&pk, "model");
+		fw_pack_cstr(&pk, o->model);
 	}
-	pack_cstr(&pk, "seed");
+	fw_pack_cstr(&pk, "seed");
 	msgpack_pack_uint64(&pk, o->seed);
 	if (o->backend != B_EXEC) {
-		pack_cstr(&pk, "temp");
+		fw_pack_cstr(&pk, "temp");
 		msgpack_pack_double(&pk, o->temp);
-		pack_cstr(&pk, "top_p");
+		fw_pack_cstr(&pk, "top_p");
 		msgpack_pack_double(&pk, o->top_p);
-		pack_cstr(&pk, "top_k");
+		fw_pack_cstr(&pk, "top_k");
 		msgpack_pack_int(&pk, o->top_k);
 	}
-	pack_cstr(&pk, "mode");
-	pack_cstr(&pk, o->backend == B_EXEC ? "exec" : o->agent ? "agent" : "fill");
-	pack_cstr(&pk, "sample");
+	fw_pack_cstr(&pk, "mode");
+	fw_pack_cstr(&pk, o->backend == B_EXEC ? "exec" : o->agent ? "agent" : "fill");
+	fw_pack_cstr(&pk, "sample");
 	msgpack_pack_int(&pk, e->sample);
-	pack_cstr(&pk, "seed");
+	fw_pack_cstr(&pk, "seed");
 	msgpack_pack_uint64(&pk, e->seed);
-	pack_cstr(&pk, "turns");
+	fw_pack_cstr(&pk, "turns");
 	if (e->turns.n)
 		fw_buf_append(&j->out, e->turns.p, e->turns.n);
 	else
 		msgpack_pack_array(&pk, 0);
-	pack_cstr(&pk, "patch");
-	pack_cstr(&pk, e->patch ? e->patch : "");
-	pack_cstr(&pk, "events");
+	fw_pack_cstr(&pk, "patch");
+	fw_pack_cstr(&pk, e->patch ? e->patch : "");
+	fw_pack_cstr(&pk, "events");
 	if (e->events.n)
 		fw_buf_append(&j->out, e->events.p, e->events.n);
 	else
 		msgpack_pack_array(&pk, 0);
-	pack_cstr(&pk, "stop");
-	pack_cstr(&pk, e->stop);
+	fw_pack_cstr(&pk, "stop");
+	fw_pack_cstr(&pk, e->stop);
 	if (e->nextra)
 		fw_buf_append(&j->out, e->extra.p, e->extra.n);
 	if (!o->no_time) {
-		pack_cstr(&pk, "time");
+		fw_pack_cstr(&pk, "time");
 		msgpack_pack_double(&pk, (double)(long long)(e->time * 1000 + 0.5) / 1000);
 	}
 	if (e->error) {
 		/* messages may quote what a server or agent sent */
 		size_t en;
 		char *fixed = fw_utf8_fix(e->error, strlen(e->error), &en);
-		pack_cstr(&pk, "error");
-		pack_str(&pk, fixed ? fixed : "", fixed ? en : 0);
+		fw_pack_cstr(&pk, "error");
+		fw_pack_str(&pk, fixed ? fixed : "", fixed ? en : 0);
 		if (!j->failed++)
 			snprintf(j->err, sizeof j->err, "%s", fixed ? fixed : "");
 		free(fixed);
@@ -246,19 +224,19 @@ static void pack_turn(struct fw_buf *b, const char *role, const char *text, size
 
 	fw_buf_packer(&pk, b);
 	msgpack_pack_map(&pk, 2 + (tok != NULL) + (lp != NULL));
-	pack_cstr(&pk, "role");
-	pack_cstr(&pk, role);
-	pack_cstr(&pk, "text");
-	pack_str(&pk, text, n);
+	fw_pack_cstr(&pk, "role");
+	fw_pack_cstr(&pk, role);
+	fw_pack_cstr(&pk, "text");
+	fw_pack_str(&pk, text, n);
 	if (tok) {
-		pack_cstr(&pk, "tokens");
+		fw_pack_cstr(&pk, "tokens");
 		msgpack_pack_array(&pk, nt);
 		for (size_t i = 0; i < nt; i++)
 			msgpack_pack_int32(&pk, tok[i]);
 	}
 	if (!lp)
 		return;
-	pack_cstr(&pk, "logprobs");
+	fw_pack_cstr(&pk, "logprobs");
 	msgpack_pack_array(&pk, nt);
 	for (size_t i = 0; i < nt; i++)
 		msgpack_pack_float(&pk, lp[i]);
@@ -405,13 +383,13 @@ static void run_fill(struct worker *w, struct job *j, struct fw_mpv task, const 
 		fw_buf_packer(&pk, &e.extra);
 		if (!w->b)
 			goto no_seq;
-		pack_cstr(&pk, "tokens");
+		fw_pack_cstr(&pk, "tokens");
 		msgpack_pack_array(&pk, pids.n + (size_t)c[k].n);
 		for (size_t i = 0; i < pids.n; i++)
 			msgpack_pack_int32(&pk, pids.ids[i]);
 		for (int i = 0; i < c[k].n; i++)
 			msgpack_pack_int32(&pk, c[k].tokens[i]);
-		pack_cstr(&pk, "mask");
+		fw_pack_cstr(&pk, "mask");
 		msgpack_pack_array(&pk, pids.n + (size_t)c[k].n);
 		for (size_t i = 0; i < pids.n + (size_t)c[k].n; i++)
 			msgpack_pack_int(&pk, i >= pids.n);
@@ -527,56 +505,56 @@ static void run_exec(struct worker *w, struct job *j, struct fw_mpv task, const 
 		for (size_t i = 0; i < r.run.nevents; i++) {
 			const char *d = r.run.events[i].detail ? r.run.events[i].detail : "";
 			msgpack_pack_map(&pk, 3);
-			pack_cstr(&pk, "kind");
-			pack_cstr(&pk, r.run.events[i].kind);
-			pack_cstr(&pk, "detail");
-			pack_text(&pk, d, strlen(d));
-			pack_cstr(&pk, "at");
+			fw_pack_cstr(&pk, "kind");
+			fw_pack_cstr(&pk, r.run.events[i].kind);
+			fw_pack_cstr(&pk, "detail");
+			fw_pack_text(&pk, d, strlen(d));
+			fw_pack_cstr(&pk, "at");
 			msgpack_pack_double(&pk, r.run.events[i].at_s);
 		}
 		if (r.run.cause != FW_SANDBOX_OK) {
 			msgpack_pack_map(&pk, 3);
-			pack_cstr(&pk, "kind");
-			pack_cstr(&pk, "limit");
-			pack_cstr(&pk, "detail");
-			pack_cstr(&pk, fw_sandbox_cause_name(r.run.cause));
-			pack_cstr(&pk, "at");
+			fw_pack_cstr(&pk, "kind");
+			fw_pack_cstr(&pk, "limit");
+			fw_pack_cstr(&pk, "detail");
+			fw_pack_cstr(&pk, fw_sandbox_cause_name(r.run.cause));
+			fw_pack_cstr(&pk, "at");
 			msgpack_pack_double(&pk, r.run.wall_s);
 		}
 		/* files the host did not take into the patch */
 		for (size_t i = 0; i < r.left_out.n; i++) {
 			msgpack_pack_map(&pk, 3);
-			pack_cstr(&pk, "kind");
-			pack_cstr(&pk, "left-out");
-			pack_cstr(&pk, "detail");
-			pack_text(&pk, r.left_out.v[i], strlen(r.left_out.v[i]));
-			pack_cstr(&pk, "at");
+			fw_pack_cstr(&pk, "kind");
+			fw_pack_cstr(&pk, "left-out");
+			fw_pack_cstr(&pk, "detail");
+			fw_pack_text(&pk, r.left_out.v[i], strlen(r.left_out.v[i]));
+			fw_pack_cstr(&pk, "at");
 			msgpack_pack_double(&pk, r.run.wall_s);
 		}
 		/* what the agent printed: where its failed attempts show */
 		fw_buf_packer(&pk, &e.extra);
-		pack_cstr(&pk, "output");
+		fw_pack_cstr(&pk, "output");
 		msgpack_pack_map(&pk, 4);
-		pack_cstr(&pk, "exit");
+		fw_pack_cstr(&pk, "exit");
 		msgpack_pack_int(&pk, r.run.exit_code);
 		const struct fw_sandbox_output *so[2] = { &r.run.out, &r.run.err };
 		for (int i = 0; i < 2; i++) {
 			size_t hn;
 			char *h = fw_head_tail(so[i]->data ? so[i]->data : "", so[i]->len, 4096, 4096,
 					       &hn);
-			pack_cstr(&pk, i ? "stderr" : "stdout");
-			pack_text(&pk, h ? h : "", h ? hn : 0);
+			fw_pack_cstr(&pk, i ? "stderr" : "stdout");
+			fw_pack_text(&pk, h ? h : "", h ? hn : 0);
 			free(h);
 		}
-		pack_cstr(&pk, "truncated");
+		fw_pack_cstr(&pk, "truncated");
 		if (r.run.out.truncated || r.run.err.truncated)
 			msgpack_pack_true(&pk);
 		else
 			msgpack_pack_false(&pk);
 		e.nextra = 1;
 		if (r.traj_error[0]) {
-			pack_cstr(&pk, "traj_error");
-			pack_text(&pk, r.traj_error, strlen(r.traj_error));
+			fw_pack_cstr(&pk, "traj_error");
+			fw_pack_text(&pk, r.traj_error, strlen(r.traj_error));
 			e.nextra++;
 		}
 		if (strcmp(r.stop, "exit")) {
@@ -680,7 +658,7 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 		e.turns = rs[k].turns;
 		e.events = rs[k].events;
 		fw_buf_packer(&pk, &e.extra);
-		pack_cstr(&pk, "steps");
+		fw_pack_cstr(&pk, "steps");
 		msgpack_pack_int(&pk, rs[k].steps);
 		e.nextra = 1;
 		emit(o, j, task, tid, &e);
@@ -913,11 +891,7 @@ done:
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	fputs(usage_text, stderr);
-	return FW_EXIT_USAGE;
+	return fw_usage_error(usage_text, fmt, arg);
 }
 
 static int push(const char ***v, size_t *n, const char *s)

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_env.h"
 #include "fw_history.h"
@@ -127,28 +128,6 @@ struct job {
  * signal does not leave workspaces behind. */
 static pthread_mutex_t tmp_mu = PTHREAD_MUTEX_INITIALIZER;
 static char tmp_now[4096];
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static void pack_str(msgpack_packer *pk, const char *s)
-{
-	size_t n = strlen(s);
-	msgpack_pack_str(pk, n);
-	msgpack_pack_str_body(pk, s, n);
-}
-
-static void pack_strs(msgpack_packer *pk, const struct fw_strlist *l)
-{
-	msgpack_pack_array(pk, l->n);
-	for (size_t i = 0; i < l->n; i++)
-		pack_str(pk, l->v[i]);
-}
 
 static const char *split_of(const struct opts *o, const char *id)
 {
@@ -355,37 +334,37 @@ static enum reason validate(struct job *j, struct fw_store *s, size_t idx)
 	msgpack_packer pk;
 	fw_buf_packer(&pk, &c->rec);
 	msgpack_pack_map(&pk, 19 + (j->env != NULL));
-	pack_str(&pk, "kind"); pack_str(&pk, "task");
-	pack_str(&pk, "id"); pack_str(&pk, id);
-	pack_str(&pk, "v"); msgpack_pack_int(&pk, 1);
-	pack_str(&pk, "repo"); pack_str(&pk, j->repo);
-	pack_str(&pk, "base"); pack_str(&pk, j->base);
-	pack_str(&pk, "store"); pack_str(&pk, j->store_abs);
-	pack_str(&pk, "orig_tree"); pack_str(&pk, j->tree);
-	pack_str(&pk, "tree"); pack_str(&pk, mut);
-	pack_str(&pk, "strategy"); pack_str(&pk, fw_strategy_name(m.strategy));
-	pack_str(&pk, "targets");
+	fw_pack_cstr(&pk, "kind"); fw_pack_cstr(&pk, "task");
+	fw_pack_cstr(&pk, "id"); fw_pack_cstr(&pk, id);
+	fw_pack_cstr(&pk, "v"); msgpack_pack_int(&pk, 1);
+	fw_pack_cstr(&pk, "repo"); fw_pack_cstr(&pk, j->repo);
+	fw_pack_cstr(&pk, "base"); fw_pack_cstr(&pk, j->base);
+	fw_pack_cstr(&pk, "store"); fw_pack_cstr(&pk, j->store_abs);
+	fw_pack_cstr(&pk, "orig_tree"); fw_pack_cstr(&pk, j->tree);
+	fw_pack_cstr(&pk, "tree"); fw_pack_cstr(&pk, mut);
+	fw_pack_cstr(&pk, "strategy"); fw_pack_cstr(&pk, fw_strategy_name(m.strategy));
+	fw_pack_cstr(&pk, "targets");
 	msgpack_pack_array(&pk, m.ntargets);
 	for (size_t i = 0; i < m.ntargets; i++) {
 		const struct fw_target *t = &m.targets[i];
 		msgpack_pack_map(&pk, 5);
-		pack_str(&pk, "path"); pack_str(&pk, t->path);
-		pack_str(&pk, "symbol"); pack_str(&pk, t->symbol);
-		pack_str(&pk, "lang"); pack_str(&pk, fw_lang_name(t->lang));
-		pack_str(&pk, "start"); msgpack_pack_int(&pk, t->start);
-		pack_str(&pk, "end"); msgpack_pack_int(&pk, t->end);
+		fw_pack_cstr(&pk, "path"); fw_pack_cstr(&pk, t->path);
+		fw_pack_cstr(&pk, "symbol"); fw_pack_cstr(&pk, t->symbol);
+		fw_pack_cstr(&pk, "lang"); fw_pack_cstr(&pk, fw_lang_name(t->lang));
+		fw_pack_cstr(&pk, "start"); msgpack_pack_int(&pk, t->start);
+		fw_pack_cstr(&pk, "end"); msgpack_pack_int(&pk, t->end);
 	}
-	pack_str(&pk, "prompt"); pack_str(&pk, prompt);
-	pack_str(&pk, "test_cmd"); pack_str(&pk, o->test_cmd);
-	pack_str(&pk, "report"); pack_str(&pk, fw_report_format_name(o->fmt));
-	pack_str(&pk, "f2p"); pack_strs(&pk, &f2p);
-	pack_str(&pk, "p2p"); pack_strs(&pk, &p2p);
-	pack_str(&pk, "xfail"); pack_strs(&pk, &xfail);
-	pack_str(&pk, "solution"); pack_str(&pk, patch);
-	pack_str(&pk, "split"); pack_str(&pk, split_of(o, id));
-	pack_str(&pk, "lang"); pack_str(&pk, fw_lang_name(m.targets[0].lang));
+	fw_pack_cstr(&pk, "prompt"); fw_pack_cstr(&pk, prompt);
+	fw_pack_cstr(&pk, "test_cmd"); fw_pack_cstr(&pk, o->test_cmd);
+	fw_pack_cstr(&pk, "report"); fw_pack_cstr(&pk, fw_report_format_name(o->fmt));
+	fw_pack_cstr(&pk, "f2p"); fw_pack_strlist(&pk, &f2p);
+	fw_pack_cstr(&pk, "p2p"); fw_pack_strlist(&pk, &p2p);
+	fw_pack_cstr(&pk, "xfail"); fw_pack_strlist(&pk, &xfail);
+	fw_pack_cstr(&pk, "solution"); fw_pack_cstr(&pk, patch);
+	fw_pack_cstr(&pk, "split"); fw_pack_cstr(&pk, split_of(o, id));
+	fw_pack_cstr(&pk, "lang"); fw_pack_cstr(&pk, fw_lang_name(m.targets[0].lang));
 	if (j->env) {
-		pack_str(&pk, "env"); pack_str(&pk, j->env->id);
+		fw_pack_cstr(&pk, "env"); fw_pack_cstr(&pk, j->env->id);
 	}
 	r = R_KEPT;
 out:
@@ -549,7 +528,7 @@ static int make_candidates(struct job *j)
 	/* --seed fixes the order in which candidates are tried */
 	uint64_t s = o->seed;
 	for (size_t i = j->nc; i > 1; i--) {
-		size_t k = (size_t)(splitmix(&s) % i);
+		size_t k = (size_t)(fw_rand64(&s) % i);
 		struct cand t = j->c[i - 1];
 		j->c[i - 1] = j->c[k];
 		j->c[k] = t;
@@ -964,11 +943,7 @@ static int parse_split(const char *s, double out[3])
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", fw_prog);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
-	fputs(usage_text, stderr);
-	return FW_EXIT_USAGE;
+	return fw_usage_error(usage_text, fmt, arg);
 }
 
 /* A string field of rec as a new string, "" when absent; NULL when memory

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_model.h"
 #include "fw_mp.h"
@@ -71,15 +72,6 @@ static int parse_objective(const char *s, struct fw_train_cfg *c)
 			return -1;
 	}
 	return c->w_sft + c->w_pg + c->w_distill > 0 ? 0 : -1;
-}
-
-static uint64_t splitmix(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 static int put_metrics(struct fw_writer *w, struct fw_buf *b, long step,
@@ -489,7 +481,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		uint64_t x = seed;
 
 		for (int i = b->nseq - 1; i > 0; i--) {
-			int j = (int)(splitmix(&x) % (uint64_t)(i + 1)), t = order[i];
+			int j = (int)(fw_rand64(&x) % (uint64_t)(i + 1)), t = order[i];
 
 			order[i] = order[j];
 			order[j] = t;

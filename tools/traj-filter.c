@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_decontam.h"
 #include "fw_expr.h"
@@ -29,15 +30,28 @@ static const char usage_text[] =
 	"                   [--created-after DATE] [--created-before DATE]\n"
 	"                   [-o OUT] [-z] [-q | -v] [--skip-bad] [--progress] [FILE...]\n";
 
-static void usage(FILE *f)
-{
-	fputs(usage_text, f);
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
-}
+static const struct fw_opt_doc options[] = {
+	{ "-e EXPR", "keep the records for which EXPR is true (all of them, when repeated)" },
+	{ "--invert", "keep the records the expressions do not keep" },
+	{ "--dedup[=PATH]", "drop records whose id (or value at PATH) was seen before" },
+	{ "--sample N", "keep N records (or a fraction 0..1) drawn at random" },
+	{ "--seed S", "seed of --sample and --split" },
+	{ "--split NAME=FRAC,...", "write each record to one of the splits PREFIX.NAME.msgpack" },
+	{ "-o PREFIX", "with --split: the splits' file prefix" },
+	{ "--decontam FILE", "drop records that share text with the eval items in FILE" },
+	{ "--shard K/N", "keep the records whose id hashes to K modulo N" },
+	{ "--created-after DATE", "keep the records created after DATE" },
+	{ "--created-before DATE", "keep the records created before DATE" },
+	{ "-o OUT", "write to OUT instead of standard output" },
+	{ "-z", "compress the output with zstd" },
+	{ "-q", "no summary lines on standard error" },
+	{ "-v", "explain every record decontamination drops" },
+	{ "--skip-bad", "skip top-level values that are not maps, and count them" },
+	{ "--progress", "a progress meter on standard error even when it is not a terminal" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 #define MAX_EXPRS 64
 #define MAX_SPLITS 32
@@ -93,14 +107,6 @@ struct state {
 };
 
 /* ---- hashing -------------------------------------------------------------- */
-
-static uint64_t mix64(uint64_t z)
-{
-	z += 0x9e3779b97f4a7c15ULL;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 /* The hash sharding uses: of the id string, or of the whole record. */
 static uint64_t id_hash(struct fw_mpv rec)
@@ -158,11 +164,11 @@ static uint64_t hash_b(const uint8_t *p, size_t n)
 	for (; i + 8 <= n; i += 8) {
 		uint64_t w;
 		memcpy(&w, p + i, 8);
-		h = mix64(h ^ w);
+		h = fw_mix64(h ^ w);
 	}
 	uint64_t w = 0;
 	memcpy(&w, p + i, n - i);
-	return mix64(h ^ w ^ ((uint64_t)(n - i) << 56));
+	return fw_mix64(h ^ w ^ ((uint64_t)(n - i) << 56));
 }
 
 /* ---- sample ------------------------------------------------------------------ */
@@ -339,7 +345,7 @@ static int one(struct state *st, struct fw_mpv v, const char *file, uint64_t ind
 		}
 	}
 	if (st->sample == 1) {
-		uint64_t key = mix64(id_hash(v) ^ mix64(st->seed));
+		uint64_t key = fw_mix64(id_hash(v) ^ fw_mix64(st->seed));
 		if (sample_offer(st, key, v) < 0) {
 			fw_warn("out of memory");
 			return -1;
@@ -347,7 +353,7 @@ static int one(struct state *st, struct fw_mpv v, const char *file, uint64_t ind
 		return 0;
 	}
 	if (st->sample == 2) {
-		uint64_t key = mix64(id_hash(v) ^ mix64(st->seed));
+		uint64_t key = fw_mix64(id_hash(v) ^ fw_mix64(st->seed));
 		if ((double)(key >> 11) / 9007199254740992.0 >= st->sample_frac)
 			return 0;
 	}
@@ -528,6 +534,7 @@ enum {
 int main(int argc, char **argv)
 {
 	fw_cli_init("traj-filter");
+	fw_usage_init(usage_text, options);
 	static const struct option longopts[] = {
 		{"expr", required_argument, NULL, 'e'},
 		{"invert", no_argument, NULL, OPT_INVERT},
@@ -557,7 +564,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'e':
 			if (st.nex == MAX_EXPRS)
-				return usage_error("too many expressions (at most %s)", "64");
+				return fw_usage_fail("too many expressions (at most %s)", "64");
 			exprs[st.nex++] = optarg;
 			break;
 		case OPT_INVERT: st.invert = 1; break;
@@ -567,42 +574,42 @@ int main(int argc, char **argv)
 			st.dedup = 1;
 			fw_path_free(st.dedup_path);
 			if (!(st.dedup_path = fw_path_parse(optarg ? optarg : ".id", err, sizeof err)))
-				return usage_error("--dedup: %s", err);
+				return fw_usage_fail("--dedup: %s", err);
 			break;
 		}
 		case OPT_SAMPLE:
 			if (strchr(optarg, '.')) {
 				if (fw_parse_double(optarg, &st.sample_frac) < 0 ||
 				    !(st.sample_frac >= 0 && st.sample_frac <= 1))
-					return usage_error("bad sample '%s' (a count, or a fraction 0..1)",
+					return fw_usage_fail("bad sample '%s' (a count, or a fraction 0..1)",
 							   optarg);
 				st.sample = 2;
 			} else {
 				if (fw_parse_u64(optarg, &st.sample_n, 1) < 0 ||
 				    st.sample_n > (1ULL << 32))
-					return usage_error("bad sample '%s' (a count, or a fraction 0..1)",
+					return fw_usage_fail("bad sample '%s' (a count, or a fraction 0..1)",
 							   optarg);
 				st.sample = 1;
 			}
 			break;
 		case OPT_SEED:
 			if (fw_parse_u64(optarg, &st.seed, 0) < 0)
-				return usage_error("bad seed '%s'", optarg);
+				return fw_usage_fail("bad seed '%s'", optarg);
 			break;
 		case OPT_SPLIT: split_spec = optarg; break;
 		case OPT_DECONTAM:
 			if (st.ndecontam == MAX_DECONTAM)
-				return usage_error("too many --decontam files (at most %s)", "16");
+				return fw_usage_fail("too many --decontam files (at most %s)", "16");
 			st.decontam_files[st.ndecontam++] = optarg;
 			break;
 		case OPT_SHARD:
 			if (fw_parse_shard(optarg, &st.shard_k, &st.shard_n) < 0)
-				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
 			break;
 		case OPT_AFTER:
 		case OPT_BEFORE:
 			if (fw_time_parse(optarg, strlen(optarg), c == OPT_AFTER ? &st.after : &st.before))
-				return usage_error("bad date '%s' (want ISO 8601: 2024-03-01 or "
+				return fw_usage_fail("bad date '%s' (want ISO 8601: 2024-03-01 or "
 						   "2024-03-01T12:00:00Z)", optarg);
 			*(c == OPT_AFTER ? &st.has_after : &st.has_before) = 1;
 			break;
@@ -613,13 +620,13 @@ int main(int argc, char **argv)
 		case OPT_SKIP_BAD: st.skip_bad = 1; break;
 		case OPT_PROGRESS: st.progress = 1; break;
 		case 'h':
-			usage(stdout);
+			fw_help();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case OPT_VERSION:
 			fw_print_version();
 			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default:
-			usage(stderr);
+			fw_usage(stderr);
 			return FW_EXIT_USAGE;
 		}
 	}
@@ -637,10 +644,10 @@ int main(int argc, char **argv)
 	}
 	if (split_spec) {
 		if (!st.out)
-			return usage_error("--split needs -o PREFIX%s", "");
+			return fw_usage_fail("--split needs -o PREFIX%s", "");
 		char *copy = strdup(split_spec);
 		if (!copy || parse_splits(&st, copy) < 0)
-			return usage_error("bad split '%s' (want NAME=FRAC,... with fractions adding up to 1)",
+			return fw_usage_fail("bad split '%s' (want NAME=FRAC,... with fractions adding up to 1)",
 					   split_spec);
 	}
 	if (st.sample == 1 && !(st.heap = calloc(st.sample_n ? st.sample_n : 1, sizeof *st.heap))) {
@@ -682,15 +689,15 @@ int main(int argc, char **argv)
 		return FW_EXIT_DATA;
 	}
 
-	static char *stdin_only[] = {"-"};
-	char **files = optind < argc ? argv + optind : stdin_only;
-	int nfiles = optind < argc ? argc - optind : 1;
+	struct fw_operands ops;
+	const char *file;
 	struct fw_progress prog;
 	uint64_t bytes_before = 0, skipped = 0;
 	int stop = 0;
 	fw_progress_start(&prog, st.progress);
-	for (int i = 0; i < nfiles && !stop; i++) {
-		struct fw_reader *r = fw_reader_open(files[i], NULL, err, sizeof err);
+	fw_operands_init(&ops, argc, argv, optind);
+	while (!stop && (file = fw_operands_next(&ops))) {
+		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
 		if (!r) {
 			fw_warn("%s", err);
 			status = FW_EXIT_DATA;

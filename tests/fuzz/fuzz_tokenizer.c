@@ -17,6 +17,7 @@
 
 #include "fw_mp.h"
 #include "fw_tok.h"
+#include "fw_tok_nfc.h"
 
 static const char pretok[] =
 	"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"

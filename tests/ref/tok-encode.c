@@ -25,6 +25,7 @@
  * Exit 0 when every check holds, 1 otherwise, 2 on usage.
  */
 #include "fw_tok.h"
+#include "fw_tok_nfc.h"
 
 #include <jansson.h>
 

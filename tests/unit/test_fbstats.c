@@ -228,4 +228,94 @@ TEST(very_long_by_total_text_or_final_answer)
 	CHECK(fw_fbcat_name(FW_FBCAT_NRULES) == NULL);
 }
 
+/* n users, each with one vote in arm 0 (up when a_up) and one in arm 1. */
+static size_t ab_votes(struct fw_ab_vote *v, uint32_t n, int a_up, int b_up)
+{
+	size_t k = 0;
+	for (uint32_t u = 0; u < n; u++) {
+		v[k++] = (struct fw_ab_vote){ u, 1, b_up };
+		v[k++] = (struct fw_ab_vote){ u, 0, a_up };
+	}
+	return k;
+}
+
+static int ab_verdict(uint32_t users, int a_up, int b_up, struct fw_ab_pair *p)
+{
+	struct fw_ab_vote v[64];
+	struct fw_ab_arm as[2];
+	struct fw_cluster clu[32];
+	static double wk[2000];
+	size_t nv = ab_votes(v, users, a_up, b_up);
+
+	fw_ab_sort(v, nv, NULL, 0);
+	fw_ab_arms(as, 2, v, nv);
+	*p = (struct fw_ab_pair){ .a = 0, .b = 1 };
+	fw_ab_compare(p, v, nv, as, NULL, 0, 7, 2000, 0.05, clu, wk);
+	return p->verdict;
+}
+
+TEST(ab_verdict_needs_the_interval_clear_of_zero_and_ten_users)
+{
+	struct fw_ab_pair p;
+	/* every user prefers b: each resample's difference is exactly 1 */
+	CHECK_EQ_INT(ab_verdict(12, 0, 1, &p), 1);
+	CHECK(p.ok && p.lo == 1 && p.hi == 1 && p.users == 12 && !p.paired);
+	CHECK_EQ_INT(ab_verdict(12, 1, 0, &p), -1);
+	/* the same votes from nine users are no basis for a verdict */
+	CHECK_EQ_INT(ab_verdict(FW_AB_MIN_USERS - 1, 0, 1, &p), 0);
+	CHECK(p.ok && p.lo == 1);
+	/* no difference: every resample's difference is 0 */
+	CHECK_EQ_INT(ab_verdict(12, 1, 1, &p), 0);
+	CHECK(p.lo == 0 && p.hi == 0 && p.need == 0);
+}
+
+TEST(ab_arms_count_each_user_once_per_arm)
+{
+	struct fw_ab_vote v[] = { { 2, 0, 1 }, { 1, 0, 0 }, { 1, 0, 1 }, { 1, 1, 1 }, { 3, 1, 0 } };
+	struct fw_ab_arm as[2];
+	fw_ab_sort(v, 5, NULL, 0);
+	CHECK(v[0].user == 1 && v[0].arm == 0 && v[2].arm == 1 && v[4].user == 3);
+	fw_ab_arms(as, 2, v, 5);
+	CHECK(as[0].votes == 3 && as[0].up == 2 && as[0].users == 2);
+	CHECK(as[1].votes == 2 && as[1].up == 1 && as[1].users == 2);
+	double lo, hi;
+	fw_wilson(2, 3, FW_Z95, &lo, &hi);
+	CHECK(as[0].lo == lo && as[0].hi == hi);
+}
+
+TEST(ab_paired_items_take_the_majority_and_mcnemar)
+{
+	/* items 0-2: a's votes mostly up, b's down; item 3: both up; item 4:
+	 * a tie in a, so no outcome; item 5 answered by b only */
+	struct fw_ab_item it[] = {
+		{ 0, 0, 2, 1 }, { 0, 1, 0, 1 }, { 1, 0, 1, 0 }, { 1, 1, 0, 2 }, { 2, 1, 1, 3 },
+		{ 2, 0, 1, 0 }, { 3, 0, 1, 0 }, { 3, 1, 1, 0 }, { 4, 0, 1, 1 }, { 4, 1, 1, 0 },
+		{ 5, 1, 1, 0 },
+	};
+	struct fw_ab_vote v[24];
+	struct fw_ab_arm as[2];
+	struct fw_cluster clu[12];
+	static double wk[2000];
+	size_t nv = ab_votes(v, 12, 1, 0);
+	fw_ab_sort(v, nv, it, sizeof it / sizeof *it);
+	CHECK(it[0].key == 0 && it[0].arm == 0 && it[4].key == 2 && it[4].arm == 0);
+	fw_ab_arms(as, 2, v, nv);
+	struct fw_ab_pair p = { .a = 0, .b = 1 };
+	fw_ab_compare(&p, v, nv, as, it, sizeof it / sizeof *it, 7, 2000, 0.05, clu, wk);
+	CHECK(p.paired && p.npairs == 4 && p.a_only == 3 && p.b_only == 0);
+	/* two-sided exact binomial: 2 * (1/2)^3 */
+	CHECK_NEAR(p.p_mcnemar, 0.25, 1e-12);
+	CHECK_EQ_INT(p.verdict, -1);
+}
+
+TEST(ab_family_level_and_resamples)
+{
+	CHECK_NEAR(fw_ab_alpha(0), 0.05, 0);
+	CHECK_NEAR(fw_ab_alpha(4), 0.0125, 1e-15);
+	CHECK_EQ_INT(fw_ab_resamples(0.05), 2000);
+	/* 20 / (0.05 / 10) = 4000, each tail holding 10 resamples */
+	unsigned r = fw_ab_resamples(fw_ab_alpha(10));
+	CHECK(r >= 4000 && r <= 4001);
+}
+
 TEST_MAIN()

@@ -4,7 +4,9 @@
  * their offsets.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "fw_json.h"
@@ -174,6 +176,78 @@ TEST(base64_round_trips_every_length)
 		fw_buf_free(&e);
 		fw_buf_free(&d);
 	}
+}
+
+/* Writes text to a temporary file; returns its path (static). */
+static const char *tmp_json(const char *text, size_t n)
+{
+	static char path[64];
+	snprintf(path, sizeof path, "/tmp/test_json.XXXXXX");
+	int fd = mkstemp(path);
+	if (fd < 0 || write(fd, text, n) != (ssize_t)n)
+		return NULL;
+	close(fd);
+	return path;
+}
+
+TEST(reader_streams_values_with_their_positions)
+{
+	/* a value split over lines, two on one line, a non-object, blank lines */
+	static const char text[] = "{\"a\":1}\n\n  {\"b\":\n [2,\n 3]} {\"c\":\"x\"}\n\"s\"\n\n";
+	const char *path = tmp_json(text, sizeof text - 1);
+	char err[128];
+	struct fw_json_reader *r = fw_json_reader_open(path, 0, err, sizeof err);
+	struct fw_mpv v;
+	uint64_t line, col;
+	static const uint64_t want[][3] = { { 1, 1, 0 }, { 3, 3, 11 }, { 5, 6, 27 }, { 6, 1, 37 } };
+	CHECK(r != NULL);
+	CHECK_STR(fw_json_reader_name(r), path);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ_INT(fw_json_reader_next(r, &v), 1);
+		fw_json_reader_pos(r, &line, &col);
+		CHECK(line == want[i][0] && col == want[i][1]);
+		CHECK(fw_json_reader_offset(r) == want[i][2]);
+		CHECK_EQ_INT(fw_mp_type(v), i < 3 ? FW_MP_MAP : FW_MP_STR);
+	}
+	CHECK_EQ_INT(fw_json_reader_next(r, &v), 0);
+	CHECK_STR(fw_json_reader_error(r), "");
+	fw_json_reader_close(r);
+	unlink(path);
+	fw_json_reader_close(NULL);
+}
+
+TEST(reader_names_the_line_and_column_of_bad_json_and_stops)
+{
+	static const char text[] = "{\"a\":1}\n{\"b\": tru}\n{\"c\":3}\n";
+	const char *path = tmp_json(text, sizeof text - 1);
+	char err[128];
+	struct fw_json_reader *r = fw_json_reader_open(path, 0, err, sizeof err);
+	struct fw_mpv v;
+	CHECK_EQ_INT(fw_json_reader_next(r, &v), 1);
+	CHECK_EQ_INT(fw_json_reader_next(r, &v), -1);
+	CHECK(strncmp(fw_json_reader_error(r), "line 2, column 7: ", 18) == 0);
+	CHECK_EQ_INT(fw_json_reader_next(r, &v), -1);
+	fw_json_reader_close(r);
+	unlink(path);
+	CHECK(fw_json_reader_open("/nonexistent/x.jsonl", 0, err, sizeof err) == NULL);
+	CHECK(strstr(err, "/nonexistent/x.jsonl: ") == err);
+}
+
+TEST(reader_bounds_the_text_of_one_value)
+{
+	/* an unterminated string of 10000 bytes with a 1000-byte limit: more
+	 * than 2 * 1000 + 4096 bytes without a value */
+	static char text[10010];
+	text[0] = '"';
+	memset(text + 1, 'x', sizeof text - 1);
+	const char *path = tmp_json(text, sizeof text);
+	char err[128];
+	struct fw_json_reader *r = fw_json_reader_open(path, 1000, err, sizeof err);
+	struct fw_mpv v;
+	CHECK_EQ_INT(fw_json_reader_next(r, &v), -1);
+	CHECK_STR(fw_json_reader_error(r), "line 1: value exceeds the record limit of 1000 bytes");
+	fw_json_reader_close(r);
+	unlink(path);
 }
 
 TEST_MAIN()

@@ -10,6 +10,7 @@
 #include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_tok.h"
+#include "fw_tok_nfc.h"
 
 #include <jansson.h>
 #include <pthread.h>
