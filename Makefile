@@ -64,7 +64,7 @@ endif
 
 O ?= build
 B ?= bin
-LIB_SRCS    := $(wildcard lib/*.c) $(wildcard kernels/cpu/*.c)
+LIB_SRCS    := $(wildcard lib/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
 CUDA_SRCS   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.cu))
 LIB_OBJS    := $(LIB_SRCS:%.c=$(O)/%.o) $(CUDA_SRCS:%.cu=$(O)/%.cu.o)
 TOOL_SRCS   := $(wildcard tools/*.c)

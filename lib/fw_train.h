@@ -130,6 +130,9 @@ struct fw_train_cfg {
 	 * alone.  Returns 0 or -1. */
 	int (*allreduce)(double *x, long n, void *ctx);
 	int (*allreduce_f)(float *x, long n, void *ctx);
+	/* As allreduce_f on DEVICE memory (NCCL), used for the gradients of
+	 * a model on a GPU; NULL: they go through the host and allreduce_f. */
+	int (*allreduce_dev)(float *x, long n, void *ctx);
 	void *ctx;
 };
 
