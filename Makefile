@@ -197,6 +197,13 @@ $(O)/emu/%.o: kernels/cuda/%.cu
 	@mkdir -p $(@D)
 	$(Q)$(CXX) -x c++ -std=c++17 -O2 -g -pthread -MMD -MP -Ilib -Ikernels \
 	  -DFW_CUDA_EMU=1 $(PC_CFLAGS) -c -o $@ $<
+# kernels/dev.c again with FW_CUDA, so the model reaches the emulated
+# kernels: linked before the library, it stands in for the archive's.
+EMU_OBJS += $(O)/emu/dev.o
+$(O)/emu/dev.o: kernels/dev.c
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(FW_CPPFLAGS) -DFW_CUDA=1 -DFW_CUDA_EMU=1 $(CPPFLAGS) $(FW_CFLAGS) $(CFLAGS) -c -o $@ $<
 $(O)/emu/%: $(O)/tests/gpu/%.o $(EMU_OBJS) $(LIBFW)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJS) $(LIBFW) $(FW_LDLIBS) -lstdc++ $(LDLIBS)
