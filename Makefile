@@ -64,16 +64,23 @@ endif
 
 O ?= build
 B ?= bin
-LIB_SRCS    := $(wildcard lib/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
+# A CUDA build differs from a CPU one in kernels/dev.c (the device switch)
+# and the kernels/cuda objects: those and the archive are named per
+# flavour, and $(O)/.flavour (rewritten when it changes) relinks the tools.
+FLAVOUR     := $(if $(filter 1,$(CUDA)),cuda,cpu)
+FL_SUFFIX   := $(if $(filter 1,$(CUDA)),-cuda)
+$(shell mkdir -p $(O); [ "$$(cat $(O)/.flavour 2>/dev/null)" = $(FLAVOUR) ] || echo $(FLAVOUR) > $(O)/.flavour)
+LIB_SRCS    := $(wildcard lib/*.c) $(wildcard kernels/cpu/*.c)
 CUDA_SRCS   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.cu))
-LIB_OBJS    := $(LIB_SRCS:%.c=$(O)/%.o) $(CUDA_SRCS:%.cu=$(O)/%.cu.o)
+LIB_OBJS    := $(LIB_SRCS:%.c=$(O)/%.o) $(O)/kernels/dev$(FL_SUFFIX).o \
+	       $(CUDA_SRCS:%.cu=$(O)/%.cu.o)
 TOOL_SRCS   := $(wildcard tools/*.c)
 TOOLS       := $(TOOL_SRCS:tools/%.c=$(B)/%)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNITS       := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
 FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz_*.c)
 GPU_SRCS    := $(wildcard tests/gpu/*.c)
-LIBFW       := $(O)/libflywheel.a
+LIBFW       := $(O)/libflywheel$(FL_SUFFIX).a
 MANS        := $(wildcard man/*.[157])
 
 .PHONY: all deps test check learn unit bats demo install uninstall clean fuzz asan manlint \
@@ -87,6 +94,11 @@ $(O)/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(FW_CPPFLAGS) $(CPPFLAGS) $(FW_CFLAGS) $(CFLAGS) -c -o $@ $<
 
+$(O)/kernels/dev-cuda.o: kernels/dev.c
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(FW_CPPFLAGS) $(CPPFLAGS) $(FW_CFLAGS) $(CFLAGS) -c -o $@ $<
+
 $(O)/%.cu.o: %.cu
 	$(call msg,NVCC,$<)
 	@mkdir -p $(@D)
@@ -96,16 +108,16 @@ $(LIBFW): $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(B)/%: $(O)/tools/%.o $(LIBFW)
+$(B)/%: $(O)/tools/%.o $(LIBFW) $(O)/.flavour
 	$(call msg,LD,$@)
 	@mkdir -p $(B)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(LIBFW)
+$(O)/tests/%: $(O)/tests/unit/%.o $(LIBFW) $(O)/.flavour
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
 
-$(O)/gpu/%: $(O)/tests/gpu/%.o $(LIBFW)
+$(O)/gpu/%: $(O)/tests/gpu/%.o $(LIBFW) $(O)/.flavour
 	$(call msg,LD,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
