@@ -51,7 +51,7 @@ FW_LDLIBS   := $(PC_LIBS) -lm -lpthread
 
 ifeq ($(CUDA),1)
 FW_CPPFLAGS += -DFW_CUDA=1 -I$(CUDA_HOME)/include
-FW_LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+FW_LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcudart -lstdc++
 endif
 
 ifneq ($(V),1)

@@ -53,9 +53,12 @@ int fw_dev_select(const char *spec, char *err, size_t errlen)
 {
 	int n = -1, autosel = 0;
 	char *end;
+	const char *what = "device";
 
-	if (!spec || !*spec)
+	if (!spec || !*spec) {
 		spec = getenv("FW_DEVICE");
+		what = "FW_DEVICE";
+	}
 	if (!spec || !*spec) {
 		spec = "cuda";
 		autosel = 1;
@@ -66,13 +69,13 @@ int fw_dev_select(const char *spec, char *err, size_t errlen)
 		return cur;
 	}
 	if (strncmp(spec, "cuda", 4) || (spec[4] && spec[4] != ':')) {
-		snprintf(err, errlen, "bad device '%s' (cpu, cuda or cuda:N)", spec);
+		snprintf(err, errlen, "bad %s '%s' (cpu, cuda or cuda:N)", what, spec);
 		return -1;
 	}
 	if (spec[4] == ':') {
 		n = (int)strtol(spec + 5, &end, 10);
 		if (end == spec + 5 || *end || n < 0) {
-			snprintf(err, errlen, "bad device '%s' (cpu, cuda or cuda:N)", spec);
+			snprintf(err, errlen, "bad %s '%s' (cpu, cuda or cuda:N)", what, spec);
 			return -1;
 		}
 	}
@@ -238,6 +241,64 @@ int fw_dev_check(int dev, char *err, size_t errlen)
 	(void)err;
 	(void)errlen;
 	return 0;
+}
+
+/* ---- between processes ---------------------------------------------------- */
+
+int fw_dev_comm_init(int rank, int nranks,
+		     int (*bcast)(unsigned char *buf, int n, void *ctx),
+		     void *ctx, char *err, size_t errlen)
+{
+#ifdef FW_CUDA
+	unsigned char id[FW_NCCL_ID_BYTES];
+
+	if (cur != FW_DEV_CUDA) {
+		snprintf(err, errlen, "NCCL needs the CUDA device (--device cuda)");
+		return -1;
+	}
+	memset(id, 0, sizeof(id));
+	if (rank == 0 && fw_cuda_nccl_id(id, sizeof(id))) {
+		snprintf(err, errlen, "nccl: %s", fw_cuda_error());
+		return -1;
+	}
+	if (bcast(id, (int)sizeof(id), ctx)) {
+		snprintf(err, errlen, "nccl: cannot pass the id to the other ranks");
+		return -1;
+	}
+	if (fw_cuda_nccl_init(id, sizeof(id), nranks, rank)) {
+		snprintf(err, errlen, "nccl: rank %d of %d: %s", rank, nranks,
+			 fw_cuda_error());
+		return -1;
+	}
+	return 0;
+#else
+	(void)rank;
+	(void)nranks;
+	(void)bcast;
+	(void)ctx;
+	snprintf(err, errlen, "NCCL needs a build with CUDA (make CUDA=1)");
+	return -1;
+#endif
+}
+
+int fw_dev_comm_sum(float *x, long n, void *ctx)
+{
+	(void)ctx;
+#ifdef FW_CUDA
+	CU(fw_cuda_nccl_sum(x, n));
+	return failed ? -1 : 0;
+#else
+	(void)x;
+	(void)n;
+	return -1;
+#endif
+}
+
+void fw_dev_comm_free(void)
+{
+#ifdef FW_CUDA
+	fw_cuda_nccl_free();
+#endif
 }
 
 /* ---- ops ------------------------------------------------------------------ */

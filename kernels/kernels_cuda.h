@@ -207,6 +207,28 @@ int fw_cuda_sumsq(double *out, const float *x, long n);
 /* As fw_scale: x (n) *= s. */
 int fw_cuda_scale(float *x, float s, long n);
 
+/* ---- NCCL: the all-reduce between GPUs ----------------------------------- */
+
+/* Bytes of an NCCL id (ncclUniqueId). */
+#define FW_NCCL_ID_BYTES 128
+
+/* Draws a new id (rank 0 does, then gives it to every rank) into id, len
+ * >= FW_NCCL_ID_BYTES bytes.  Returns 0, or -1. */
+int fw_cuda_nccl_id(unsigned char *id, size_t len);
+
+/* Joins the communicator of nranks processes named by id as rank, on the
+ * current device (fw_cuda_init first; one GPU per rank).  Every rank must
+ * call it.  Returns 0, or -1. */
+int fw_cuda_nccl_init(const unsigned char *id, size_t len, int nranks,
+		      int rank);
+
+/* Sums x (n floats, device memory) in place over the ranks, and waits for
+ * it.  Returns 0, or -1. */
+int fw_cuda_nccl_sum(float *x, long n);
+
+/* Leaves the communicator; nothing when there is none. */
+void fw_cuda_nccl_free(void);
+
 /* ---- helpers a model on the GPU needs ---------------------------------- */
 
 /* out (n) = a + b (a residual connection); out may alias a or b. */

@@ -77,6 +77,27 @@ void fw_dev_zero(int dev, void *p, size_t bytes);
  * check, which is then cleared. */
 int fw_dev_check(int dev, char *err, size_t errlen);
 
+/* ---- between processes ------------------------------------------------------ */
+
+/* Joins the all-reduce between the nranks processes of a data-parallel
+ * run for sums on the chosen CUDA device (NCCL, one GPU per rank).  Rank 0
+ * draws the communicator's id and bcast(buf, n, ctx) must give every rank
+ * rank 0's n bytes (MPI in train-step).  Every rank calls it.  Returns 0,
+ * or -1 with err filled (the CPU chosen, a build without CUDA, NCCL
+ * refused). */
+int fw_dev_comm_init(int rank, int nranks,
+		     int (*bcast)(unsigned char *buf, int n, void *ctx),
+		     void *ctx, char *err, size_t errlen);
+
+/* Sums x (n floats of device memory) in place over the ranks of
+ * fw_dev_comm_init; ctx is unused (the shape of struct fw_train_cfg's
+ * allreduce_dev).  Returns 0, or -1 (the failure kept for
+ * fw_dev_check). */
+int fw_dev_comm_sum(float *x, long n, void *ctx);
+
+/* Leaves the all-reduce; nothing when not joined. */
+void fw_dev_comm_free(void);
+
 /* ---- the ops ------------------------------------------------------------- */
 
 void fw_dev_matmul_fwd(int dev, float *out, const float *inp, const float *w,

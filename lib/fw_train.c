@@ -948,6 +948,27 @@ int fw_dp_sum_d(double *x, long n, void *p)
 	return dp->size > 1 ? dp_sum(dp, x, n, sizeof(double), dp->t_double) : 0;
 }
 
+int fw_dp_bcast_bytes(unsigned char *buf, int n, void *p)
+{
+	struct fw_dp *dp = p;
+	double *d;
+	int rc;
+
+	if (dp->size <= 1)
+		return 0;
+	if (!(d = calloc(n, sizeof(double))))
+		return -1;
+	/* A sum in which only rank 0's values are not zero: small integers,
+	 * exact in double. */
+	for (int i = 0; dp->rank == 0 && i < n; i++)
+		d[i] = buf[i];
+	rc = fw_dp_sum_d(d, n, dp);
+	for (int i = 0; !rc && i < n; i++)
+		buf[i] = (unsigned char)d[i];
+	free(d);
+	return rc;
+}
+
 void fw_dp_free(struct fw_dp *dp)
 {
 	if (!dp)

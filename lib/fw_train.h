@@ -196,6 +196,10 @@ int fw_dp_size(const struct fw_dp *dp);
 int fw_dp_sum_f(float *x, long n, void *dp);
 int fw_dp_sum_d(double *x, long n, void *dp);
 
+/* Gives every process rank 0's n bytes of buf (through fw_dp_sum_d); dp
+ * is a struct fw_dp *.  Returns 0, or -1. */
+int fw_dp_bcast_bytes(unsigned char *buf, int n, void *dp);
+
 /* Leaves the run (MPI_Finalize) and frees dp.  NULL does nothing. */
 void fw_dp_free(struct fw_dp *dp);
 
