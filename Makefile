@@ -219,10 +219,16 @@ $(O)/emu/dev.o: kernels/dev.c
 $(O)/emu/%: $(O)/tests/gpu/%.o $(EMU_OBJS) $(LIBFW)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJS) $(LIBFW) $(FW_LDLIBS) -lstdc++ $(LDLIBS)
+# The tools linked with the emulated kernels, for tests/gpu/tools --emu.
+EMU_TOOLS := $(TOOL_SRCS:tools/%.c=$(O)/emu/bin/%)
+$(O)/emu/bin/%: $(O)/tools/%.o $(EMU_OBJS) $(LIBFW)
+	$(call msg,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJS) $(LIBFW) $(FW_LDLIBS) -lstdc++ $(LDLIBS)
 # Kept between runs (make would delete them as intermediate files).
 .SECONDARY: $(EMU_OBJS) $(GPU_SRCS:%.c=$(O)/%.o)
 .PHONY: gpu-emu
-gpu-emu: $(EMU_BINS)
+gpu-emu: $(EMU_BINS) $(EMU_TOOLS) all
 	$(Q)O=$(O) tests/gpu/check --emu
 
 # ---- the loops -------------------------------------------------------------
