@@ -55,7 +55,7 @@ FW_LDLIBS   := $(PC_LIBS) -lm -lpthread
 
 ifeq ($(CUDA),1)
 FW_CPPFLAGS += -DFW_CUDA=1 -I$(CUDA_HOME)/include
-FW_LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+FW_LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcudart -lstdc++
 endif
 
 ifneq ($(V),1)
@@ -68,16 +68,23 @@ endif
 
 O ?= build
 B ?= bin
+# A CUDA build differs from a CPU one in kernels/dev.c (the device switch)
+# and the kernels/cuda objects: those and the archive are named per
+# flavour, and $(O)/.flavour (rewritten when it changes) relinks the tools.
+FLAVOUR     := $(if $(filter 1,$(CUDA)),cuda,cpu)
+FL_SUFFIX   := $(if $(filter 1,$(CUDA)),-cuda)
+$(shell mkdir -p $(O); [ "$$(cat $(O)/.flavour 2>/dev/null)" = $(FLAVOUR) ] || echo $(FLAVOUR) > $(O)/.flavour)
 LIB_SRCS    := $(wildcard lib/*.c) $(wildcard kernels/cpu/*.c)
 CUDA_SRCS   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.cu))
-LIB_OBJS    := $(LIB_SRCS:%.c=$(O)/%.o) $(CUDA_SRCS:%.cu=$(O)/%.cu.o)
+LIB_OBJS    := $(LIB_SRCS:%.c=$(O)/%.o) $(O)/kernels/dev$(FL_SUFFIX).o \
+	       $(CUDA_SRCS:%.cu=$(O)/%.cu.o)
 TOOL_SRCS   := $(wildcard tools/*.c)
 TOOLS       := $(TOOL_SRCS:tools/%.c=$(B)/%)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNITS       := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
 FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz_*.c)
 GPU_SRCS    := $(wildcard tests/gpu/*.c)
-LIBFW       := $(O)/libflywheel.a
+LIBFW       := $(O)/libflywheel$(FL_SUFFIX).a
 MANS        := $(wildcard man/*.[157])
 
 .PHONY: all deps test check learn unit bats demo judge install uninstall clean fuzz asan manlint \
@@ -91,6 +98,11 @@ $(O)/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(FW_CPPFLAGS) $(CPPFLAGS) $(FW_CFLAGS) $(CFLAGS) -c -o $@ $<
 
+$(O)/kernels/dev-cuda.o: kernels/dev.c
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(FW_CPPFLAGS) $(CPPFLAGS) $(FW_CFLAGS) $(CFLAGS) -c -o $@ $<
+
 $(O)/%.cu.o: %.cu
 	$(call msg,NVCC,$<)
 	@mkdir -p $(@D)
@@ -100,16 +112,16 @@ $(LIBFW): $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(B)/%: $(O)/tools/%.o $(LIBFW)
+$(B)/%: $(O)/tools/%.o $(LIBFW) $(O)/.flavour
 	$(call msg,LD,$@)
 	@mkdir -p $(B)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(LIBFW)
+$(O)/tests/%: $(O)/tests/unit/%.o $(LIBFW) $(O)/.flavour
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
 
-$(O)/gpu/%: $(O)/tests/gpu/%.o $(LIBFW)
+$(O)/gpu/%: $(O)/tests/gpu/%.o $(LIBFW) $(O)/.flavour
 	$(call msg,LD,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFW) $(FW_LDLIBS) $(LDLIBS)
@@ -201,13 +213,26 @@ $(O)/emu/%.o: kernels/cuda/%.cu
 	@mkdir -p $(@D)
 	$(Q)$(CXX) -x c++ -std=c++17 -O2 -g -pthread -MMD -MP -Ilib -Ikernels \
 	  -DFW_CUDA_EMU=1 $(PC_CFLAGS) -c -o $@ $<
+# kernels/dev.c again with FW_CUDA, so the model reaches the emulated
+# kernels: linked before the library, it stands in for the archive's.
+EMU_OBJS += $(O)/emu/dev.o
+$(O)/emu/dev.o: kernels/dev.c
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(FW_CPPFLAGS) -DFW_CUDA=1 -DFW_CUDA_EMU=1 $(CPPFLAGS) $(FW_CFLAGS) $(CFLAGS) -c -o $@ $<
 $(O)/emu/%: $(O)/tests/gpu/%.o $(EMU_OBJS) $(LIBFW)
 	$(call msg,LD,$@)
+	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJS) $(LIBFW) $(FW_LDLIBS) -lstdc++ $(LDLIBS)
+# The tools linked with the emulated kernels, for tests/gpu/tools --emu.
+EMU_TOOLS := $(TOOL_SRCS:tools/%.c=$(O)/emu/bin/%)
+$(O)/emu/bin/%: $(O)/tools/%.o $(EMU_OBJS) $(LIBFW)
+	$(call msg,LD,$@)
+	@mkdir -p $(@D)
 	$(Q)$(CC) $(FW_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJS) $(LIBFW) $(FW_LDLIBS) -lstdc++ $(LDLIBS)
 # Kept between runs (make would delete them as intermediate files).
 .SECONDARY: $(EMU_OBJS) $(GPU_SRCS:%.c=$(O)/%.o)
 .PHONY: gpu-emu
-gpu-emu: $(EMU_BINS)
+gpu-emu: $(EMU_BINS) $(EMU_TOOLS) all
 	$(Q)O=$(O) tests/gpu/check --emu
 
 # ---- the loops -------------------------------------------------------------

@@ -93,6 +93,12 @@ int fw_cuda_sync(void);
 int fw_cuda_matmul_fwd(float *out, const float *inp, const float *w,
 		       const float *bias, int M, int K, int N);
 
+/* Sets how fw_cuda_matmul_* multiply: on = 1 in bf16 on the tensor
+ * cores with f32 accumulation (cuBLAS CUBLAS_COMPUTE_32F_FAST_16BF: the
+ * f32 operands are rounded to bf16, the sums kept in f32), on = 0 in full
+ * f32 (the default).  Cannot fail. */
+void fw_cuda_set_bf16(int on);
+
 /* As fw_matmul_bwd: dinp (M, K) += dout @ w; dw (N, K) += dout^T @ inp;
  * dbias (N) += column sums of dout; any of the three may be NULL. */
 int fw_cuda_matmul_bwd(float *dinp, float *dw, float *dbias,
@@ -145,6 +151,30 @@ int fw_cuda_attn_cached(float *out, float *scratch, const float *q,
 			const float *kc, const float *vc, int B, int Tq,
 			int pos0, int maxT, int nh, int nkv, int hd);
 
+/* As fw_attn_cached_pos: a start position per sequence, pos0 (B) in
+ * device memory; scratch at least B*Tq*nh*maxT floats. */
+int fw_cuda_attn_cached_pos(float *out, float *scratch, const float *q,
+			    const float *kc, const float *vc,
+			    const int32_t *pos0, int B, int Tq, int maxT,
+			    int nh, int nkv, int hd);
+
+/* Causal GQA attention as fw_attn_fwd without the (T, T) matrix
+ * (flash-style, online softmax): out (B, T, nh, hd) from q (B, T, nh, hd),
+ * k and v (B, T, nkv, hd); lse (B, nh, T) receives each row's log-sum-exp
+ * of the scaled scores, kept for backward.  hd <= 512. */
+int fw_cuda_attn_flash_fwd(float *out, float *lse, const float *q,
+			   const float *k, const float *v, int B, int T,
+			   int nh, int nkv, int hd);
+
+/* Backward of fw_cuda_attn_flash_fwd: dq, dk, dv += ..., recomputing the
+ * probabilities from q, k and lse; out is the forward's output, scratch
+ * (B, nh, T) floats overwritten. */
+int fw_cuda_attn_flash_bwd(float *dq, float *dk, float *dv, float *scratch,
+			   const float *dout, const float *out,
+			   const float *lse, const float *q, const float *k,
+			   const float *v, int B, int T, int nh, int nkv,
+			   int hd);
+
 /* As fw_swiglu_fwd: out (n) = silu(gate) * up. */
 int fw_cuda_swiglu_fwd(float *out, const float *gate, const float *up,
 		       long n);
@@ -176,6 +206,28 @@ int fw_cuda_sumsq(double *out, const float *x, long n);
 
 /* As fw_scale: x (n) *= s. */
 int fw_cuda_scale(float *x, float s, long n);
+
+/* ---- NCCL: the all-reduce between GPUs ----------------------------------- */
+
+/* Bytes of an NCCL id (ncclUniqueId). */
+#define FW_NCCL_ID_BYTES 128
+
+/* Draws a new id (rank 0 does, then gives it to every rank) into id, len
+ * >= FW_NCCL_ID_BYTES bytes.  Returns 0, or -1. */
+int fw_cuda_nccl_id(unsigned char *id, size_t len);
+
+/* Joins the communicator of nranks processes named by id as rank, on the
+ * current device (fw_cuda_init first; one GPU per rank).  Every rank must
+ * call it.  Returns 0, or -1. */
+int fw_cuda_nccl_init(const unsigned char *id, size_t len, int nranks,
+		      int rank);
+
+/* Sums x (n floats, device memory) in place over the ranks, and waits for
+ * it.  Returns 0, or -1. */
+int fw_cuda_nccl_sum(float *x, long n);
+
+/* Leaves the communicator; nothing when there is none. */
+void fw_cuda_nccl_free(void);
 
 /* ---- helpers a model on the GPU needs ---------------------------------- */
 

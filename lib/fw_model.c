@@ -15,6 +15,7 @@
 #include "fw_base.h"
 #include "fw_model.h"
 #include "kernels.h"
+#include "kernels_dev.h"
 
 /* ---- config.json ------------------------------------------------------------ */
 
@@ -415,6 +416,77 @@ static void bind(struct fw_model *m, float *base, struct fw_layer_w *lw,
 		*lm = *embed;
 }
 
+/* Puts a model made on the host onto the device fw_dev_current() names:
+ * w and the rope tables copied into device memory, the host w kept as hw,
+ * the views bound again.  Nothing to do for the CPU.  Returns 0, or -1
+ * with err filled. */
+static int to_device(struct fw_model *m, char *err, size_t errlen)
+{
+	int dev = fw_dev_current();
+	size_t nr = sizeof(float) * (size_t)m->cfg.max_pos * (m->cfg.hd / 2);
+	float *dw, *dc, *ds;
+
+	if (dev == FW_DEV_CPU)
+		return 0;
+	dw = fw_dev_alloc(dev, sizeof(float) * (size_t)m->nw);
+	dc = fw_dev_alloc(dev, nr);
+	ds = fw_dev_alloc(dev, nr);
+	if (!dw || !dc || !ds) {
+		fw_dev_free(dev, dw);
+		fw_dev_free(dev, dc);
+		fw_dev_free(dev, ds);
+		fw_seterr(err, errlen, "out of device memory for the model (%zu MB)",
+		       (sizeof(float) * (size_t)m->nw) >> 20);
+		return -1;
+	}
+	fw_dev_h2d(dev, dw, m->w, sizeof(float) * (size_t)m->nw);
+	fw_dev_h2d(dev, dc, m->rope_cos, nr);
+	fw_dev_h2d(dev, ds, m->rope_sin, nr);
+	free(m->rope_cos);
+	free(m->rope_sin);
+	m->hw = m->w;
+	m->w = dw;
+	m->rope_cos = dc;
+	m->rope_sin = ds;
+	m->dev = dev;
+	bind(m, m->w, m->lw, &m->embed, &m->norm, &m->lm_head);
+	return fw_dev_check(dev, err, errlen);
+}
+
+const float *fw_model_host_w(const struct fw_model *m, char *err,
+			     size_t errlen)
+{
+	if (m->dev == FW_DEV_CPU)
+		return m->w;
+	fw_dev_d2h(m->dev, m->hw, m->w, sizeof(float) * (size_t)m->nw);
+	return fw_dev_check(m->dev, err, errlen) ? NULL : m->hw;
+}
+
+double fw_model_grad_sumsq(const struct fw_model *m)
+{
+	double s = 0;
+
+	if (!m->g)
+		return 0;
+	if (m->dev != FW_DEV_CPU)
+		return fw_dev_sumsq(m->dev, m->g, m->nw);
+	for (long i = 0; i < m->nw; i++)
+		s += (double)m->g[i] * m->g[i];
+	return s;
+}
+
+int fw_model_weights_finite(const struct fw_model *m)
+{
+	if (m->dev != FW_DEV_CPU)
+		/* A sum of squares of floats in double overflows only past
+		 * 1e308: it is finite exactly when every weight is. */
+		return isfinite(fw_dev_sumsq(m->dev, m->w, m->nw));
+	for (long i = 0; i < m->nw; i++)
+		if (!isfinite(m->w[i]))
+			return 0;
+	return 1;
+}
+
 struct fw_acts {
 	void *block;              /* the one allocation all slices below live in */
 	size_t bytes, cap;        /* bytes the layout uses; bytes allocated */
@@ -426,6 +498,13 @@ struct fw_acts {
 	float *xf, *rsf, *logits, *logp, *lse, *tmp;
 	float *dres, *dln, *dy, *dq, *dk, *dv, *dqr, *dkr, *dh, *dgate, *dup,
 	      *dscr, *dlogp;
+	/* Host views of pos, tokens, targets, wts, logp, dlogp: the same
+	 * slices on the CPU, a host block of their own on a GPU. */
+	void *hblock;
+	int32_t *hpos, *htok, *htgt;
+	float *hwts, *hlogp, *hdlogp;
+	float *hlogits;           /* GPU: host copy for fw_model_logits, or NULL */
+	size_t hlogits_n;
 	float norm;
 	int ready;                /* a forward with targets ran; backward may follow */
 };
@@ -463,6 +542,10 @@ struct fw_model *fw_model_new(const struct fw_config *c, uint64_t seed,
 				x[j + 1] = (float)(c->init_range * r * sin(a));
 		}
 	}
+	if (to_device(m, err, errlen)) {
+		fw_model_free(m);
+		return NULL;
+	}
 	return m;
 }
 
@@ -470,16 +553,20 @@ void fw_model_free(struct fw_model *m)
 {
 	if (!m)
 		return;
-	if (m->acts)
-		free(m->acts->block);
+	if (m->acts) {
+		fw_dev_free(m->dev, m->acts->block);
+		free(m->acts->hblock);
+		free(m->acts->hlogits);
+	}
 	free(m->acts);
 	free(m->params);
 	free(m->lw);
 	free(m->lg);
-	free(m->w);
-	free(m->g);
-	free(m->rope_cos);
-	free(m->rope_sin);
+	fw_dev_free(m->dev, m->w);
+	fw_dev_free(m->dev, m->g);
+	free(m->hw);
+	fw_dev_free(m->dev, m->rope_cos);
+	fw_dev_free(m->dev, m->rope_sin);
 	free(m->cfg_json);
 	free(m);
 }
@@ -497,7 +584,15 @@ int fw_model_grads(struct fw_model *m)
 {
 	if (m->g)
 		return 0;
-	m->g = calloc((size_t)m->nw, sizeof(float));
+	if (m->dev == FW_DEV_CPU)
+		m->g = calloc((size_t)m->nw, sizeof(float));
+	else if ((m->g = fw_dev_alloc(m->dev, sizeof(float) * (size_t)m->nw))) {
+		fw_dev_zero(m->dev, m->g, sizeof(float) * (size_t)m->nw);
+		if (fw_dev_check(m->dev, NULL, 0)) {
+			fw_dev_free(m->dev, m->g);
+			m->g = NULL;
+		}
+	}
 	if (!m->g)
 		return -1;
 	bind(m, m->g, m->lg, &m->gembed, &m->gnorm, &m->glm_head);
@@ -507,7 +602,7 @@ int fw_model_grads(struct fw_model *m)
 void fw_model_zero_grad(struct fw_model *m)
 {
 	if (m->g)
-		memset(m->g, 0, sizeof(float) * (size_t)m->nw);
+		fw_dev_zero(m->dev, m->g, sizeof(float) * (size_t)m->nw);
 }
 
 /* ---- load / save --------------------------------------------------------------- */
@@ -630,6 +725,9 @@ struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen)
 	}
 	for (int s = 0; s < sh.n; s++)
 		fw_st_free(sh.st[s]);
+	sh.n = 0;
+	if (to_device(m, err, errlen))
+		goto fail;
 	return m;
 fail:
 	for (int s = 0; s < sh.n; s++)
@@ -670,11 +768,14 @@ int fw_model_save(const struct fw_model *m, const char *dir,
 		  enum fw_dtype dtype, char *err, size_t errlen)
 {
 	char path[4096];
-	struct fw_st_out *t = calloc(m->np, sizeof(*t));
+	struct fw_st_out *t;
 	int rc;
 	const char *tn = dtype == FW_F32 ? "float32" : dtype == FW_BF16 ? "bfloat16" : "float16";
+	const float *hw = fw_model_host_w(m, err, errlen);
 
-	if (!t) {
+	if (!hw)
+		return -1;
+	if (!(t = calloc(m->np, sizeof(*t)))) {
 		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
@@ -683,7 +784,7 @@ int fw_model_save(const struct fw_model *m, const char *dir,
 		t[i].ndim = m->params[i].ndim;
 		t[i].shape[0] = m->params[i].shape[0];
 		t[i].shape[1] = m->params[i].shape[1];
-		t[i].data = m->w + m->params[i].off;
+		t[i].data = hw + m->params[i].off;
 	}
 	snprintf(path, sizeof(path), "%s/config.json", dir);
 	rc = m->cfg_json ? save_orig_config(m, path, tn, err, errlen)
@@ -722,6 +823,7 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 
 	void *keep_block = NULL;
 	size_t keep_cap = 0;
+	int dev = m->dev;
 
 	if (a && a->B == B && a->T == T && a->keep == !m->no_grad)
 		return 0;
@@ -730,6 +832,8 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 		 * fits, so alternating shapes allocate once for the largest. */
 		keep_block = a->block;
 		keep_cap = a->cap;
+		free(a->hblock);
+		free(a->hlogits);
 		memset(a, 0, sizeof(*a));
 	} else if (!(a = m->acts = calloc(1, sizeof(*a)))) {
 		fw_seterr(err, errlen, "out of memory");
@@ -759,7 +863,7 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 		/* Without gradients attention and logits go by chunks of
 		 * NG_ROWS rows, so neither is ever (T, T) or (N, V) big. */
 		a->att = carve(base, &off, m->no_grad ? (size_t)(T < NG_ROWS ? T : NG_ROWS) * c->nh * T
-					       : Lk * N * c->nh * T);
+					       : Lk * fw_dev_attn_floats(dev, B, T, c->nh));
 		a->y = carve(base, &off, Lk * N * qd);
 		a->gate = carve(base, &off, Lk * N * I);
 		a->up = carve(base, &off, Lk * N * I);
@@ -782,7 +886,7 @@ static int plan(struct fw_model *m, int B, int T, char *err, size_t errlen)
 		a->dh = carve(base, &off, N * I);
 		a->dgate = carve(base, &off, N * I);
 		a->dup = carve(base, &off, N * I);
-		a->dscr = carve(base, &off, N * c->nh * T);
+		a->dscr = carve(base, &off, fw_dev_attn_floats(dev, B, T, c->nh));
 		if (c->qk_norm) {
 			a->dqr = carve(base, &off, N * qd);
 			a->dkr = carve(base, &off, N * kd);
@@ -792,17 +896,45 @@ carved:
 			base = keep_block;
 			keep_block = NULL;
 		} else if (!pass) {
-			free(keep_block);
+			fw_dev_free(dev, keep_block);
 			keep_block = NULL;
 			keep_cap = off;
-			if (!(base = aligned_alloc(64, off))) {
-				fw_seterr(err, errlen, "out of memory for activations "
-				       "(%zu MB)", off >> 20);
+			if (!(base = fw_dev_alloc(dev, off))) {
+				fw_seterr(err, errlen, "out of %smemory for activations "
+				       "(%zu MB)", dev ? "device " : "", off >> 20);
 				return -1;
 			}
 		}
 	}
 	a->block = base;
+	if (dev == FW_DEV_CPU) {
+		a->hpos = a->pos;
+		a->htok = a->tokens;
+		a->htgt = a->targets;
+		a->hwts = a->wts;
+		a->hlogp = a->logp;
+		a->hdlogp = a->dlogp;
+	} else {
+		size_t ho = 0;
+		char *hb = NULL;
+
+		for (int pass = 0; pass < 2; pass++) {
+			ho = 0;
+			a->hpos = (int32_t *)carve(hb, &ho, N);
+			a->htok = (int32_t *)carve(hb, &ho, N);
+			a->htgt = (int32_t *)carve(hb, &ho, N);
+			a->hwts = carve(hb, &ho, N);
+			a->hlogp = carve(hb, &ho, N);
+			a->hdlogp = carve(hb, &ho, N);
+			if (!pass && !(hb = aligned_alloc(64, ho))) {
+				fw_seterr(err, errlen, "out of memory");
+				fw_dev_free(dev, base);
+				memset(a, 0, sizeof(*a));
+				return -1;
+			}
+		}
+		a->hblock = hb;
+	}
 	a->cap = keep_cap;
 	a->bytes = off;
 	a->B = B;
@@ -816,12 +948,6 @@ size_t fw_model_act_bytes(const struct fw_model *m)
 	return m->acts ? m->acts->bytes : 0;
 }
 
-static void add3(float *out, const float *a, const float *b, long n)
-{
-	for (long i = 0; i < n; i++)
-		out[i] = a[i] + b[i];
-}
-
 int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		     const int32_t *targets, const float *weights, int B,
 		     int T, float norm_in, float *logp, float *loss,
@@ -831,6 +957,7 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 	int N = B * T, C = c->C, I = c->I, V = c->vocab, nh = c->nh,
 	    nkv = c->nkv, hd = c->hd, qd = nh * hd, kd = nkv * hd;
 	struct fw_acts *a;
+	int dev = m->dev;
 
 	if (B <= 0 || T <= 0) {
 		fw_seterr(err, errlen, "empty batch");
@@ -853,13 +980,16 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		return -1;
 	a = m->acts;
 	a->ready = 0;
-	memcpy(a->tokens, tokens, sizeof(int32_t) * N);
+	memcpy(a->htok, tokens, sizeof(int32_t) * N);
 	for (int i = 0; i < N; i++) {
-		a->pos[i] = i % T;
-		a->targets[i] = targets ? targets[i] : -1;
-		a->wts[i] = weights ? weights[i] : 1.0f;
+		a->hpos[i] = i % T;
+		a->htgt[i] = targets ? targets[i] : -1;
+		a->hwts[i] = weights ? weights[i] : 1.0f;
 	}
-	fw_embed_fwd(a->x, tokens, m->embed, N, C);
+	fw_dev_h2d(dev, a->tokens, a->htok, sizeof(int32_t) * N);
+	fw_dev_h2d(dev, a->pos, a->hpos, sizeof(int32_t) * N);
+	fw_dev_h2d(dev, a->targets, a->htgt, sizeof(int32_t) * N);
+	fw_dev_embed_fwd(dev, a->x, a->tokens, m->embed, N, C);
 	for (int ll = 0; ll < c->L; ll++) {
 		/* Without gradients every layer reuses slot 0 and the residual
 		 * stream is updated in place. */
@@ -876,62 +1006,65 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		float *gate = a->gate + (size_t)l * N * I, *up = a->up + (size_t)l * N * I;
 		float *h = a->h + (size_t)l * N * I;
 
-		fw_rmsnorm_fwd(ln1, a->rs1 + (size_t)l * N, x, w->ln1, N, C, c->eps);
-		fw_matmul_fwd(qr, ln1, w->wq, w->bq, N, C, qd);
-		fw_matmul_fwd(kr, ln1, w->wk, w->bk, N, C, kd);
-		fw_matmul_fwd(v, ln1, w->wv, w->bv, N, C, kd);
+		fw_dev_rmsnorm_fwd(dev, ln1, a->rs1 + (size_t)l * N, x, w->ln1, N, C, c->eps);
+		fw_dev_matmul_fwd(dev, qr, ln1, w->wq, w->bq, N, C, qd);
+		fw_dev_matmul_fwd(dev, kr, ln1, w->wk, w->bk, N, C, kd);
+		fw_dev_matmul_fwd(dev, v, ln1, w->wv, w->bv, N, C, kd);
 		if (c->qk_norm) {
-			fw_rmsnorm_fwd(q, a->rsq + (size_t)l * N * nh, qr, w->qn, N * nh, hd, c->eps);
-			fw_rmsnorm_fwd(k, a->rsk + (size_t)l * N * nkv, kr, w->kn, N * nkv, hd, c->eps);
+			fw_dev_rmsnorm_fwd(dev, q, a->rsq + (size_t)l * N * nh, qr, w->qn, N * nh, hd, c->eps);
+			fw_dev_rmsnorm_fwd(dev, k, a->rsk + (size_t)l * N * nkv, kr, w->kn, N * nkv, hd, c->eps);
 		}
-		fw_rope_fwd(q, a->pos, m->rope_cos, m->rope_sin, N, nh, hd);
-		fw_rope_fwd(k, a->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
+		fw_dev_rope_fwd(dev, q, a->pos, m->rope_cos, m->rope_sin, N, nh, hd);
+		fw_dev_rope_fwd(dev, k, a->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
 		if (a->keep)
-			fw_attn_fwd(y, a->att + (size_t)l * N * nh * T, q, k, v, B, T, nh, nkv, hd);
+			fw_dev_attn_fwd(dev, y, a->att + (size_t)l * fw_dev_attn_floats(dev, B, T, nh), q, k, v, B, T, nh, nkv, hd);
 		else
 			for (int b = 0; b < B; b++)
 				for (int t0 = 0; t0 < T; t0 += NG_ROWS) {
 					size_t r = (size_t)b * T + t0;
 
 					/* Sequence b as a cache of length T. */
-					fw_attn_cached(y + r * qd, a->att, q + r * qd,
+					fw_dev_attn_cached(dev, y + r * qd, a->att, q + r * qd,
 						       k + (size_t)b * T * kd, v + (size_t)b * T * kd,
 						       1, T - t0 < NG_ROWS ? T - t0 : NG_ROWS, t0,
 						       T, nh, nkv, hd);
 				}
-		fw_matmul_fwd(a->tmp, y, w->wo, w->bo, N, qd, C);
-		add3(xm, x, a->tmp, (long)nc);
-		fw_rmsnorm_fwd(ln2, a->rs2 + (size_t)l * N, xm, w->ln2, N, C, c->eps);
-		fw_matmul_fwd(gate, ln2, w->wg, NULL, N, C, I);
-		fw_matmul_fwd(up, ln2, w->wu, NULL, N, C, I);
-		fw_swiglu_fwd(h, gate, up, (long)N * I);
-		fw_matmul_fwd(a->tmp, h, w->wd, NULL, N, I, C);
-		add3(xn, xm, a->tmp, (long)nc);
+		fw_dev_matmul_fwd(dev, a->tmp, y, w->wo, w->bo, N, qd, C);
+		fw_dev_add(dev, xm, x, a->tmp, (long)nc);
+		fw_dev_rmsnorm_fwd(dev, ln2, a->rs2 + (size_t)l * N, xm, w->ln2, N, C, c->eps);
+		fw_dev_matmul_fwd(dev, gate, ln2, w->wg, NULL, N, C, I);
+		fw_dev_matmul_fwd(dev, up, ln2, w->wu, NULL, N, C, I);
+		fw_dev_swiglu_fwd(dev, h, gate, up, (long)N * I);
+		fw_dev_matmul_fwd(dev, a->tmp, h, w->wd, NULL, N, I, C);
+		fw_dev_add(dev, xn, xm, a->tmp, (long)nc);
 	}
-	fw_rmsnorm_fwd(a->xf, a->rsf, a->x + (a->keep ? (size_t)c->L * N * C : 0),
+	fw_dev_rmsnorm_fwd(dev, a->xf, a->rsf, a->x + (a->keep ? (size_t)c->L * N * C : 0),
 		       m->norm, N, C, c->eps);
 	if (!a->keep) {
 		for (int r = 0; r < N && targets; r += NG_ROWS) {
 			int n = N - r < NG_ROWS ? N - r : NG_ROWS;
 
-			fw_matmul_fwd(a->logits, a->xf + (size_t)r * C, m->lm_head, NULL, n, C, V);
-			fw_xent_fwd(a->logp + r, a->lse + r, a->logits, a->targets + r, n, V);
+			fw_dev_matmul_fwd(dev, a->logits, a->xf + (size_t)r * C, m->lm_head, NULL, n, C, V);
+			fw_dev_xent_fwd(dev, a->logp + r, a->lse + r, a->logits, a->targets + r, n, V);
 		}
 	} else
-		fw_matmul_fwd(a->logits, a->xf, m->lm_head, NULL, N, C, V);
+		fw_dev_matmul_fwd(dev, a->logits, a->xf, m->lm_head, NULL, N, C, V);
 	if (!targets)
-		return 0;
+		return fw_dev_check(dev, err, errlen);
 	if (a->keep)
-		fw_xent_fwd(a->logp, a->lse, a->logits, a->targets, N, V);
+		fw_dev_xent_fwd(dev, a->logp, a->lse, a->logits, a->targets, N, V);
+	fw_dev_d2h(dev, a->hlogp, a->logp, sizeof(float) * N);
+	if (fw_dev_check(dev, err, errlen))
+		return -1;
 	double s = 0, wsum = 0;
 	for (int i = 0; i < N; i++)
-		if (a->targets[i] >= 0) {
-			s += (double)a->wts[i] * a->logp[i];
-			wsum += a->wts[i];
+		if (a->htgt[i] >= 0) {
+			s += (double)a->hwts[i] * a->hlogp[i];
+			wsum += a->hwts[i];
 		}
 	a->norm = norm_in > 0 ? norm_in : wsum != 0 ? (float)wsum : 1.0f;
 	if (logp)
-		memcpy(logp, a->logp, sizeof(float) * N);
+		memcpy(logp, a->hlogp, sizeof(float) * N);
 	if (loss)
 		*loss = (float)(-s / a->norm);
 	a->ready = a->keep;
@@ -940,7 +1073,23 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 
 const float *fw_model_logits(const struct fw_model *m)
 {
-	return m->acts && m->acts->keep ? m->acts->logits : NULL;
+	struct fw_acts *a = m->acts;
+	size_t n;
+
+	if (!a || !a->keep)
+		return NULL;
+	if (m->dev == FW_DEV_CPU)
+		return a->logits;
+	n = (size_t)a->B * a->T * m->cfg.vocab;
+	if (a->hlogits_n < n) {
+		free(a->hlogits);
+		a->hlogits_n = 0;
+		if (!(a->hlogits = malloc(sizeof(float) * n)))
+			return NULL;
+		a->hlogits_n = n;
+	}
+	fw_dev_d2h(m->dev, a->hlogits, a->logits, sizeof(float) * n);
+	return fw_dev_check(m->dev, NULL, 0) ? NULL : a->hlogits;
 }
 
 int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
@@ -949,6 +1098,7 @@ int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
 	struct fw_acts *a = m->acts;
 	int B, T, N, C = c->C, I = c->I, V = c->vocab, nh = c->nh,
 	    nkv = c->nkv, hd = c->hd, qd = nh * hd, kd = nkv * hd;
+	int dev = m->dev;
 
 	if (!a || !a->ready) {
 		fw_seterr(err, errlen, m->no_grad ? "backward of a model with no_grad set"
@@ -964,12 +1114,13 @@ int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
 	T = a->T;
 	N = B * T;
 	for (int i = 0; i < N; i++)
-		a->dlogp[i] = a->targets[i] >= 0 ? -a->wts[i] / a->norm : 0.0f;
-	fw_xent_bwd(a->logits, a->logits, a->lse, a->targets, a->dlogp, N, V);
-	memset(a->dln, 0, sizeof(float) * N * C);
-	fw_matmul_bwd(a->dln, m->glm_head, NULL, a->logits, a->xf, m->lm_head, N, C, V);
-	memset(a->dres, 0, sizeof(float) * N * C);
-	fw_rmsnorm_bwd(a->dres, m->gnorm, a->dln, a->x + (size_t)c->L * N * C,
+		a->hdlogp[i] = a->htgt[i] >= 0 ? -a->hwts[i] / a->norm : 0.0f;
+	fw_dev_h2d(dev, a->dlogp, a->hdlogp, sizeof(float) * N);
+	fw_dev_xent_bwd(dev, a->logits, a->logits, a->lse, a->targets, a->dlogp, N, V);
+	fw_dev_zero(dev, a->dln, sizeof(float) * N * C);
+	fw_dev_matmul_bwd(dev, a->dln, m->glm_head, NULL, a->logits, a->xf, m->lm_head, N, C, V);
+	fw_dev_zero(dev, a->dres, sizeof(float) * N * C);
+	fw_dev_rmsnorm_bwd(dev, a->dres, m->gnorm, a->dln, a->x + (size_t)c->L * N * C,
 		       m->norm, a->rsf, N, C);
 	for (int l = c->L - 1; l >= 0; l--) {
 		struct fw_layer_w *w = &m->lw[l], *g = &m->lg[l];
@@ -982,43 +1133,44 @@ int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
 		float *h = a->h + (size_t)l * N * I;
 		float *dq = a->dq, *dk = a->dk;
 
-		memset(a->dh, 0, sizeof(float) * N * I);
-		fw_matmul_bwd(a->dh, g->wd, NULL, a->dres, h, w->wd, N, I, C);
-		memset(a->dgate, 0, sizeof(float) * N * I);
-		memset(a->dup, 0, sizeof(float) * N * I);
-		fw_swiglu_bwd(a->dgate, a->dup, a->dh, gate, up, (long)N * I);
-		memset(a->dln, 0, sizeof(float) * nc);
-		fw_matmul_bwd(a->dln, g->wg, NULL, a->dgate, ln2, w->wg, N, C, I);
-		fw_matmul_bwd(a->dln, g->wu, NULL, a->dup, ln2, w->wu, N, C, I);
-		fw_rmsnorm_bwd(a->dres, g->ln2, a->dln, xm, w->ln2, a->rs2 + (size_t)l * N, N, C);
+		fw_dev_zero(dev, a->dh, sizeof(float) * N * I);
+		fw_dev_matmul_bwd(dev, a->dh, g->wd, NULL, a->dres, h, w->wd, N, I, C);
+		fw_dev_zero(dev, a->dgate, sizeof(float) * N * I);
+		fw_dev_zero(dev, a->dup, sizeof(float) * N * I);
+		fw_dev_swiglu_bwd(dev, a->dgate, a->dup, a->dh, gate, up, (long)N * I);
+		fw_dev_zero(dev, a->dln, sizeof(float) * nc);
+		fw_dev_matmul_bwd(dev, a->dln, g->wg, NULL, a->dgate, ln2, w->wg, N, C, I);
+		fw_dev_matmul_bwd(dev, a->dln, g->wu, NULL, a->dup, ln2, w->wu, N, C, I);
+		fw_dev_rmsnorm_bwd(dev, a->dres, g->ln2, a->dln, xm, w->ln2, a->rs2 + (size_t)l * N, N, C);
 
-		memset(a->dy, 0, sizeof(float) * N * qd);
-		fw_matmul_bwd(a->dy, g->wo, g->bo, a->dres, y, w->wo, N, qd, C);
-		memset(a->dq, 0, sizeof(float) * N * qd);
-		memset(a->dk, 0, sizeof(float) * N * kd);
-		memset(a->dv, 0, sizeof(float) * N * kd);
-		fw_attn_bwd(a->dq, a->dk, a->dv, a->dscr, a->dy,
-			    a->att + (size_t)l * N * nh * T, q, k, v, B, T, nh, nkv, hd);
-		fw_rope_bwd(a->dq, a->pos, m->rope_cos, m->rope_sin, N, nh, hd);
-		fw_rope_bwd(a->dk, a->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
+		fw_dev_zero(dev, a->dy, sizeof(float) * N * qd);
+		fw_dev_matmul_bwd(dev, a->dy, g->wo, g->bo, a->dres, y, w->wo, N, qd, C);
+		fw_dev_zero(dev, a->dq, sizeof(float) * N * qd);
+		fw_dev_zero(dev, a->dk, sizeof(float) * N * kd);
+		fw_dev_zero(dev, a->dv, sizeof(float) * N * kd);
+		fw_dev_attn_bwd(dev, a->dq, a->dk, a->dv, a->dscr, a->dy, y,
+				a->att + (size_t)l * fw_dev_attn_floats(dev, B, T, nh),
+				q, k, v, B, T, nh, nkv, hd);
+		fw_dev_rope_bwd(dev, a->dq, a->pos, m->rope_cos, m->rope_sin, N, nh, hd);
+		fw_dev_rope_bwd(dev, a->dk, a->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
 		if (c->qk_norm) {
-			memset(a->dqr, 0, sizeof(float) * N * qd);
-			memset(a->dkr, 0, sizeof(float) * N * kd);
-			fw_rmsnorm_bwd(a->dqr, g->qn, a->dq, a->qr + (size_t)l * N * qd,
+			fw_dev_zero(dev, a->dqr, sizeof(float) * N * qd);
+			fw_dev_zero(dev, a->dkr, sizeof(float) * N * kd);
+			fw_dev_rmsnorm_bwd(dev, a->dqr, g->qn, a->dq, a->qr + (size_t)l * N * qd,
 				       w->qn, a->rsq + (size_t)l * N * nh, N * nh, hd);
-			fw_rmsnorm_bwd(a->dkr, g->kn, a->dk, a->kr + (size_t)l * N * kd,
+			fw_dev_rmsnorm_bwd(dev, a->dkr, g->kn, a->dk, a->kr + (size_t)l * N * kd,
 				       w->kn, a->rsk + (size_t)l * N * nkv, N * nkv, hd);
 			dq = a->dqr;
 			dk = a->dkr;
 		}
-		memset(a->dln, 0, sizeof(float) * nc);
-		fw_matmul_bwd(a->dln, g->wq, g->bq, dq, ln1, w->wq, N, C, qd);
-		fw_matmul_bwd(a->dln, g->wk, g->bk, dk, ln1, w->wk, N, C, kd);
-		fw_matmul_bwd(a->dln, g->wv, g->bv, a->dv, ln1, w->wv, N, C, kd);
-		fw_rmsnorm_bwd(a->dres, g->ln1, a->dln, x, w->ln1, a->rs1 + (size_t)l * N, N, C);
+		fw_dev_zero(dev, a->dln, sizeof(float) * nc);
+		fw_dev_matmul_bwd(dev, a->dln, g->wq, g->bq, dq, ln1, w->wq, N, C, qd);
+		fw_dev_matmul_bwd(dev, a->dln, g->wk, g->bk, dk, ln1, w->wk, N, C, kd);
+		fw_dev_matmul_bwd(dev, a->dln, g->wv, g->bv, a->dv, ln1, w->wv, N, C, kd);
+		fw_dev_rmsnorm_bwd(dev, a->dres, g->ln1, a->dln, x, w->ln1, a->rs1 + (size_t)l * N, N, C);
 	}
-	fw_embed_bwd(m->gembed, a->dres, a->tokens, N, C);
-	return 0;
+	fw_dev_embed_bwd(dev, m->gembed, a->dres, a->tokens, N, C);
+	return fw_dev_check(dev, err, errlen);
 }
 
 /* ---- optimizer ------------------------------------------------------------------ */
@@ -1027,12 +1179,24 @@ struct fw_opt *fw_opt_new(const struct fw_model *m)
 {
 	struct fw_opt *o = calloc(1, sizeof(*o));
 
+	size_t nb = sizeof(float) * (size_t)m->nw;
+
 	if (!o)
 		return NULL;
 	o->nw = m->nw;
-	o->mom = calloc((size_t)m->nw, sizeof(float));
-	o->var = calloc((size_t)m->nw, sizeof(float));
-	if (!o->mom || !o->var) {
+	o->dev = m->dev;
+	if (o->dev == FW_DEV_CPU) {
+		o->mom = calloc((size_t)m->nw, sizeof(float));
+		o->var = calloc((size_t)m->nw, sizeof(float));
+	} else {
+		o->mom = fw_dev_alloc(o->dev, nb);
+		o->var = fw_dev_alloc(o->dev, nb);
+		if (o->mom && o->var) {
+			fw_dev_zero(o->dev, o->mom, nb);
+			fw_dev_zero(o->dev, o->var, nb);
+		}
+	}
+	if (!o->mom || !o->var || fw_dev_check(o->dev, NULL, 0)) {
 		fw_opt_free(o);
 		return NULL;
 	}
@@ -1043,24 +1207,24 @@ void fw_opt_free(struct fw_opt *o)
 {
 	if (!o)
 		return;
-	free(o->mom);
-	free(o->var);
+	fw_dev_free(o->dev, o->mom);
+	fw_dev_free(o->dev, o->var);
 	free(o);
 }
 
 double fw_opt_step(struct fw_opt *o, struct fw_model *m,
 		   const struct fw_adamw_cfg *c)
 {
-	double norm = sqrt(fw_sumsq(m->g, m->nw));
+	double norm = sqrt(fw_dev_sumsq(m->dev, m->g, m->nw));
 
 	/* As clip_grad_norm_: scale by clip / (norm + 1e-6) when above. */
 	if (c->clip > 0 && norm > c->clip)
-		fw_scale(m->g, (float)(c->clip / (norm + 1e-6)), m->nw);
+		fw_dev_scale(m->dev, m->g, (float)(c->clip / (norm + 1e-6)), m->nw);
 	o->step++;
 	for (int i = 0; i < m->np; i++) {
 		const struct fw_param *p = &m->params[i];
 
-		fw_adamw(m->w + p->off, o->mom + p->off, o->var + p->off,
+		fw_dev_adamw(m->dev, m->w + p->off, o->mom + p->off, o->var + p->off,
 			 m->g + p->off, p->n, c->lr, c->b1, c->b2, c->eps,
 			 p->ndim == 2 ? c->wd : 0.0f, o->step);
 	}
@@ -1074,9 +1238,22 @@ int fw_opt_save(const struct fw_opt *o, const struct fw_model *m,
 	char **names = calloc(2 * m->np, sizeof(char *));
 	float step = (float)o->step;
 	int rc = -1, k = 0;
+	const float *mom = o->mom, *var = o->var;
+	float *hbuf = NULL;
 
 	if (!t || !names)
 		goto oom;
+	if (o->dev != FW_DEV_CPU) {
+		/* Both moments to the host, for the file. */
+		if (!(hbuf = malloc(2 * sizeof(float) * (size_t)o->nw)))
+			goto oom;
+		fw_dev_d2h(o->dev, hbuf, o->mom, sizeof(float) * (size_t)o->nw);
+		fw_dev_d2h(o->dev, hbuf + o->nw, o->var, sizeof(float) * (size_t)o->nw);
+		if (fw_dev_check(o->dev, err, errlen))
+			goto out;
+		mom = hbuf;
+		var = hbuf + o->nw;
+	}
 	for (int i = 0; i < 2 * m->np; i++) {
 		const struct fw_param *p = &m->params[i % m->np];
 
@@ -1086,7 +1263,7 @@ int fw_opt_save(const struct fw_opt *o, const struct fw_model *m,
 			goto oom;
 		}
 		t[k++] = (struct fw_st_out){ names[i], p->ndim, { p->shape[0], p->shape[1] },
-					     (i < m->np ? o->mom : o->var) + p->off };
+					     (i < m->np ? mom : var) + p->off };
 	}
 	t[k++] = (struct fw_st_out){ "step", 1, { 1 }, &step };
 	rc = fw_st_write(path, t, k, FW_F32, err, errlen);
@@ -1099,6 +1276,7 @@ out:
 			free(names[i]);
 	free(names);
 	free(t);
+	free(hbuf);
 	return rc;
 }
 
@@ -1110,9 +1288,18 @@ int fw_opt_load(struct fw_opt *o, const struct fw_model *m, const char *path,
 	char name[128];
 	float step;
 	int rc = -1;
+	float *mom = o->mom, *var = o->var, *hbuf = NULL;
 
 	if (!st)
 		return -1;
+	if (o->dev != FW_DEV_CPU) {
+		if (!(hbuf = malloc(2 * sizeof(float) * (size_t)o->nw))) {
+			fw_seterr(err, errlen, "%s: out of memory", path);
+			goto out;
+		}
+		mom = hbuf;
+		var = hbuf + o->nw;
+	}
 	for (int i = 0; i < 2 * m->np; i++) {
 		const struct fw_param *p = &m->params[i % m->np];
 
@@ -1122,7 +1309,7 @@ int fw_opt_load(struct fw_opt *o, const struct fw_model *m, const char *path,
 			       t ? "misshapen" : "missing");
 			goto out;
 		}
-		if (fw_st_read_f32(st, t, (i < m->np ? o->mom : o->var) + p->off, err, errlen))
+		if (fw_st_read_f32(st, t, (i < m->np ? mom : var) + p->off, err, errlen))
 			goto out;
 	}
 	if (!(t = fw_st_find(st, "step")) || t->numel != 1 ||
@@ -1132,7 +1319,13 @@ int fw_opt_load(struct fw_opt *o, const struct fw_model *m, const char *path,
 	}
 	o->step = (long)step;
 	rc = 0;
+	if (hbuf) {
+		fw_dev_h2d(o->dev, o->mom, mom, sizeof(float) * (size_t)o->nw);
+		fw_dev_h2d(o->dev, o->var, var, sizeof(float) * (size_t)o->nw);
+		rc = fw_dev_check(o->dev, err, errlen);
+	}
 out:
+	free(hbuf);
 	fw_st_free(st);
 	return rc;
 }
@@ -1149,21 +1342,33 @@ struct fw_gen {
 	float *x, *ln, *q, *k, *v, *y, *tmp, *gate, *up, *h, *rs, *rsq, *rsk;
 	float *scr, *last, *logits;
 	int32_t *pos;              /* (R) position of each row being run */
+	int32_t *idx;              /* (R) rows to gather (last rows, scored rows) */
+	int32_t *pos0;             /* (R0) start positions for attention */
+	void *block;               /* device memory for all of the above */
+	/* Host side: the same slices as pos, idx, logits on the CPU (hblock
+	 * then holds only len), copies of their own on a GPU. */
+	int32_t *hpos, *hidx;
+	float *hlogits;            /* (nseq, V): what fw_gen_logits returns */
 	int32_t *len;              /* (nseq) positions each sequence holds */
-	void *block;
+	void *hblock;
 	/* fw_gen_score's scratch, allocated on its first scoring call:
-	 * logits (CHUNK, V), log-probs, log-sum-exps and targets (rows) */
+	 * logits (CHUNK, V), log-probs, log-sum-exps and targets (rows),
+	 * with host views of slp and stgt */
 	float *slog, *slp, *slse;
 	int32_t *stgt;
-	void *sblock;
+	float *hslp;
+	int32_t *hstgt;
+	void *sblock, *shblock;
 };
 
 void fw_gen_free(struct fw_gen *g)
 {
 	if (!g)
 		return;
-	free(g->block);
-	free(g->sblock);
+	fw_dev_free(g->m->dev, g->block);
+	fw_dev_free(g->m->dev, g->sblock);
+	free(g->hblock);
+	free(g->shblock);
 	free(g);
 }
 
@@ -1223,14 +1428,43 @@ struct fw_gen *fw_gen_new_rows(struct fw_model *m, int nseq, int maxT,
 		g->logits = carve(base, &off, (size_t)nseq * c->vocab);
 		g->pos = (int32_t *)carve(base, &off, R);
 		g->len = (int32_t *)carve(base, &off, nseq);
-		if (!pass && !(base = aligned_alloc(64, off))) {
-			fw_seterr(err, errlen, "out of memory for the decoding state "
-			       "(%zu MB)", off >> 20);
+		g->idx = (int32_t *)carve(base, &off, R);
+		g->pos0 = (int32_t *)carve(base, &off, R0);
+		if (!pass && !(base = fw_dev_alloc(m->dev, off))) {
+			fw_seterr(err, errlen, "out of %smemory for the decoding state "
+			       "(%zu MB)", m->dev ? "device " : "", off >> 20);
 			free(g);
 			return NULL;
 		}
 	}
 	g->block = base;
+	{
+		size_t ho = 0;
+		char *hb = NULL;
+		int gpu = m->dev != FW_DEV_CPU;
+
+		for (int pass = 0; pass < 2; pass++) {
+			ho = 0;
+			g->len = (int32_t *)carve(hb, &ho, nseq);
+			if (gpu) {
+				g->hpos = (int32_t *)carve(hb, &ho, R);
+				g->hidx = (int32_t *)carve(hb, &ho, R);
+				g->hlogits = carve(hb, &ho, (size_t)nseq * c->vocab);
+			}
+			if (!pass && !(hb = aligned_alloc(64, ho))) {
+				fw_seterr(err, errlen, "out of memory for the decoding state");
+				fw_dev_free(m->dev, base);
+				free(g);
+				return NULL;
+			}
+		}
+		g->hblock = hb;
+		if (!gpu) {
+			g->hpos = g->pos;
+			g->hidx = g->idx;
+			g->hlogits = g->logits;
+		}
+	}
 	memset(g->len, 0, sizeof(int32_t) * nseq);
 	return g;
 }
@@ -1247,54 +1481,59 @@ static void gen_layers(struct fw_gen *g, const int32_t *tok, int s0, int B,
 	int N = B * Tq, C = c->C, I = c->I, nh = c->nh, nkv = c->nkv,
 	    hd = c->hd, qd = nh * hd, kd = nkv * hd, T = g->maxT;
 	const int32_t *pos0 = g->len + s0;
+	int dev = m->dev;
 
 	for (int i = 0; i < N; i++)
-		g->pos[i] = pos0[i / Tq] + i % Tq;
-	fw_embed_fwd(g->x, tok, m->embed, N, C);
+		g->hpos[i] = pos0[i / Tq] + i % Tq;
+	fw_dev_h2d(dev, g->pos, g->hpos, sizeof(int32_t) * N);
+	/* the ids through idx, which is free until gen_head */
+	fw_dev_h2d(dev, g->idx, tok, sizeof(int32_t) * N);
+	fw_dev_embed_fwd(dev, g->x, g->idx, m->embed, N, C);
 	for (int l = 0; l < c->L; l++) {
 		struct fw_layer_w *w = &m->lw[l];
 		float *kc = g->kc + ((size_t)l * g->nseq + s0) * T * kd;
 		float *vc = g->vc + ((size_t)l * g->nseq + s0) * T * kd;
 
-		fw_rmsnorm_fwd(g->ln, g->rs, g->x, w->ln1, N, C, c->eps);
-		fw_matmul_fwd(g->q, g->ln, w->wq, w->bq, N, C, qd);
-		fw_matmul_fwd(g->k, g->ln, w->wk, w->bk, N, C, kd);
-		fw_matmul_fwd(g->v, g->ln, w->wv, w->bv, N, C, kd);
+		fw_dev_rmsnorm_fwd(dev, g->ln, g->rs, g->x, w->ln1, N, C, c->eps);
+		fw_dev_matmul_fwd(dev, g->q, g->ln, w->wq, w->bq, N, C, qd);
+		fw_dev_matmul_fwd(dev, g->k, g->ln, w->wk, w->bk, N, C, kd);
+		fw_dev_matmul_fwd(dev, g->v, g->ln, w->wv, w->bv, N, C, kd);
 		if (c->qk_norm) {
-			fw_rmsnorm_fwd(g->q, g->rsq, g->q, w->qn, N * nh, hd, c->eps);
-			fw_rmsnorm_fwd(g->k, g->rsk, g->k, w->kn, N * nkv, hd, c->eps);
+			fw_dev_rmsnorm_fwd(dev, g->q, g->rsq, g->q, w->qn, N * nh, hd, c->eps);
+			fw_dev_rmsnorm_fwd(dev, g->k, g->rsk, g->k, w->kn, N * nkv, hd, c->eps);
 		}
-		fw_rope_fwd(g->q, g->pos, m->rope_cos, m->rope_sin, N, nh, hd);
-		fw_rope_fwd(g->k, g->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
+		fw_dev_rope_fwd(dev, g->q, g->pos, m->rope_cos, m->rope_sin, N, nh, hd);
+		fw_dev_rope_fwd(dev, g->k, g->pos, m->rope_cos, m->rope_sin, N, nkv, hd);
 		for (int b = 0; b < B; b++) {
 			size_t at = ((size_t)b * T + pos0[b]) * kd;
 
-			memcpy(kc + at, g->k + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
-			memcpy(vc + at, g->v + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
+			fw_dev_d2d(dev, kc + at, g->k + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
+			fw_dev_d2d(dev, vc + at, g->v + (size_t)b * Tq * kd, sizeof(float) * Tq * kd);
 		}
 		if (B > 1 || Tq <= CHUNK) {
-			fw_attn_cached_pos(g->y, g->scr, g->q, kc, vc, pos0, B, Tq, T, nh,
-					   nkv, hd);
+			fw_dev_attn_cached_pos(dev, g->y, g->scr, g->q, kc, vc, pos0,
+					       g->pos0, B, Tq, T, nh, nkv, hd);
 		} else {
 			/* one sequence's scoring pass: by CHUNK query rows, so
 			 * the scratch stays (CHUNK, nh, maxT) */
 			for (int t0 = 0; t0 < Tq; t0 += CHUNK) {
 				int32_t p = pos0[0] + t0;
 
-				fw_attn_cached_pos(g->y + (size_t)t0 * qd, g->scr,
-						   g->q + (size_t)t0 * qd, kc, vc, &p, 1,
-						   Tq - t0 < CHUNK ? Tq - t0 : CHUNK, T,
-						   nh, nkv, hd);
+				fw_dev_attn_cached_pos(dev, g->y + (size_t)t0 * qd, g->scr,
+						       g->q + (size_t)t0 * qd, kc, vc, &p,
+						       g->pos0, 1,
+						       Tq - t0 < CHUNK ? Tq - t0 : CHUNK, T,
+						       nh, nkv, hd);
 			}
 		}
-		fw_matmul_fwd(g->tmp, g->y, w->wo, w->bo, N, qd, C);
-		add3(g->x, g->x, g->tmp, (long)N * C);
-		fw_rmsnorm_fwd(g->ln, g->rs, g->x, w->ln2, N, C, c->eps);
-		fw_matmul_fwd(g->gate, g->ln, w->wg, NULL, N, C, I);
-		fw_matmul_fwd(g->up, g->ln, w->wu, NULL, N, C, I);
-		fw_swiglu_fwd(g->h, g->gate, g->up, (long)N * I);
-		fw_matmul_fwd(g->tmp, g->h, w->wd, NULL, N, I, C);
-		add3(g->x, g->x, g->tmp, (long)N * C);
+		fw_dev_matmul_fwd(dev, g->tmp, g->y, w->wo, w->bo, N, qd, C);
+		fw_dev_add(dev, g->x, g->x, g->tmp, (long)N * C);
+		fw_dev_rmsnorm_fwd(dev, g->ln, g->rs, g->x, w->ln2, N, C, c->eps);
+		fw_dev_matmul_fwd(dev, g->gate, g->ln, w->wg, NULL, N, C, I);
+		fw_dev_matmul_fwd(dev, g->up, g->ln, w->wu, NULL, N, C, I);
+		fw_dev_swiglu_fwd(dev, g->h, g->gate, g->up, (long)N * I);
+		fw_dev_matmul_fwd(dev, g->tmp, g->h, w->wd, NULL, N, I, C);
+		fw_dev_add(dev, g->x, g->x, g->tmp, (long)N * C);
 	}
 }
 
@@ -1304,14 +1543,18 @@ static void gen_head(struct fw_gen *g, int s0, int B, int Tq)
 {
 	struct fw_model *m = g->m;
 	const struct fw_config *c = &m->cfg;
-	int C = c->C;
+	int C = c->C, dev = m->dev;
 
+	/* the last row of each sequence, gathered as an embedding lookup */
 	for (int b = 0; b < B; b++)
-		memcpy(g->last + (size_t)b * C, g->x + ((size_t)b * Tq + Tq - 1) * C,
-		       sizeof(float) * C);
-	fw_rmsnorm_fwd(g->last, g->rs, g->last, m->norm, B, C, c->eps);
-	fw_matmul_fwd(g->logits + (size_t)s0 * c->vocab, g->last, m->lm_head, NULL,
-		      B, C, c->vocab);
+		g->hidx[b] = b * Tq + Tq - 1;
+	fw_dev_h2d(dev, g->idx, g->hidx, sizeof(int32_t) * B);
+	fw_dev_embed_fwd(dev, g->last, g->idx, g->x, B, C);
+	fw_dev_rmsnorm_fwd(dev, g->last, g->rs, g->last, m->norm, B, C, c->eps);
+	fw_dev_matmul_fwd(dev, g->logits + (size_t)s0 * c->vocab, g->last, m->lm_head,
+			  NULL, B, C, c->vocab);
+	fw_dev_d2h(dev, g->hlogits + (size_t)s0 * c->vocab,
+		   g->logits + (size_t)s0 * c->vocab, sizeof(float) * B * c->vocab);
 }
 
 /* gen_layers, then the logits of each sequence's last new token into its
@@ -1365,15 +1608,15 @@ int fw_gen_prefill(struct fw_gen *g, const int32_t *prompt, int n, char *err,
 		for (int b = 1; b < g->nseq; b++) {
 			size_t l0 = (size_t)l * g->nseq * T * kd, at = l0 + (size_t)b * T * kd;
 
-			memcpy(g->kc + at, g->kc + l0, sizeof(float) * n * kd);
-			memcpy(g->vc + at, g->vc + l0, sizeof(float) * n * kd);
+			fw_dev_d2d(g->m->dev, g->kc + at, g->kc + l0, sizeof(float) * n * kd);
+			fw_dev_d2d(g->m->dev, g->vc + at, g->vc + l0, sizeof(float) * n * kd);
 		}
 	for (int b = 1; b < g->nseq; b++) {
-		memcpy(g->logits + (size_t)b * c->vocab, g->logits,
+		memcpy(g->hlogits + (size_t)b * c->vocab, g->hlogits,
 		       sizeof(float) * c->vocab);
 		g->len[b] = n;
 	}
-	return 0;
+	return fw_dev_check(g->m->dev, err, errlen);
 }
 
 int fw_gen_append(struct fw_gen *g, int seq, const int32_t *tok, int n,
@@ -1393,7 +1636,7 @@ int fw_gen_append(struct fw_gen *g, int seq, const int32_t *tok, int n,
 	if (check_ids(g->m, tok, n, err, errlen))
 		return -1;
 	gen_extend(g, seq, tok, n);
-	return 0;
+	return fw_dev_check(g->m->dev, err, errlen);
 }
 
 int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
@@ -1410,7 +1653,7 @@ int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
 	gen_run(g, tok, 0, g->nseq, 1);
 	for (int b = 0; b < g->nseq; b++)
 		g->len[b]++;
-	return 0;
+	return fw_dev_check(g->m->dev, err, errlen);
 }
 
 /* After gen_layers over k rows of one sequence: logp[i] = log p(tgt[i])
@@ -1421,29 +1664,34 @@ static void gen_score_rows(struct fw_gen *g, const int32_t *tgt, int k,
 {
 	struct fw_model *m = g->m;
 	const struct fw_config *c = &m->cfg;
-	int C = c->C, V = c->vocab, n = 0;
+	int C = c->C, V = c->vocab, n = 0, dev = m->dev;
 
 	for (int i = 0; i < k; i++) {
 		logp[i] = 0;
 		if (tgt[i] < 0)
 			continue;
-		memcpy(g->ln + (size_t)n * C, g->x + (size_t)i * C, sizeof(float) * C);
-		g->stgt[n++] = tgt[i];
+		g->hidx[n] = i;
+		g->hstgt[n++] = tgt[i];
 	}
 	if (!n)
 		return;
-	fw_rmsnorm_fwd(g->ln, g->rs, g->ln, m->norm, n, C, c->eps);
+	/* the scored rows gathered as an embedding lookup of g->x */
+	fw_dev_h2d(dev, g->idx, g->hidx, sizeof(int32_t) * n);
+	fw_dev_h2d(dev, g->stgt, g->hstgt, sizeof(int32_t) * n);
+	fw_dev_embed_fwd(dev, g->ln, g->idx, g->x, n, C);
+	fw_dev_rmsnorm_fwd(dev, g->ln, g->rs, g->ln, m->norm, n, C, c->eps);
 	/* CHUNK rows of logits at a time, as a no_grad forward goes */
 	for (int r = 0; r < n; r += CHUNK) {
 		int k2 = n - r < CHUNK ? n - r : CHUNK;
 
-		fw_matmul_fwd(g->slog, g->ln + (size_t)r * C, m->lm_head, NULL, k2, C, V);
-		fw_xent_fwd(g->slp + r, g->slse + r, g->slog, g->stgt + r, k2, V);
+		fw_dev_matmul_fwd(dev, g->slog, g->ln + (size_t)r * C, m->lm_head, NULL, k2, C, V);
+		fw_dev_xent_fwd(dev, g->slp + r, g->slse + r, g->slog, g->stgt + r, k2, V);
 	}
+	fw_dev_d2h(dev, g->hslp, g->slp, sizeof(float) * n);
 	n = 0;
 	for (int i = 0; i < k; i++)
 		if (tgt[i] >= 0)
-			logp[i] = g->slp[n++];
+			logp[i] = g->hslp[n++];
 }
 
 int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
@@ -1481,13 +1729,27 @@ int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
 			g->slp = carve(base, &off, g->rows);
 			g->slse = carve(base, &off, g->rows);
 			g->stgt = (int32_t *)carve(base, &off, g->rows);
-			if (!pass && !(base = aligned_alloc(64, off))) {
+			if (!pass && !(base = fw_dev_alloc(g->m->dev, off))) {
 				fw_seterr(err, errlen, "out of memory for the scoring "
 				       "scratch (%zu MB)", off >> 20);
 				return -1;
 			}
 		}
 		g->sblock = base;
+		if (g->m->dev == FW_DEV_CPU) {
+			g->hslp = g->slp;
+			g->hstgt = g->stgt;
+		} else {
+			char *hb = malloc((sizeof(float) + sizeof(int32_t)) * g->rows);
+
+			if (!hb) {
+				fw_seterr(err, errlen, "out of memory for the scoring scratch");
+				return -1;
+			}
+			g->shblock = hb;
+			g->hslp = (float *)hb;
+			g->hstgt = (int32_t *)(hb + sizeof(float) * g->rows);
+		}
 	}
 	for (int p = 0; p < n; p += g->rows) {
 		int k = n - p < g->rows ? n - p : g->rows;
@@ -1499,7 +1761,7 @@ int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
 			gen_head(g, seq, 1, k);
 		g->len[seq] += k;
 	}
-	return 0;
+	return fw_dev_check(g->m->dev, err, errlen);
 }
 
 int fw_gen_truncate(struct fw_gen *g, int seq, int n, char *err,
@@ -1516,7 +1778,7 @@ int fw_gen_truncate(struct fw_gen *g, int seq, int n, char *err,
 
 const float *fw_gen_logits(const struct fw_gen *g)
 {
-	return g->logits;
+	return g->hlogits;
 }
 
 int fw_gen_len(const struct fw_gen *g, int seq)

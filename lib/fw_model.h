@@ -18,6 +18,12 @@
  * fw_gen) is allocated once per (sequences, max length).  Nothing is
  * allocated per token.
  *
+ * Device: a model lives where fw_dev_select() (kernels_dev.h) said when
+ * it was made: the CPU, or a CUDA GPU with weights, gradients,
+ * activations, optimizer state and the decoding cache in device memory.
+ * The same code runs on both; what crosses to the host is the ids in,
+ * the log-probs and logits out, and the weights at save.
+ *
  * Threading: one model is used by one thread at a time; the kernels use
  * the pool of kernels.h inside each call.
  */
@@ -98,11 +104,18 @@ struct fw_acts;
 
 struct fw_model {
 	struct fw_config cfg;
+	int dev;                   /* FW_DEV_CPU or FW_DEV_CUDA (kernels_dev.h):
+				    * where w, g, the views, the rope tables,
+				    * the activations and the optimizer state
+				    * live; set at load or creation from
+				    * fw_dev_current() */
 	int np;                    /* number of parameter tensors */
 	struct fw_param *params;   /* np entries, in file order */
 	long nw;                   /* floats in w */
-	float *w;                  /* all parameters */
+	float *w;                  /* all parameters (device memory of dev) */
 	float *g;                  /* their gradients, NULL until fw_model_grads() */
+	float *hw;                 /* on a GPU: host copy of w as of the last
+				    * fw_model_host_w(); NULL on the CPU */
 	struct fw_layer_w *lw, *lg;/* per-layer views into w and g (L each) */
 	float *embed, *norm, *lm_head;     /* lm_head == embed when tied */
 	float *gembed, *gnorm, *glm_head;
@@ -143,6 +156,18 @@ int fw_model_save(const struct fw_model *m, const char *dir,
  * nothing. */
 void fw_model_free(struct fw_model *m);
 
+/* Host pointer to the model's current weights (nw floats, laid out as
+ * w): w itself on the CPU; on a GPU w copied into hw.  Valid until the
+ * next call that changes the weights.  Returns NULL when the copy fails
+ * (err filled). */
+const float *fw_model_host_w(const struct fw_model *m, char *err,
+			     size_t errlen);
+
+/* Sum of squares of the gradients (double), and 1 when every weight is
+ * finite (0 when one is not, or the device failed), wherever they live. */
+double fw_model_grad_sumsq(const struct fw_model *m);
+int fw_model_weights_finite(const struct fw_model *m);
+
 /* Returns the parameter called name, or NULL. */
 const struct fw_param *fw_model_param(const struct fw_model *m,
 				      const char *name);
@@ -171,8 +196,8 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		     char *err, size_t errlen);
 
 /* Logits (B*T, V) of the last fw_model_forward, or NULL (none yet, or a
- * no_grad forward).  Valid until the next forward or backward (backward
- * overwrites them). */
+ * no_grad forward, or a failed copy from the GPU), in host memory.  Valid
+ * until the next forward or backward (backward overwrites them). */
 const float *fw_model_logits(const struct fw_model *m);
 
 /* Backward of the last fw_model_forward (which had targets): ADDS the
@@ -197,6 +222,7 @@ struct fw_adamw_cfg {
 /* AdamW state for a model: first and second moments (one float each per
  * parameter) and the step count. */
 struct fw_opt {
+	int dev;      /* where mom and var live: the model's device */
 	float *mom, *var;
 	long nw;
 	long step;

@@ -24,6 +24,7 @@
 #include "fw_cli.h"
 #include "fw_tok.h"
 #include "fw_train.h"
+#include "kernels_dev.h"
 
 /* ---- batches ------------------------------------------------------------------ */
 
@@ -737,7 +738,35 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 		fw_seterr(err, errlen, "all-reduce failed");
 		goto out;
 	}
-	if (c->allreduce_f && c->allreduce_f(m->g, m->nw, c->ctx)) {
+	if (m->dev != FW_DEV_CPU && c->allreduce_dev) {
+		/* NCCL: the gradients are summed where they are */
+		if (c->allreduce_dev(m->g, m->nw, c->ctx)) {
+			fw_seterr(err, errlen, "all-reduce of the gradients on the device failed");
+			goto out;
+		}
+	} else if (c->allreduce_f && m->dev != FW_DEV_CPU) {
+		/* MPI over host buffers: through the host and back */
+		float *h = malloc(sizeof(float) * (size_t)m->nw);
+
+		if (!h) {
+			fw_seterr(err, errlen, "out of memory");
+			goto out;
+		}
+		fw_dev_d2h(m->dev, h, m->g, sizeof(float) * (size_t)m->nw);
+		if (fw_dev_check(m->dev, err, errlen)) {
+			free(h);
+			goto out;
+		}
+		if (c->allreduce_f(h, m->nw, c->ctx)) {
+			fw_seterr(err, errlen, "all-reduce failed");
+			free(h);
+			goto out;
+		}
+		fw_dev_h2d(m->dev, m->g, h, sizeof(float) * (size_t)m->nw);
+		free(h);
+		if (fw_dev_check(m->dev, err, errlen))
+			goto out;
+	} else if (c->allreduce_f && c->allreduce_f(m->g, m->nw, c->ctx)) {
 		fw_seterr(err, errlen, "all-reduce failed");
 		goto out;
 	}
@@ -752,8 +781,7 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 	st->tokens = (long)nrm[S_NTOK];
 	st->seqs = (long)nrm[S_NSEQ];
 	st->lr = fw_train_lr(c, o->step + 1);
-	for (long i = 0; i < m->nw; i++)
-		gsq += (double)m->g[i] * m->g[i];
+	gsq = fw_model_grad_sumsq(m);
 	st->grad_norm = sqrt(gsq);
 	if (!isfinite(st->loss) || !isfinite(st->grad_norm)) {
 		fw_seterr(err, errlen, "the loss (%g) or the gradient norm (%g) is not finite",
@@ -768,11 +796,11 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 
 		a.lr = (float)st->lr;
 		fw_opt_step(o, m, &a);
-		for (long i = 0; i < m->nw; i++)
-			if (!isfinite(m->w[i])) {
+		if (!fw_model_weights_finite(m)) {
+			if (fw_dev_check(m->dev, err, errlen) == 0)
 				fw_seterr(err, errlen, "the update made weights that are not finite");
-				goto out;
-			}
+			goto out;
+		}
 	}
 	st->seconds = fw_now() - t0;
 	rc = 0;
@@ -883,6 +911,27 @@ int fw_dp_sum_d(double *x, long n, void *p)
 	struct fw_dp *dp = p;
 
 	return dp->size > 1 ? dp_sum(dp, x, n, sizeof(double), dp->t_double) : 0;
+}
+
+int fw_dp_bcast_bytes(unsigned char *buf, int n, void *p)
+{
+	struct fw_dp *dp = p;
+	double *d;
+	int rc;
+
+	if (dp->size <= 1)
+		return 0;
+	if (!(d = calloc(n, sizeof(double))))
+		return -1;
+	/* A sum in which only rank 0's values are not zero: small integers,
+	 * exact in double. */
+	for (int i = 0; dp->rank == 0 && i < n; i++)
+		d[i] = buf[i];
+	rc = fw_dp_sum_d(d, n, dp);
+	for (int i = 0; !rc && i < n; i++)
+		buf[i] = (unsigned char)d[i];
+	free(d);
+	return rc;
 }
 
 void fw_dp_free(struct fw_dp *dp)
@@ -1019,7 +1068,12 @@ void fw_ckpt_id(const struct fw_model *m, char id[17])
 	uint64_t h[4] = { 0x243f6a8885a308d3ull, 0x13198a2e03707344ull,
 			  0xa4093822299f31d0ull, 0x082efa98ec4e6c89ull }, x, r;
 	size_t nb = sizeof(float) * (size_t)m->nw, i = 0;
-	const unsigned char *p = (const unsigned char *)m->w;
+	/* NULL only when the copy from a GPU failed: then the id is that of
+	 * no weights, and the save that follows reports the failure. */
+	const unsigned char *p = (const unsigned char *)fw_model_host_w(m, NULL, 0);
+
+	if (!p)
+		nb = 0;
 
 	for (; i + 32 <= nb; i += 32)
 		for (int k = 0; k < 4; k++) {

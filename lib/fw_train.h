@@ -130,6 +130,9 @@ struct fw_train_cfg {
 	 * alone.  Returns 0 or -1. */
 	int (*allreduce)(double *x, long n, void *ctx);
 	int (*allreduce_f)(float *x, long n, void *ctx);
+	/* As allreduce_f on DEVICE memory (NCCL), used for the gradients of
+	 * a model on a GPU; NULL: they go through the host and allreduce_f. */
+	int (*allreduce_dev)(float *x, long n, void *ctx);
 	void *ctx;
 };
 
@@ -192,6 +195,10 @@ int fw_dp_size(const struct fw_dp *dp);
  * or -1 when the library reports an error. */
 int fw_dp_sum_f(float *x, long n, void *dp);
 int fw_dp_sum_d(double *x, long n, void *dp);
+
+/* Gives every process rank 0's n bytes of buf (through fw_dp_sum_d); dp
+ * is a struct fw_dp *.  Returns 0, or -1. */
+int fw_dp_bcast_bytes(unsigned char *buf, int n, void *dp);
 
 /* Leaves the run (MPI_Finalize) and frees dp.  NULL does nothing. */
 void fw_dp_free(struct fw_dp *dp);

@@ -24,6 +24,7 @@
 #include "fw_stream.h"
 #include "fw_tok.h"
 #include "kernels.h"
+#include "kernels_dev.h"
 
 static const char usage_text[] =
 	"usage: ckpt init CONFIG.json OUTDIR [--seed S] [--tokenizer byte|FILE] [--dtype D]\n"
@@ -33,8 +34,9 @@ static const char usage_text[] =
 	"                   [--count C] [--seed S]\n"
 	"       ckpt convert --dtype f32|bf16|f16 DIR OUTDIR\n"
 	"       ckpt dump DIR (--text TEXT | --tokens IDS) [--batch B] [--weights WS] -o OUT\n"
-	"       ckpt bench DIR [--batch B] [--seq T] [--steps N] [-n N]\n"
-	"Common options: [-j THREADS] [-h | --help] [--version]\n";
+	"       ckpt bench DIR [--batch B] [--seq T] [--steps N] [-n N] [--count C]\n"
+	"Common options: [-j THREADS] [-h | --help] [--version]\n"
+	"score, sample and bench: [--device cpu|cuda[:N]]\n";
 
 static char err[1024];
 
@@ -64,7 +66,7 @@ static const struct fw_opt_doc options[] = {
 
 struct opts {
 	uint64_t seed;
-	const char *tokenizer, *prompt, *text, *tokens, *weights, *out;
+	const char *tokenizer, *prompt, *text, *tokens, *weights, *out, *device;
 	enum fw_dtype dtype;
 	int have_dtype, n, count, top_k, batch, level, seq, steps;
 	double temp, top_p;
@@ -742,7 +744,7 @@ static int cmd_bench(struct opts *o)
 {
 	struct fw_model *m;
 	int B = o->batch, T = o->seq, N = B * T, V, rc = FW_EXIT_DATA;
-	int32_t *tok = NULL, *tgt = NULL, p[16], next;
+	int32_t *tok = NULL, *tgt = NULL, p[16], *nexts = NULL;
 	struct fw_gen *g = NULL;
 	struct fw_sampler greedy = { 0, 1, 0 };
 	uint64_t rng = 1, s = 12345;
@@ -779,13 +781,25 @@ static int cmd_bench(struct opts *o)
 			}
 		}
 		t1 = fw_now();
-		printf("train: %.1f tokens/s (batch %d x %d, %d steps, %d threads, activations %zu MB)\n",
+		/* 6 flops a token per weight of the products (2 forward, 4
+		 * backward), plus attention's scores and sums, 12 L nh hd T
+		 * (the PaLM count; the causal half not subtracted) */
+		const struct fw_config *c = &m->cfg;
+		double pw = (double)m->nw - (double)c->vocab * c->C * !c->tied;
+		double fl = 6.0 * pw + 12.0 * c->L * c->nh * c->hd * T;
+
+		printf("train: %.1f tokens/s (batch %d x %d, %d steps, %d threads, activations %zu MB, "
+		       "%.3f GFLOP/token, device %s)\n",
 		       (double)N * o->steps / (t1 - t0), B, T, o->steps,
-		       fw_kernels_threads(), fw_model_act_bytes(m) >> 20);
+		       fw_kernels_threads(), fw_model_act_bytes(m) >> 20, fl / 1e9,
+		       fw_dev_name());
 	}
 	if (o->n > 0) {
-		if (!(g = fw_gen_new(m, 1, 16 + o->n, err, sizeof(err)))) {
-			fw_warn("%s", err);
+		int S = o->count;
+
+		if (!(g = fw_gen_new(m, S, 16 + o->n, err, sizeof(err))) ||
+		    !(nexts = malloc(sizeof(int32_t) * S))) {
+			fw_warn("%s", g ? "out of memory" : err);
 			goto out;
 		}
 		memcpy(p, tok, sizeof(p));
@@ -795,13 +809,16 @@ static int cmd_bench(struct opts *o)
 		t1 = fw_now();
 		double t2 = t1;
 		for (int i = 0; i < o->n; i++) {
-			next = fw_sample(fw_gen_logits(g), V, &greedy, &rng, scr, NULL);
-			if (i + 1 < o->n && fw_gen_step(g, &next, err, sizeof(err)))
+			for (int k = 0; k < S; k++)
+				nexts[k] = fw_sample(fw_gen_logits(g) + (size_t)k * V, V, &greedy,
+						     &rng, scr, NULL);
+			if (i + 1 < o->n && fw_gen_step(g, nexts, err, sizeof(err)))
 				goto fail;
 		}
 		t2 = fw_now();
-		printf("decode: %.1f tokens/s (%d tokens after a 16-token prompt, prefill %.1f ms)\n",
-		       (o->n - 1) / (t2 - t1), o->n, (t1 - t0) * 1e3);
+		printf("decode: %.1f tokens/s (%d tokens each of %d sequence%s after a 16-token "
+		       "prompt, prefill %.1f ms)\n", (double)(o->n - 1) * S / (t2 - t1), o->n, S,
+		       S == 1 ? "" : "s", (t1 - t0) * 1e3);
 	}
 	rc = FW_EXIT_OK;
 	goto out;
@@ -812,6 +829,7 @@ out:
 	free(tok);
 	free(tgt);
 	free(scr);
+	free(nexts);
 	fw_model_free(m);
 	return rc;
 }
@@ -820,12 +838,13 @@ out:
 
 enum { O_SEED = 256, O_TOK, O_DTYPE, O_PROMPT, O_TEMP, O_TOPP, O_TOPK,
        O_COUNT, O_TEXT, O_TOKENS, O_BATCH, O_WEIGHTS, O_SEQ, O_STEPS,
-       O_VERSION };
+       O_DEVICE, O_VERSION };
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "seed", required_argument, NULL, O_SEED },
+		{ "device", required_argument, NULL, O_DEVICE },
 		{ "tokenizer", required_argument, NULL, O_TOK },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "prompt", required_argument, NULL, O_PROMPT },
@@ -898,6 +917,7 @@ int main(int argc, char **argv)
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
 		case O_TEXT: o.text = optarg; break;
+		case O_DEVICE: o.device = optarg; break;
 		case O_TOKENS: o.tokens = optarg; break;
 		case O_BATCH:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 65536)
@@ -933,6 +953,17 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	o.args = argv + optind;
 	o.nargs = argc - optind;
+	/* Scoring, sampling and timing run where --device or $FW_DEVICE say
+	 * (a GPU when there is one); the others read or write weights on the
+	 * host and stay on the CPU. */
+	if (!strcmp(cmd, "score") || !strcmp(cmd, "sample") || !strcmp(cmd, "bench")) {
+		if (fw_dev_select(o.device, err, sizeof(err)) < 0) {
+			fw_warn("%s", err);
+			return FW_EXIT_DATA;
+		}
+	} else if (o.device) {
+		return fw_usage_fail("--device is for score, sample and bench, not %s", cmd);
+	}
 	if (!strcmp(cmd, "init"))
 		rc = cmd_init(&o);
 	else if (!strcmp(cmd, "info"))

@@ -18,6 +18,7 @@
 #include "fw_rollout.h"
 #include "fw_store.h"
 #include "fw_stream.h"
+#include "kernels_dev.h"
 
 static const char usage_text[] =
 	"usage: rollout --policy builtin:DIR | http:URL | exec:CMD [--model NAME] [--store DIR]\n"
@@ -27,7 +28,7 @@ static const char usage_text[] =
 	"               [--allow HOST ...]\n"
 	"               [--mount PATH ...] [--env DIR | ID] [--env-store DIR]\n"
 	"               [--timeout SEC] [--ignore-stop] [--no-time]\n"
-	"               [--progress] [-z] [-o OUT] [FILE ...]\n"
+	"               [--progress] [--device cpu|cuda[:N]] [-z] [-o OUT] [FILE ...]\n"
 	"       rollout -h | --help | --version\n";
 
 enum backend { B_BUILTIN, B_EXEC, B_HTTP };
@@ -913,7 +914,7 @@ int main(int argc, char **argv)
 			  .timeout_s = 600, .level = -1, .max_steps = 20 };
 	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
 	       O_MAX_TOKENS, O_CONTEXT, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
-	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_VERSION, O_ENV, O_ENV_STORE };
+	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_DEVICE, O_VERSION, O_ENV, O_ENV_STORE };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, O_POLICY },
 		{ "store", required_argument, NULL, O_STORE },
@@ -936,6 +937,7 @@ int main(int argc, char **argv)
 		{ "ignore-stop", no_argument, NULL, O_IGNORE_STOP },
 		{ "max-steps", required_argument, NULL, O_MAX_STEPS },
 		{ "model", required_argument, NULL, O_MODEL },
+		{ "device", required_argument, NULL, O_DEVICE },
 		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -944,10 +946,12 @@ int main(int argc, char **argv)
 	};
 	int ch;
 	uint64_t u;
+	const char *device = NULL;
 
 	while ((ch = getopt_long(argc, argv, "j:o:zh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case O_POLICY: o.policy = optarg; break;
+		case O_DEVICE: device = optarg; break;
 		case O_STORE: o.store = optarg; break;
 		case O_MODE:
 			if (!strcmp(optarg, "agent"))
@@ -1041,6 +1045,16 @@ int main(int argc, char **argv)
 		return usage_error("%s", "--mode agent needs a builtin or http policy");
 	if (o.model && o.backend != B_HTTP)
 		return usage_error("%s", "--model needs an http policy");
+	if (device && o.backend != B_BUILTIN)
+		return usage_error("%s", "--device needs a builtin policy");
+	if (o.backend == B_BUILTIN) {
+		char derr[256];
+
+		if (fw_dev_select(device, derr, sizeof(derr)) < 0) {
+			fw_warn("%s", derr);
+			return FW_EXIT_DATA;
+		}
+	}
 	o.files = argv + optind;
 	o.nfiles = argc - optind;
 	int status = rollout_main(&o);

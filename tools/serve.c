@@ -33,6 +33,7 @@
 #include "fw_policy.h"
 #include "fw_rollout.h"
 #include "fw_toolcall.h"
+#include "kernels_dev.h"
 
 #if !__has_include(<microhttpd.h>)
 /* Built where libmicrohttpd-dev is missing: the tool says so. */
@@ -47,7 +48,7 @@ int main(void)
 
 static const char usage_text[] =
 	"usage: serve --ckpt NAME=DIR ... [--host ADDR] [--port P] [--max-body BYTES]\n"
-	"             [--api-key KEY] [--max-seqs N]\n"
+	"             [--api-key KEY] [--max-seqs N] [--device cpu|cuda[:N]]\n"
 	"       serve -h | --help | --version\n";
 
 #define MAX_TOP 20   /* top_logprobs at most, as OpenAI allows */
@@ -2024,9 +2025,10 @@ static int usage_error(const char *fmt, const char *arg)
 int main(int argc, char **argv)
 {
 	fw_cli_init("serve");
-	enum { O_CKPT = 256, O_HOST, O_PORT, O_MAX_BODY, O_API_KEY, O_MAX_SEQS, O_VERSION };
+	enum { O_CKPT = 256, O_HOST, O_PORT, O_MAX_BODY, O_API_KEY, O_MAX_SEQS, O_DEVICE, O_VERSION };
 	static const struct option longopts[] = {
 		{ "ckpt", required_argument, NULL, O_CKPT },
+		{ "device", required_argument, NULL, O_DEVICE },
 		{ "host", required_argument, NULL, O_HOST },
 		{ "port", required_argument, NULL, O_PORT },
 		{ "max-body", required_argument, NULL, O_MAX_BODY },
@@ -2036,7 +2038,7 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *host = "127.0.0.1";
+	const char *host = "127.0.0.1", *device = NULL;
 	uint64_t port = 8000, u, seqs = 16;
 	int ch;
 
@@ -2058,6 +2060,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_HOST: host = optarg; break;
+		case O_DEVICE: device = optarg; break;
 		case O_PORT:
 			if (fw_parse_u64(optarg, &port, 0) || port > 65535)
 				return usage_error("bad port '%s'", optarg);
@@ -2097,6 +2100,10 @@ int main(int argc, char **argv)
 		     (uint64_t)getpid();
 	if (load_mhd())
 		return FW_EXIT_DATA;
+	if (fw_dev_select(device, err, sizeof err) < 0) {
+		fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
 	for (int i = 0; i < narms; i++) {
 		struct arm *a = &arms[i];
 		if (!(a->b = fw_builtin_load(a->dir, err, sizeof err))) {

@@ -21,12 +21,14 @@
 #include "fw_stream.h"
 #include "fw_teach.h"
 #include "fw_tok.h"
+#include "kernels_dev.h"
 
 static const char usage_text[] =
 	"usage: teach [--hints SOURCE[,SOURCE ...]] [--rules FILE]\n"
 	"             [--teacher builtin:DIR | http:URL | none] [--tokenizer FILE]\n"
 	"             [--clip X] [--max-chars N] [--hint-tokens N] [--hint-prompt N]\n"
-	"             [--hint-temp X] [--seed N] [--timeout SEC] [-j N] [-o OUT] [FILE ...]\n"
+	"             [--hint-temp X] [--seed N] [--timeout SEC] [--device cpu|cuda[:N]]\n"
+	"             [-j N] [-o OUT] [FILE ...]\n"
 	"       teach -h | --help | --version\n";
 
 enum { NCACHE = 4, NOMIT = 8 };
@@ -489,9 +491,10 @@ int main(int argc, char **argv)
 {
 	enum { OPT_HINTS = 256, OPT_RULES, OPT_TEACHER, OPT_TOKENIZER, OPT_CLIP, OPT_MAX_CHARS,
 	       OPT_HINT_TOKENS, OPT_HINT_PROMPT, OPT_HINT_TEMP, OPT_SEED, OPT_TIMEOUT,
-	       OPT_VERSION };
+	       OPT_DEVICE, OPT_VERSION };
 	static const struct option longopts[] = {
 		{ "hints", required_argument, NULL, OPT_HINTS },
+		{ "device", required_argument, NULL, OPT_DEVICE },
 		{ "rules", required_argument, NULL, OPT_RULES },
 		{ "teacher", required_argument, NULL, OPT_TEACHER },
 		{ "tokenizer", required_argument, NULL, OPT_TOKENIZER },
@@ -514,6 +517,7 @@ int main(int argc, char **argv)
 	double d;
 	int c, status = FW_EXIT_OK;
 	char err[512], *hints_arg = NULL;
+	const char *device = NULL;
 
 	fw_cli_init("teach");
 	while ((c = getopt_long(argc, argv, "j:o:h", longopts, NULL)) != -1) {
@@ -615,6 +619,9 @@ int main(int argc, char **argv)
 		case 'o':
 			out = optarg;
 			break;
+		case OPT_DEVICE:
+			device = optarg;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return FW_EXIT_OK;
@@ -633,6 +640,11 @@ int main(int argc, char **argv)
 	if (use_rules && !(C.rules = fw_teach_rules_load(rules_path, err, sizeof err))) {
 		fw_warn("%s", err);
 		return FW_EXIT_USAGE;
+	}
+	/* builtin teachers score on --device ($FW_DEVICE, a GPU when there is one) */
+	if (fw_dev_select(device, err, sizeof err) < 0) {
+		fw_warn("%s", err);
+		return FW_EXIT_DATA;
 	}
 	C.max_chars = max_chars;
 	C.demo_chars = 5 * max_chars;

@@ -20,6 +20,7 @@
 #include "fw_tok.h"
 #include "fw_train.h"
 #include "kernels.h"
+#include "kernels_dev.h"
 
 static const char usage_text[] =
 	"usage: train-step --ckpt DIR --out DIR [--objective sft|pg|distill[:W][,...]]\n"
@@ -29,6 +30,7 @@ static const char usage_text[] =
 	"                  [--clip-low X] [--clip-high X] [--no-std] [--norm token|seq]\n"
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
+	"                  [--device cpu|cuda[:N]]\n"
 	"                  [-o OUT] [-z] [-j THREADS] [FILE...]\n"
 	"                  [-h | --help] [--version]\n";
 
@@ -133,7 +135,7 @@ static int put_metrics(struct fw_writer *w, struct fw_buf *b, long step,
 enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
        O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
        O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_VERSION };
+       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_VERSION };
 
 static int num_opt(const char *name, const char *arg, double lo, double *out)
 {
@@ -149,6 +151,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 {
 	static const struct option lo[] = {
 		{ "ckpt", required_argument, NULL, O_CKPT },
+		{ "device", required_argument, NULL, O_DEVICE },
 		{ "out", required_argument, NULL, O_OUT },
 		{ "objective", required_argument, NULL, O_OBJ },
 		{ "lr", required_argument, NULL, O_LR },
@@ -186,6 +189,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	struct fw_train_state state;
 	struct fw_group_stats gs = { 0 };
 	const char *ckpt_arg = NULL, *out_dir = NULL, *ref_dir = NULL, *mout = NULL;
+	const char *device = NULL;
 	char ckdir[PATH_MAX], path[PATH_MAX + 32], newdir[PATH_MAX], parent[17];
 	int have_lr = 0, have_warm = 0, have_decay = 0, have_min = 0, have_sched = 0;
 	int level = -1, no_std = 0, skip_bad = 0, truncate = 0, keep = 0, have_seed = 0, rc = FW_EXIT_OK;
@@ -214,6 +218,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	while ((c = getopt_long(argc, argv, "ho:zj:", lo, NULL)) != -1) {
 		switch (c) {
 		case O_CKPT: ckpt_arg = optarg; break;
+		case O_DEVICE: device = optarg; break;
 		case O_OUT: out_dir = optarg; break;
 		case O_OBJ:
 			if (parse_objective(optarg, &cfg))
@@ -365,6 +370,15 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	files = optind < argc ? argv + optind : stdin_only;
 	nfiles = optind < argc ? argc - optind : 1;
 
+	/* The device (--device, $FW_DEVICE, else a GPU when there is one);
+	 * data-parallel ranks on GPUs sum their gradients with NCCL. */
+	if (fw_dev_select(device, err, sizeof(err)) < 0)
+		goto fail;
+	if (size > 1 && fw_dev_current() == FW_DEV_CUDA) {
+		if (fw_dev_comm_init(rank, size, fw_dp_bcast_bytes, dp, err, sizeof(err)))
+			goto fail;
+		cfg.allreduce_dev = fw_dev_comm_sum;
+	}
 	/* The checkpoint, its optimizer state and where training stands. */
 	t_load = fw_now();
 	if (fw_ckpt_resolve(ckpt_arg, ckdir, sizeof(ckdir), err, sizeof(err)) ||
@@ -566,6 +580,7 @@ out:
 	fw_opt_free(opt);
 	fw_model_free(ref);
 	fw_model_free(m);
+	fw_dev_comm_free();
 	return rc;
 }
 

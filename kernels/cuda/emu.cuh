@@ -211,6 +211,61 @@ inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
 	return CUBLAS_STATUS_SUCCESS;
 }
 
+enum cudaDataType { CUDA_R_32F = 0 };
+enum cublasComputeType_t {
+	CUBLAS_COMPUTE_32F = 68,
+	CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+};
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
+
+/* x rounded to the nearest bf16 (ties to even), as the tensor cores see
+ * an f32 operand under CUBLAS_COMPUTE_32F_FAST_16BF. */
+inline float fw_emu_bf16(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, 4);
+	if ((u & 0x7f800000u) != 0x7f800000u)
+		u = (u + 0x7fffu + ((u >> 16) & 1)) & 0xffff0000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+/* f32 matrices only; with the fast-bf16 compute type A and B are rounded
+ * to bf16 first and the product accumulated in f32, which is what the GPU
+ * does, so the bf16 tolerances are checked against real rounding. */
+inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
+				   cublasOperation_t tb, int m, int n, int k,
+				   const void *alpha, const void *A,
+				   cudaDataType at, int lda, const void *B,
+				   cudaDataType bt, int ldb, const void *beta,
+				   void *C, cudaDataType ct, int ldc,
+				   cublasComputeType_t comp, cublasGemmAlgo_t algo)
+{
+	(void)at;
+	(void)bt;
+	(void)ct;
+	(void)algo;
+	if (comp != CUBLAS_COMPUTE_32F_FAST_16BF)
+		return cublasSgemm(h, ta, tb, m, n, k, (const float *)alpha,
+				   (const float *)A, lda, (const float *)B, ldb,
+				   (const float *)beta, (float *)C, ldc);
+	/* The stored extents of A and B, column-major. */
+	long na = (long)lda * ((ta == CUBLAS_OP_N ? k : m) - 1) +
+		  (ta == CUBLAS_OP_N ? m : k);
+	long nb = (long)ldb * ((tb == CUBLAS_OP_N ? n : k) - 1) +
+		  (tb == CUBLAS_OP_N ? k : n);
+	std::vector<float> a16(na > 0 ? na : 1), b16(nb > 0 ? nb : 1);
+
+	for (long i = 0; i < na; i++)
+		a16[i] = fw_emu_bf16(((const float *)A)[i]);
+	for (long i = 0; i < nb; i++)
+		b16[i] = fw_emu_bf16(((const float *)B)[i]);
+	return cublasSgemm(h, ta, tb, m, n, k, (const float *)alpha, a16.data(),
+			   lda, b16.data(), ldb, (const float *)beta, (float *)C,
+			   ldc);
+}
+
 /* ---- launches ------------------------------------------------------------ */
 
 enum { FW_EMU_READY, FW_EMU_BARRIER, FW_EMU_DONE };

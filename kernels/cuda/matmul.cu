@@ -13,6 +13,32 @@
  */
 #include "common.cuh"
 
+/* 1: products in bf16 with f32 accumulation (fw_cuda_set_bf16). */
+static int use_bf16;
+
+extern "C" void fw_cuda_set_bf16(int on)
+{
+	use_bf16 = on;
+}
+
+/* C = alpha op(A) op(B) + beta C, column-major, all f32 in memory.  In
+ * bf16 mode cuBLAS rounds A and B to bf16 on the fly for the tensor cores
+ * and accumulates in f32 (CUBLAS_COMPUTE_32F_FAST_16BF), so weights stay
+ * f32 masters and no converted copy is kept. */
+static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
+			   cublasOperation_t tb, int m, int n, int k,
+			   const float *alpha, const float *A, int lda,
+			   const float *B, int ldb, const float *beta, float *C,
+			   int ldc)
+{
+	if (!use_bf16)
+		return cublasSgemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb,
+				   beta, C, ldc);
+	return cublasGemmEx(h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B,
+			    CUDA_R_32F, ldb, beta, C, CUDA_R_32F, ldc,
+			    CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
+}
+
 /* out (M, N): every row = bias (N). */
 static __global__ void bias_rows(float *out, const float *bias, long M, int N)
 {
@@ -62,7 +88,7 @@ extern "C" int fw_cuda_matmul_fwd(float *out, const float *inp,
 		       (long)M, N);
 	/* out^T (N, M) = w (N, K) @ inp^T (K, M), column-major: w is stored
 	 * as w^T (K, N) with ld K, hence OP_T; inp as inp^T (K, M), ld K. */
-	CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one,
+	CUBLAS_CHECK(gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one,
 				 w, K, inp, K, bias ? &one : &zero, out, N));
 	return 0;
 }
@@ -81,12 +107,12 @@ extern "C" int fw_cuda_matmul_bwd(float *dinp, float *dw, float *dbias,
 	/* dinp^T (K, M) += w^T (K, N) @ dout^T (N, M): both stored that way
 	 * already (lds K and N). */
 	if (dinp && K > 0)
-		CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N,
+		CUBLAS_CHECK(gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N,
 					 &one, w, K, dout, N, &one, dinp, K));
 	/* dw^T (K, N) += inp^T (K, M) @ dout (M, N): inp stored as inp^T
 	 * (ld K), dout stored as dout^T (N, M), ld N, hence OP_T. */
 	if (dw && K > 0)
-		CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M,
+		CUBLAS_CHECK(gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M,
 					 &one, inp, K, dout, N, &one, dw, K));
 	if (dbias)
 		LAUNCH(bias_grad, grid_for(N), NT, dbias, dout, M, N);

@@ -1,24 +1,17 @@
 /*
  * check_kernels.c — every CUDA kernel of kernels_cuda.h, forward and
  * backward, against the C oracle of kernels.h on random inputs (the plain
- * loops, fw_*_ref, where kernels.h also has a BLAS version); then the
- * forward and backward of whole models (Llama, Qwen2, Qwen3 variants) run
- * with the CUDA kernels against fw_model_forward / fw_model_backward on
- * the CPU, and AdamW over every parameter; and incremental decoding with a
- * key-value cache against fw_gen_prefill / fw_gen_step.
- *
- * fw_model has no GPU path of its own, so the model check drives the CUDA
- * kernels in the order fw_model.c calls the C ones, on fw_model's own
- * weights, and compares logits, log-probs, loss and every parameter
- * gradient with what fw_model computed.
+ * loops, fw_*_ref, where kernels.h also has a BLAS version), plus the
+ * kernels only the GPU has: bf16 products, flash-style attention and the
+ * per-sequence cache attention.  Whole models on the device are
+ * check_model.c's: fw_model itself runs there.
  *
  * Output: one line per check, "ok" or "FAIL", its name and shape, the
  * largest difference found and the tolerance it had to meet, then a
  * summary line.  A check passes when every element satisfies
  * |gpu - cpu| <= atol + rtol * |cpu| (no NaN, no Inf where the CPU has
- * none); model checks set atol = tol * max|cpu| of each tensor.
- * Gradients are accumulated onto random values, so "+=" is checked too.
- * A second run of each model step must give the same bits as the first.
+ * none).  Gradients are accumulated onto random values, so "+=" is
+ * checked too.
  *
  * Exit status: 0 all checks pass, 1 a mismatch or a CUDA error, 77 no CUDA
  * device (skipped: nothing was checked), 2 usage.
@@ -213,25 +206,6 @@ static void cmp(const char *what, const float *got, const float *ref, long n,
 			cur.want = ref[i];
 		}
 	}
-}
-
-static double maxabs(const float *x, long n)
-{
-	double m = 0;
-
-	for (long i = 0; i < n; i++)
-		if (fabs((double)x[i]) > m)
-			m = fabs((double)x[i]);
-	return m;
-}
-
-/* Compares with atol = tol * max|ref| and rtol = tol. */
-static void cmp_scaled(const char *what, const float *got, const float *ref,
-		       long n, double tol)
-{
-	double s = maxabs(ref, n);
-
-	cmp(what, got, ref, n, tol, tol * (s > 0 ? s : 1));
 }
 
 /* Prints the verdict of the running check. */
@@ -710,475 +684,203 @@ static void check_vec(long n)
 	free(x), free(y), free(z);
 }
 
-/* ---- whole models ------------------------------------------------------------- */
+/* ---- bf16 products, flash attention, per-sequence cache positions ------- */
 
-/* The model's weights and gradients on the device: one flat buffer each,
- * at the same offsets as m->w and m->g. */
-struct dmodel {
-	const struct fw_model *m;
-	float *w, *g, *cos_t, *sin_t;
-};
-
-static float *DW(const struct dmodel *d, const float *p)
+/* Compares got with ref against a limit per element. */
+static void cmp_lim(const char *what, const float *got, const float *ref,
+		    const float *lim, long n)
 {
-	return p ? d->w + (p - d->m->w) : NULL;
-}
+	for (long i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - ref[i]);
+		double r = got[i] == ref[i] ? 0 : !isfinite(d) ? INFINITY
+			   : lim[i] > 0 ? d / lim[i] : INFINITY;
 
-static float *DG(const struct dmodel *d, const float *p)
-{
-	return p ? d->g + (p - d->m->g) : NULL;
-}
-
-/* Forward and backward of m on the device in the order of
- * fw_model_forward / fw_model_backward; logits, logp, lse come back. */
-static void gpu_step(struct dmodel *d, const int32_t *tokens,
-		     const int32_t *targets, const float *weights, int B,
-		     int T, float **logits_out, float **logp_out, float *loss)
-{
-	const struct fw_model *m = d->m;
-	const struct fw_config *c = &m->cfg;
-	int N = B * T, C = c->C, I = c->I, V = c->vocab, nh = c->nh,
-	    nkv = c->nkv, hd = c->hd, qd = nh * hd, kd = nkv * hd, L = c->L;
-	long nc = (long)N * C;
-	int32_t *pos = xmalloc(sizeof(int32_t) * N);
-	float *dlogp = xmalloc(sizeof(float) * N);
-	double s = 0, wsum = 0;
-
-	for (int i = 0; i < N; i++)
-		pos[i] = i % T;
-
-	int32_t *gtok = dputi(tokens, N), *gtgt = dputi(targets, N);
-	int32_t *gpos = dputi(pos, N);
-	float *X = dzeros((L + 1) * nc), *XM = dzeros(L * nc);
-	float *LN1 = dzeros(L * nc), *LN2 = dzeros(L * nc);
-	float *RS1 = dzeros((long)L * N), *RS2 = dzeros((long)L * N);
-	float *QR = c->qk_norm ? dzeros((long)L * N * qd) : NULL;
-	float *KR = c->qk_norm ? dzeros((long)L * N * kd) : NULL;
-	float *RSQ = c->qk_norm ? dzeros((long)L * N * nh) : NULL;
-	float *RSK = c->qk_norm ? dzeros((long)L * N * nkv) : NULL;
-	float *Q = dzeros((long)L * N * qd), *Kb = dzeros((long)L * N * kd);
-	float *Vb = dzeros((long)L * N * kd), *ATT = dzeros((long)L * N * nh * T);
-	float *Y = dzeros((long)L * N * qd), *GATE = dzeros((long)L * N * I);
-	float *UP = dzeros((long)L * N * I), *H = dzeros((long)L * N * I);
-	float *XF = dzeros(nc), *RSF = dzeros(N), *LOGITS = dzeros((long)N * V);
-	float *LOGP = dzeros(N), *LSE = dzeros(N), *TMP = dzeros(nc);
-	float *DRES = dzeros(nc), *DLN = dzeros(nc), *DY = dzeros((long)N * qd);
-	float *DQ = dzeros((long)N * qd), *DK = dzeros((long)N * kd);
-	float *DV = dzeros((long)N * kd), *DH = dzeros((long)N * I);
-	float *DGATE = dzeros((long)N * I), *DUP = dzeros((long)N * I);
-	float *DSCR = dzeros((long)N * nh * T);
-	float *DQR = c->qk_norm ? dzeros((long)N * qd) : NULL;
-	float *DKR = c->qk_norm ? dzeros((long)N * kd) : NULL;
-
-	K(fw_cuda_embed_fwd(X, gtok, DW(d, m->embed), N, C));
-	for (int l = 0; l < L; l++) {
-		const struct fw_layer_w *w = &m->lw[l];
-		float *x = X + l * nc, *xm = XM + l * nc, *xn = x + nc;
-		float *ln1 = LN1 + l * nc, *ln2 = LN2 + l * nc;
-		float *q = Q + (long)l * N * qd, *k = Kb + (long)l * N * kd;
-		float *v = Vb + (long)l * N * kd, *y = Y + (long)l * N * qd;
-		float *qr = c->qk_norm ? QR + (long)l * N * qd : q;
-		float *kr = c->qk_norm ? KR + (long)l * N * kd : k;
-		float *gate = GATE + (long)l * N * I, *up = UP + (long)l * N * I;
-		float *h = H + (long)l * N * I;
-
-		K(fw_cuda_rmsnorm_fwd(ln1, RS1 + (long)l * N, x, DW(d, w->ln1), N, C, c->eps));
-		K(fw_cuda_matmul_fwd(qr, ln1, DW(d, w->wq), DW(d, w->bq), N, C, qd));
-		K(fw_cuda_matmul_fwd(kr, ln1, DW(d, w->wk), DW(d, w->bk), N, C, kd));
-		K(fw_cuda_matmul_fwd(v, ln1, DW(d, w->wv), DW(d, w->bv), N, C, kd));
-		if (c->qk_norm) {
-			K(fw_cuda_rmsnorm_fwd(q, RSQ + (long)l * N * nh, qr, DW(d, w->qn), N * nh, hd, c->eps));
-			K(fw_cuda_rmsnorm_fwd(k, RSK + (long)l * N * nkv, kr, DW(d, w->kn), N * nkv, hd, c->eps));
+		if (isfinite(d) && d > cur.maxabs)
+			cur.maxabs = d;
+		if (r > cur.ratio || (r == INFINITY && !cur.what)) {
+			cur.ratio = r;
+			cur.what = what;
+			cur.at = i;
+			cur.got = got[i];
+			cur.want = ref[i];
 		}
-		K(fw_cuda_rope_fwd(q, gpos, d->cos_t, d->sin_t, N, nh, hd));
-		K(fw_cuda_rope_fwd(k, gpos, d->cos_t, d->sin_t, N, nkv, hd));
-		K(fw_cuda_attn_fwd(y, ATT + (long)l * N * nh * T, q, k, v, B, T, nh, nkv, hd));
-		K(fw_cuda_matmul_fwd(TMP, y, DW(d, w->wo), DW(d, w->bo), N, qd, C));
-		K(fw_cuda_add(xm, x, TMP, nc));
-		K(fw_cuda_rmsnorm_fwd(ln2, RS2 + (long)l * N, xm, DW(d, w->ln2), N, C, c->eps));
-		K(fw_cuda_matmul_fwd(gate, ln2, DW(d, w->wg), NULL, N, C, I));
-		K(fw_cuda_matmul_fwd(up, ln2, DW(d, w->wu), NULL, N, C, I));
-		K(fw_cuda_swiglu_fwd(h, gate, up, (long)N * I));
-		K(fw_cuda_matmul_fwd(TMP, h, DW(d, w->wd), NULL, N, I, C));
-		K(fw_cuda_add(xn, xm, TMP, nc));
 	}
-	K(fw_cuda_rmsnorm_fwd(XF, RSF, X + L * nc, DW(d, m->norm), N, C, c->eps));
-	K(fw_cuda_matmul_fwd(LOGITS, XF, DW(d, m->lm_head), NULL, N, C, V));
-	K(fw_cuda_xent_fwd(LOGP, LSE, LOGITS, gtgt, N, V));
-	*logits_out = dget(LOGITS, (long)N * V);
-	*logp_out = dget(LOGP, N);
-	for (int i = 0; i < N; i++)
-		if (targets[i] >= 0) {
-			s += (double)weights[i] * (*logp_out)[i];
-			wsum += weights[i];
-		}
-	float norm = wsum != 0 ? (float)wsum : 1.0f;
-
-	*loss = (float)(-s / norm);
-
-	/* Backward. */
-	for (int i = 0; i < N; i++)
-		dlogp[i] = targets[i] >= 0 ? -weights[i] / norm : 0.0f;
-	float *DLOGP = dputf(dlogp, N);
-
-	K(fw_cuda_xent_bwd(LOGITS, LOGITS, LSE, gtgt, DLOGP, N, V));
-	K(fw_cuda_zero(DLN, sizeof(float) * nc));
-	K(fw_cuda_matmul_bwd(DLN, DG(d, m->glm_head), NULL, LOGITS, XF, DW(d, m->lm_head), N, C, V));
-	K(fw_cuda_zero(DRES, sizeof(float) * nc));
-	K(fw_cuda_rmsnorm_bwd(DRES, DG(d, m->gnorm), DLN, X + L * nc, DW(d, m->norm), RSF, N, C));
-	for (int l = L - 1; l >= 0; l--) {
-		const struct fw_layer_w *w = &m->lw[l], *g = &m->lg[l];
-		float *x = X + l * nc, *xm = XM + l * nc;
-		float *ln1 = LN1 + l * nc, *ln2 = LN2 + l * nc;
-		float *q = Q + (long)l * N * qd, *k = Kb + (long)l * N * kd;
-		float *v = Vb + (long)l * N * kd, *y = Y + (long)l * N * qd;
-		float *gate = GATE + (long)l * N * I, *up = UP + (long)l * N * I;
-		float *h = H + (long)l * N * I;
-		float *dq = DQ, *dk = DK;
-
-		K(fw_cuda_zero(DH, sizeof(float) * N * I));
-		K(fw_cuda_matmul_bwd(DH, DG(d, g->wd), NULL, DRES, h, DW(d, w->wd), N, I, C));
-		K(fw_cuda_zero(DGATE, sizeof(float) * N * I));
-		K(fw_cuda_zero(DUP, sizeof(float) * N * I));
-		K(fw_cuda_swiglu_bwd(DGATE, DUP, DH, gate, up, (long)N * I));
-		K(fw_cuda_zero(DLN, sizeof(float) * nc));
-		K(fw_cuda_matmul_bwd(DLN, DG(d, g->wg), NULL, DGATE, ln2, DW(d, w->wg), N, C, I));
-		K(fw_cuda_matmul_bwd(DLN, DG(d, g->wu), NULL, DUP, ln2, DW(d, w->wu), N, C, I));
-		K(fw_cuda_rmsnorm_bwd(DRES, DG(d, g->ln2), DLN, xm, DW(d, w->ln2), RS2 + (long)l * N, N, C));
-
-		K(fw_cuda_zero(DY, sizeof(float) * N * qd));
-		K(fw_cuda_matmul_bwd(DY, DG(d, g->wo), DG(d, g->bo), DRES, y, DW(d, w->wo), N, qd, C));
-		K(fw_cuda_zero(DQ, sizeof(float) * N * qd));
-		K(fw_cuda_zero(DK, sizeof(float) * N * kd));
-		K(fw_cuda_zero(DV, sizeof(float) * N * kd));
-		K(fw_cuda_attn_bwd(DQ, DK, DV, DSCR, DY, ATT + (long)l * N * nh * T, q, k, v, B, T, nh, nkv, hd));
-		K(fw_cuda_rope_bwd(DQ, gpos, d->cos_t, d->sin_t, N, nh, hd));
-		K(fw_cuda_rope_bwd(DK, gpos, d->cos_t, d->sin_t, N, nkv, hd));
-		if (c->qk_norm) {
-			K(fw_cuda_zero(DQR, sizeof(float) * N * qd));
-			K(fw_cuda_zero(DKR, sizeof(float) * N * kd));
-			K(fw_cuda_rmsnorm_bwd(DQR, DG(d, g->qn), DQ, QR + (long)l * N * qd,
-					      DW(d, w->qn), RSQ + (long)l * N * nh, N * nh, hd));
-			K(fw_cuda_rmsnorm_bwd(DKR, DG(d, g->kn), DK, KR + (long)l * N * kd,
-					      DW(d, w->kn), RSK + (long)l * N * nkv, N * nkv, hd));
-			dq = DQR;
-			dk = DKR;
-		}
-		K(fw_cuda_zero(DLN, sizeof(float) * nc));
-		K(fw_cuda_matmul_bwd(DLN, DG(d, g->wq), DG(d, g->bq), dq, ln1, DW(d, w->wq), N, C, qd));
-		K(fw_cuda_matmul_bwd(DLN, DG(d, g->wk), DG(d, g->bk), dk, ln1, DW(d, w->wk), N, C, kd));
-		K(fw_cuda_matmul_bwd(DLN, DG(d, g->wv), DG(d, g->bv), DV, ln1, DW(d, w->wv), N, C, kd));
-		K(fw_cuda_rmsnorm_bwd(DRES, DG(d, g->ln1), DLN, x, DW(d, w->ln1), RS1 + (long)l * N, N, C));
-	}
-	K(fw_cuda_embed_bwd(DG(d, m->gembed), DRES, gtok, N, C));
-	K(fw_cuda_sync());
-	free(pos);
-	free(dlogp);
 }
 
-/* Decoding state on the device, as struct fw_gen holds it. */
-struct dgen {
-	int nseq, maxT;
-	float *kc, *vc, *x, *ln, *q, *k, *v, *y, *tmp, *gate, *up, *h;
-	float *rs, *rsq, *rsk, *scr, *last, *logits;
-	int32_t *pos, *tok;
-};
-
-static void dgen_init(struct dgen *g, const struct fw_model *m, int nseq,
-		      int maxT, int rows)
+static float *habs(const float *x, long n)
 {
-	const struct fw_config *c = &m->cfg;
-	long kd = (long)c->nkv * c->hd, qd = (long)c->nh * c->hd;
+	float *y = xmalloc(sizeof(float) * n);
 
-	g->nseq = nseq;
-	g->maxT = maxT;
-	g->kc = dzeros((long)c->L * nseq * maxT * kd);
-	g->vc = dzeros((long)c->L * nseq * maxT * kd);
-	g->x = dzeros((long)rows * c->C);
-	g->ln = dzeros((long)rows * c->C);
-	g->q = dzeros(rows * qd);
-	g->k = dzeros(rows * kd);
-	g->v = dzeros(rows * kd);
-	g->y = dzeros(rows * qd);
-	g->tmp = dzeros((long)rows * c->C);
-	g->gate = dzeros((long)rows * c->I);
-	g->up = dzeros((long)rows * c->I);
-	g->h = dzeros((long)rows * c->I);
-	g->rs = dzeros(rows);
-	g->rsq = dzeros((long)rows * c->nh);
-	g->rsk = dzeros((long)rows * c->nkv);
-	g->scr = dzeros((long)rows * c->nh * maxT);
-	g->last = dzeros((long)nseq * c->C);
-	g->logits = dzeros((long)nseq * c->vocab);
-	g->pos = dalloc(sizeof(int32_t) * rows);
-	g->tok = dalloc(sizeof(int32_t) * rows);
+	for (long i = 0; i < n; i++)
+		y[i] = fabsf(x[i]);
+	return y;
 }
 
-/* Tq new tokens (B sequences, host ids) at positions pos0..: the CUDA
- * kernels in the order of gen_run in fw_model.c. */
-static void dgen_run(struct dgen *g, const struct dmodel *d,
-		     const int32_t *tok, int B, int Tq, int pos0)
+/*
+ * The products in bf16 (fw_cuda_set_bf16(1)) against the f32 loops.  Each
+ * operand rounds to bf16 with relative error <= 2^-9, so each term a b
+ * moves by <= (2^-8 + 2^-18) |a b|; both sides sum K terms in f32, each
+ * sum off by <= K 2^-24 sum |a b|.  So element i may differ by
+ * (2^-8 + 2^-18 + 2 K 2^-24) S_i, S_i the same product over |a| and |b|
+ * (computed here by the f32 loops on absolute values).
+ */
+static void check_matmul_bf16(int M, int K, int N)
 {
-	const struct fw_model *m = d->m;
-	const struct fw_config *c = &m->cfg;
-	int N = B * Tq, C = c->C, I = c->I, nh = c->nh, nkv = c->nkv,
-	    hd = c->hd, qd = nh * hd, kd = nkv * hd, T = g->maxT;
-	int32_t *pos = xmalloc(sizeof(int32_t) * N);
+	char shape[64];
+	long nx = (long)M * K, nw = (long)N * K, no = (long)M * N;
+	float *x = hrand(nx, 1), *w = hrand(nw, 1), *b = hrand(N, 1);
+	float *dout = hrand(no, 1), *out = xmalloc(4 * no), *S = xmalloc(4 * no);
+	float *ax = habs(x, nx), *aw = habs(w, nw), *ad = habs(dout, no);
+	float *dx = calloc(nx, 4), *dw = calloc(nw, 4), *Sx = calloc(nx, 4);
+	float *Sw = calloc(nw, 4), *h;
+	double c = 1.0 / 256 + 1.0 / 262144 + 2.0 * K / 16777216;
 
-	for (int i = 0; i < N; i++)
-		pos[i] = pos0 + i % Tq;
-	if (fw_cuda_memcpy_h2d(g->pos, pos, sizeof(int32_t) * N) ||
-	    fw_cuda_memcpy_h2d(g->tok, tok, sizeof(int32_t) * N))
-		die("fw_cuda_memcpy_h2d");
-	free(pos);
-	K(fw_cuda_embed_fwd(g->x, g->tok, DW(d, m->embed), N, C));
-	for (int l = 0; l < c->L; l++) {
-		const struct fw_layer_w *w = &m->lw[l];
-		float *kc = g->kc + (long)l * g->nseq * T * kd;
-		float *vc = g->vc + (long)l * g->nseq * T * kd;
+	snprintf(shape, sizeof(shape), "M=%d K=%d N=%d bias", M, K, N);
+	fw_matmul_fwd_ref(out, x, w, b, M, K, N);
+	fw_matmul_fwd_ref(S, ax, aw, NULL, M, K, N);
+	for (long i = 0; i < no; i++)
+		S[i] = (float)(c * S[i]) + 1e-30f;
+	fw_cuda_set_bf16(1);
 
-		K(fw_cuda_rmsnorm_fwd(g->ln, g->rs, g->x, DW(d, w->ln1), N, C, c->eps));
-		K(fw_cuda_matmul_fwd(g->q, g->ln, DW(d, w->wq), DW(d, w->bq), N, C, qd));
-		K(fw_cuda_matmul_fwd(g->k, g->ln, DW(d, w->wk), DW(d, w->bk), N, C, kd));
-		K(fw_cuda_matmul_fwd(g->v, g->ln, DW(d, w->wv), DW(d, w->bv), N, C, kd));
-		if (c->qk_norm) {
-			K(fw_cuda_rmsnorm_fwd(g->q, g->rsq, g->q, DW(d, w->qn), N * nh, hd, c->eps));
-			K(fw_cuda_rmsnorm_fwd(g->k, g->rsk, g->k, DW(d, w->kn), N * nkv, hd, c->eps));
-		}
-		K(fw_cuda_rope_fwd(g->q, g->pos, d->cos_t, d->sin_t, N, nh, hd));
-		K(fw_cuda_rope_fwd(g->k, g->pos, d->cos_t, d->sin_t, N, nkv, hd));
-		for (int b = 0; b < B; b++) {
-			long at = ((long)b * T + pos0) * kd;
+	float *gx = dputf(x, nx), *gw = dputf(w, nw), *gb = dputf(b, N);
+	float *gout = dzeros(no);
 
-			K(fw_cuda_memcpy_d2d(kc + at, g->k + (long)b * Tq * kd, sizeof(float) * Tq * kd));
-			K(fw_cuda_memcpy_d2d(vc + at, g->v + (long)b * Tq * kd, sizeof(float) * Tq * kd));
-		}
-		K(fw_cuda_attn_cached(g->y, g->scr, g->q, kc, vc, B, Tq, pos0, T, nh, nkv, hd));
-		K(fw_cuda_matmul_fwd(g->tmp, g->y, DW(d, w->wo), DW(d, w->bo), N, qd, C));
-		K(fw_cuda_add(g->x, g->x, g->tmp, (long)N * C));
-		K(fw_cuda_rmsnorm_fwd(g->ln, g->rs, g->x, DW(d, w->ln2), N, C, c->eps));
-		K(fw_cuda_matmul_fwd(g->gate, g->ln, DW(d, w->wg), NULL, N, C, I));
-		K(fw_cuda_matmul_fwd(g->up, g->ln, DW(d, w->wu), NULL, N, C, I));
-		K(fw_cuda_swiglu_fwd(g->h, g->gate, g->up, (long)N * I));
-		K(fw_cuda_matmul_fwd(g->tmp, g->h, DW(d, w->wd), NULL, N, I, C));
-		K(fw_cuda_add(g->x, g->x, g->tmp, (long)N * C));
-	}
-	for (int b = 0; b < B; b++)
-		K(fw_cuda_memcpy_d2d(g->last + (long)b * C, g->x + ((long)b * Tq + Tq - 1) * C,
-				     sizeof(float) * C));
-	K(fw_cuda_rmsnorm_fwd(g->last, g->rs, g->last, DW(d, m->norm), B, C, c->eps));
-	K(fw_cuda_matmul_fwd(g->logits, g->last, DW(d, m->lm_head), NULL, B, C, c->vocab));
-}
-
-/* Incremental decoding: a prompt prefilled, then steps of nseq sequences,
- * the logits of each against fw_gen_prefill / fw_gen_step. */
-static void check_decode(const char *arch, int nseq, int n, int steps)
-{
-	char json[1024], err[256], shape[64];
-	struct fw_config c;
-	struct fw_model *m;
-	struct fw_gen *gen;
-	struct dmodel d;
-	struct dgen g;
-	int maxT = n + steps, L, V;
-	long kd;
-
-	snprintf(json, sizeof(json),
-		 "{\"architectures\": [\"%s\"], \"vocab_size\": 101, "
-		 "\"hidden_size\": 40, \"intermediate_size\": 72, "
-		 "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
-		 "\"num_key_value_heads\": 2, \"head_dim\": 12, "
-		 "\"max_position_embeddings\": 64, \"rope_theta\": 500000.0, "
-		 "\"rms_norm_eps\": 1e-5, \"initializer_range\": 0.2}", arch);
-	snprintf(shape, sizeof(shape), "%s nseq=%d prompt=%d steps=%d", arch,
-		 nseq, n, steps);
-	if (fw_config_parse(&c, json, strlen(json), "config", err, sizeof(err)) ||
-	    !(m = fw_model_new(&c, 5, err, sizeof(err))) ||
-	    !(gen = fw_gen_new(m, nseq, maxT, err, sizeof(err)))) {
-		printf("FAIL decode          %s: %s\n", shape, err);
-		nfail++;
-		return;
-	}
-	for (long i = 0; i < m->nw; i++)
-		m->w[i] += 0.1f * frand();
-	L = c.L;
-	V = c.vocab;
-	kd = (long)c.nkv * c.hd;
-	d.m = m;
-	d.w = dputf(m->w, m->nw);
-	d.g = NULL;
-	d.cos_t = dputf(m->rope_cos, (long)c.max_pos * (c.hd / 2));
-	d.sin_t = dputf(m->rope_sin, (long)c.max_pos * (c.hd / 2));
-	dgen_init(&g, m, nseq, maxT, n > nseq ? n : nseq);
-
-	int32_t *prompt = hids(n, 0, V), *tok = hids(nseq, 0, V);
-	float *h;
-
+	K(fw_cuda_matmul_fwd(gout, gx, gw, gb, M, K, N));
 	cmp_begin();
-	if (fw_gen_prefill(gen, prompt, n, err, sizeof(err))) {
-		printf("FAIL decode          %s: %s\n", shape, err);
-		nfail++;
-		return;
-	}
-	dgen_run(&g, &d, prompt, 1, n, 0);
-	/* Every sequence starts from the prompt's cache. */
-	for (int l = 0; l < L; l++)
-		for (int b = 1; b < nseq; b++) {
-			long l0 = (long)l * nseq * maxT * kd, at = l0 + (long)b * maxT * kd;
-
-			K(fw_cuda_memcpy_d2d(g.kc + at, g.kc + l0, sizeof(float) * n * kd));
-			K(fw_cuda_memcpy_d2d(g.vc + at, g.vc + l0, sizeof(float) * n * kd));
-		}
-	h = dget(g.logits, V);
-	cmp_scaled("prefill logits", h, fw_gen_logits(gen), V, 1e-4);
+	h = dget(gout, no);
+	cmp_lim("out", h, out, S, no);
 	free(h);
-	for (int s = 0; s < steps; s++) {
-		for (int b = 0; b < nseq; b++)
-			tok[b] = (int32_t)(next() % (uint64_t)V);
-		if (fw_gen_step(gen, tok, err, sizeof(err))) {
-			printf("FAIL decode          %s: %s\n", shape, err);
-			nfail++;
-			return;
-		}
-		dgen_run(&g, &d, tok, nseq, 1, n + s);
-		h = dget(g.logits, (long)nseq * V);
-		cmp_scaled("step logits", h, fw_gen_logits(gen), (long)nseq * V, 1e-4);
-		free(h);
-	}
-	verdict("decode", shape, "1e-04 of max|cpu|");
-	free(prompt), free(tok);
-	fw_gen_free(gen);
-	fw_model_free(m);
+	verdict("matmul_bf16_fwd", shape, "(2^-8 + 2^-18 + 2K 2^-24) S");
+
+	fw_matmul_bwd_ref(dx, dw, NULL, dout, x, w, M, K, N);
+	fw_matmul_bwd_ref(Sx, Sw, NULL, ad, ax, aw, M, K, N);
+	for (long i = 0; i < nx; i++)
+		Sx[i] = (float)((1.0 / 256 + 1.0 / 262144 + 2.0 * N / 16777216) * Sx[i]) + 1e-30f;
+	for (long i = 0; i < nw; i++)
+		Sw[i] = (float)((1.0 / 256 + 1.0 / 262144 + 2.0 * M / 16777216) * Sw[i]) + 1e-30f;
+	gx = dputf(x, nx);
+	gw = dputf(w, nw);
+
+	float *gd = dputf(dout, no), *gdx = dzeros(nx), *gdw = dzeros(nw);
+
+	K(fw_cuda_matmul_bwd(gdx, gdw, NULL, gd, gx, gw, M, K, N));
+	cmp_begin();
+	h = dget(gdx, nx);
+	cmp_lim("dinp", h, dx, Sx, nx);
+	free(h);
+	h = dget(gdw, nw);
+	cmp_lim("dw", h, dw, Sw, nw);
+	free(h);
+	verdict("matmul_bf16_bwd", shape, "(2^-8 + 2^-18 + 2K 2^-24) S");
+	fw_cuda_set_bf16(0);
+	free(x), free(w), free(b), free(dout), free(out), free(S), free(ax);
+	free(aw), free(ad), free(dx), free(dw), free(Sx), free(Sw);
 }
 
-static void check_model(const char *arch, int tied, int bias, int B, int T)
+/* The flash-style kernels against the (T, T) loops: out, and the
+ * log-sum-exp of each row (computed here in double from q and k), then
+ * dq, dk, dv accumulated onto random values.  Only the order of the sums
+ * differs (online softmax, tiles of 128 keys), hence the tolerances of
+ * attn_fwd / attn_bwd. */
+static void check_flash(int B, int T, int nh, int nkv, int hd)
 {
-	char json[1024], err[256], shape[64];
-	struct fw_config c;
-	struct fw_model *m;
-	struct dmodel d;
-	int N = B * T;
-	float loss, gloss, *glogits, *glogp;
+	char shape[64];
+	long nq = (long)B * T * nh * hd, nk = (long)B * T * nkv * hd;
+	long na = (long)B * nh * T * T, nl = (long)B * nh * T;
+	float *q = hrand(nq, 1), *k = hrand(nk, 1), *v = hrand(nk, 1);
+	float *out = xmalloc(4 * nq), *att = xmalloc(4 * na), *lse = xmalloc(4 * nl);
+	float *dout = hrand(nq, 1), *dq0 = hrand(nq, 1), *dk0 = hrand(nk, 1);
+	float *dv0 = hrand(nk, 1), *scr = xmalloc(4 * na);
+	float *dq = hcopy(dq0, nq), *dk = hcopy(dk0, nk), *dv = hcopy(dv0, nk), *h;
 
-	snprintf(json, sizeof(json),
-		 "{\"architectures\": [\"%s\"], \"vocab_size\": 97, "
-		 "\"hidden_size\": 48, \"intermediate_size\": 80, "
-		 "\"num_hidden_layers\": 2, \"num_attention_heads\": 6, "
-		 "\"num_key_value_heads\": 2, \"head_dim\": 10, "
-		 "\"max_position_embeddings\": 64, \"rope_theta\": 10000.0, "
-		 "\"rms_norm_eps\": 1e-6, \"initializer_range\": 0.2, "
-		 "\"attention_bias\": %s, \"tie_word_embeddings\": %s}",
-		 arch, bias ? "true" : "false", tied ? "true" : "false");
-	snprintf(shape, sizeof(shape), "%s%s%s B=%d T=%d", arch,
-		 tied ? " tied" : "", bias ? " bias" : "", B, T);
-	if (fw_config_parse(&c, json, strlen(json), "config", err, sizeof(err)) ||
-	    !(m = fw_model_new(&c, 11, err, sizeof(err))) || fw_model_grads(m)) {
-		printf("FAIL model           %s: %s\n", shape, err);
-		nfail++;
-		return;
-	}
-	/* Norm weights away from 1 and biases away from 0, so every weight
-	 * matters. */
-	for (long i = 0; i < m->nw; i++)
-		m->w[i] += 0.1f * frand();
+	snprintf(shape, sizeof(shape), "B=%d T=%d nh=%d nkv=%d hd=%d", B, T, nh,
+		 nkv, hd);
+	fw_attn_fwd_ref(out, att, q, k, v, B, T, nh, nkv, hd);
+	for (int b = 0; b < B; b++)
+		for (int hh = 0; hh < nh; hh++)
+			for (int t = 0; t < T; t++) {
+				int g = hh / (nh / nkv);
+				const float *qr = q + (((long)b * T + t) * nh + hh) * hd;
+				double mx = -INFINITY, z = 0, sc[4096];
 
-	int32_t *tok = hids(N, 0, c.vocab), *tgt = hids(N, 0, c.vocab);
-	float *wts = xmalloc(sizeof(float) * N), *logp = xmalloc(sizeof(float) * N);
+				for (int j = 0; j <= t; j++) {
+					const float *kr = k + (((long)b * T + j) * nkv + g) * hd;
+					double s = 0;
 
-	for (int i = 0; i < N; i++)
-		wts[i] = 1.0f + frand();
-	for (int i = 2; i < N; i += 5)
-		tgt[i] = -1;
-	if (fw_model_forward(m, tok, tgt, wts, B, T, 0, logp, &loss, err,
-			     sizeof(err))) {
-		printf("FAIL model           %s: %s\n", shape, err);
-		nfail++;
-		return;
-	}
-	float *logits = hcopy(fw_model_logits(m), (long)N * c.vocab);
+					for (int d = 0; d < hd; d++)
+						s += (double)qr[d] * kr[d];
+					sc[j] = s / sqrt((double)hd);
+					mx = sc[j] > mx ? sc[j] : mx;
+				}
+				for (int j = 0; j <= t; j++)
+					z += exp(sc[j] - mx);
+				lse[((long)b * nh + hh) * T + t] = (float)(mx + log(z));
+			}
 
-	fw_model_zero_grad(m);
-	if (fw_model_backward(m, err, sizeof(err))) {
-		printf("FAIL model           %s: %s\n", shape, err);
-		nfail++;
-		return;
-	}
+	float *gq = dputf(q, nq), *gk = dputf(k, nk), *gv = dputf(v, nk);
+	float *gout = dzeros(nq), *glse = dzeros(nl);
 
-	/* The same on the device: weights as they are, gradients from 0. */
-	d.m = m;
-	d.w = dputf(m->w, m->nw);
-	d.g = dzeros(m->nw);
-	d.cos_t = dputf(m->rope_cos, (long)c.max_pos * (c.hd / 2));
-	d.sin_t = dputf(m->rope_sin, (long)c.max_pos * (c.hd / 2));
-	gpu_step(&d, tok, tgt, wts, B, T, &glogits, &glogp, &gloss);
+	K(fw_cuda_attn_flash_fwd(gout, glse, gq, gk, gv, B, T, nh, nkv, hd));
 	cmp_begin();
-	cmp_scaled("logits", glogits, logits, (long)N * c.vocab, 1e-4);
-	cmp_scaled("logp", glogp, logp, N, 1e-4);
-	cmp_scaled("loss", &gloss, &loss, 1, 1e-5);
-	/* verdict() frees the device buffers: keep the gradients first. */
-	float *gg = dget(d.g, m->nw);
+	h = dget(gout, nq);
+	cmp("out", h, out, nq, 1e-4, 1e-6);
+	free(h);
+	h = dget(glse, nl);
+	cmp("lse", h, lse, nl, 1e-5, 1e-6);
+	free(h);
+	verdict("flash_fwd", shape, "1e-06 + 1e-04 rel");
 
-	verdict("model_fwd", shape, "1e-04 of max|cpu|");
+	fw_attn_bwd_ref(dq, dk, dv, scr, dout, att, q, k, v, B, T, nh, nkv, hd);
+	gq = dputf(q, nq);
+	gk = dputf(k, nk);
+	gv = dputf(v, nk);
+	glse = dputf(lse, nl);
 
-	/* Twice the same step gives the same bits: no kernel depends on
-	 * the order in which blocks run (a race between blocks, which only
-	 * hardware shows, would). */
-	{
-		float *l2, *p2, loss2, *g2;
+	float *gdout = dputf(dout, nq), *gdq = dputf(dq0, nq), *gfo = dputf(out, nq);
+	float *gdk = dputf(dk0, nk), *gdv = dputf(dv0, nk), *gscr = dzeros(nl);
 
-		d.w = dputf(m->w, m->nw);
-		d.g = dzeros(m->nw);
-		d.cos_t = dputf(m->rope_cos, (long)c.max_pos * (c.hd / 2));
-		d.sin_t = dputf(m->rope_sin, (long)c.max_pos * (c.hd / 2));
-		gpu_step(&d, tok, tgt, wts, B, T, &l2, &p2, &loss2);
-		g2 = dget(d.g, m->nw);
-		cmp_begin();
-		cmp("logits", l2, glogits, (long)N * c.vocab, 0, 0);
-		cmp("grads", g2, gg, m->nw, 0, 0);
-		verdict("model_repeat", shape, "bitwise");
-		free(l2), free(p2), free(g2);
-	}
-
+	K(fw_cuda_attn_flash_bwd(gdq, gdk, gdv, gscr, gdout, gfo, glse, gq, gk,
+				 gv, B, T, nh, nkv, hd));
 	cmp_begin();
-	for (int i = 0; i < m->np; i++) {
-		const struct fw_param *p = &m->params[i];
+	h = dget(gdq, nq);
+	cmp("dq", h, dq, nq, 1e-4, 1e-5);
+	free(h);
+	h = dget(gdk, nk);
+	cmp("dk", h, dk, nk, 1e-4, 1e-5);
+	free(h);
+	h = dget(gdv, nk);
+	cmp("dv", h, dv, nk, 1e-4, 1e-5);
+	free(h);
+	verdict("flash_bwd", shape, "1e-05 + 1e-04 rel");
+	free(q), free(k), free(v), free(out), free(att), free(lse), free(dout);
+	free(dq0), free(dk0), free(dv0), free(scr), free(dq), free(dk), free(dv);
+}
 
-		cmp_scaled(p->name, gg + p->off, m->g + p->off, p->n, 1e-4);
-	}
-	verdict("model_bwd", shape, "1e-04 of max|cpu|, each tensor");
+static void check_attn_cached_pos(int B, int Tq, int maxT, int nh, int nkv,
+				  int hd)
+{
+	char shape[64];
+	long nq = (long)B * Tq * nh * hd, nc = (long)B * maxT * nkv * hd;
+	long ns = (long)B * Tq * nh * maxT;
+	float *q = hrand(nq, 1), *kc = hrand(nc, 1), *vc = hrand(nc, 1);
+	float *out = xmalloc(4 * nq), *scr = xmalloc(4 * ns), *h;
+	int32_t *pos0 = hids(B, 0, maxT - Tq + 1);
 
-	/* An optimizer step over every parameter, from the CPU's gradients,
-	 * after clipping by the global norm. */
-	{
-		float *mm = calloc(m->nw, sizeof(float)), *vv = calloc(m->nw, sizeof(float));
-		float *gp = dputf(m->w, m->nw), *gm = dzeros(m->nw);
-		float *gv = dzeros(m->nw), *ggr = dputf(m->g, m->nw);
-		double *gs = dalloc(sizeof(double)), s;
-		double ref = fw_sumsq(m->g, m->nw);
-		float clip = (float)(0.5 / sqrt(ref));
+	snprintf(shape, sizeof(shape), "B=%d Tq=%d maxT=%d hd=%d", B, Tq, maxT, hd);
+	fw_attn_cached_pos(out, scr, q, kc, vc, pos0, B, Tq, maxT, nh, nkv, hd);
 
-		K(fw_cuda_sumsq(gs, ggr, m->nw));
-		if (fw_cuda_memcpy_d2h(&s, gs, sizeof(s)))
-			die("fw_cuda_memcpy_d2h");
-		fw_scale(m->g, clip, m->nw);
-		K(fw_cuda_scale(ggr, clip, m->nw));
-		fw_adamw(m->w, mm, vv, m->g, m->nw, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1);
-		K(fw_cuda_adamw(gp, gm, gv, ggr, m->nw, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
-		cmp_begin();
-		float sf = (float)s, rf = (float)ref;
+	float *gq = dputf(q, nq), *gkc = dputf(kc, nc), *gvc = dputf(vc, nc);
+	float *gout = dzeros(nq), *gscr = dzeros(ns);
+	int32_t *gp = dputi(pos0, B);
 
-		cmp("grad sumsq", &sf, &rf, 1, 1e-6, 0);
-		float *h = dget(gp, m->nw);
-
-		cmp("params", h, m->w, m->nw, 1e-5, 1e-7);
-		free(h);
-		verdict("model_adamw", shape, "1e-07 + 1e-05 rel");
-		free(mm);
-		free(vv);
-	}
-	free(gg), free(tok), free(tgt), free(wts), free(logp);
-	free(logits), free(glogits), free(glogp);
-	fw_model_free(m);
+	K(fw_cuda_attn_cached_pos(gout, gscr, gq, gkc, gvc, gp, B, Tq, maxT, nh,
+				  nkv, hd));
+	cmp_begin();
+	h = dget(gout, nq);
+	cmp("out", h, out, nq, 1e-4, 1e-6);
+	free(h);
+	verdict("attn_cached_pos", shape, "1e-06 + 1e-04 rel");
+	free(q), free(kc), free(vc), free(out), free(scr), free(pos0);
 }
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -1233,11 +935,12 @@ int main(int argc, char **argv)
 	check_xent(13, 5003);
 	check_adamw(4099);
 	check_vec(quick ? 5000 : 300001);
-	check_model("LlamaForCausalLM", 0, 1, 2, 7);
-	check_model("Qwen2ForCausalLM", 1, 0, 2, 9);
-	check_model("Qwen3ForCausalLM", 0, 0, 3, 6);
-	check_decode("Qwen3ForCausalLM", 3, 11, 5);
-	check_decode("LlamaForCausalLM", 2, 6, 4);
+	check_matmul_bf16(37, 53, 29);
+	check_matmul_bf16(64, 300, 96);
+	check_flash(2, 9, 4, 2, 8);
+	check_flash(1, quick ? 40 : 200, 2, 1, 144);
+	check_attn_cached_pos(3, 4, 20, 4, 2, 8);
+	check_attn_cached_pos(2, 1, quick ? 60 : 150, 2, 2, 130);
 
 	printf("%s: %d ok, %d failed\n", prog, npass, nfail);
 	fw_cuda_shutdown();
