@@ -59,6 +59,7 @@ void fw_completion_clear(struct fw_completion *c)
 	free(c->tokens);
 	free(c->logprobs);
 	free(c->text);
+	free(c->calls);
 	memset(c, 0, sizeof *c);
 }
 

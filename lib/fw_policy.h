@@ -50,6 +50,8 @@ struct fw_completion {
 	long keep;         /* bytes of text the cut keeps, or -1 */
 	const char *stop;  /* "stop" (the cut ended it), "eos" (an end
 			    * token), "max-tokens"; static */
+	char *calls;       /* a chat reply's tool calls as a JSON array of
+			    * {id, name, args} (args: JSON text), or NULL */
 };
 
 /* Frees what c holds and zeroes it.  NULL does nothing. */
@@ -166,6 +168,8 @@ struct fw_agent_opts {
 	const char *const *allow;
 	const char *tmpdir;
 	const struct fw_env *env;  /* as fw_exec_opts */
+	int tools;                 /* the policy calls tools (fw_agent_tools.h)
+				    * instead of writing bash blocks */
 };
 
 /* What an agent episode left.  Release with fw_agent_result_clear(). */
@@ -275,6 +279,17 @@ int fw_http_complete(struct fw_http *h, const char *prompt, size_t len, uint64_t
  * leaves after it, and a chat that fills the context is an error ("the
  * chat's N tokens fill the server's context of W").
  */
+/*
+ * As fw_http_chat, with the messages given as a JSON array in the API's
+ * shape (msgs, taken: assistant messages may hold tool_calls, tool
+ * messages a tool_call_id) and tools_json (a JSON array of tools, or
+ * NULL) sent as "tools"; the reply's tool calls come back in out->calls,
+ * and a reply that ends in calls ends as "eos".
+ */
+int fw_http_chat_msgs(struct fw_http *h, void *msgs, const char *tools_json, uint64_t seed,
+		      const struct fw_sampler *s, int max_tokens, struct fw_completion *out,
+		      char *err, size_t errlen);
+
 int fw_http_chat(struct fw_http *h, const char *const *roles, const char *const *texts,
 		 const size_t *lens, size_t n, uint64_t seed, const struct fw_sampler *s,
 		 int max_tokens, struct fw_completion *out, char *err, size_t errlen);

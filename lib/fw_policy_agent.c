@@ -11,8 +11,12 @@
 #include <unistd.h>
 
 #include "fw_env.h"
+#include <jansson.h>
+
+#include "fw_agent_tools.h"
 #include "fw_mp.h"
 #include "fw_policy.h"
+#include "fw_toolcall.h"
 #include "fw_rollout.h"
 #include "fw_store.h"
 #include "fw_workspace.h"
@@ -49,6 +53,9 @@ struct turn {
 	float *lp;
 	size_t nt;
 	int exit;
+	char *calls;   /* assistant, with tools: JSON array of {id, name, args} */
+	char *call_id; /* tool, with tools: the call it answers */
+	int is_error;
 };
 
 static void pack_s(msgpack_packer *pk, const char *s, size_t n)
@@ -125,6 +132,157 @@ static int add_turn(struct turn **v, size_t *n, size_t *cap, const char *role, c
 	return 0;
 }
 
+/*
+ * Runs argv in the workspace ws under o's clean room for at most left
+ * seconds (stdin from stdin_path, or none) and appends its events to pk.
+ * The observation (how it stopped, its exit status, the head and tail of
+ * its output) goes to *obs (malloc'd, UTF-8), its exit status to *exitc
+ * and 1 to *failed when it did not end with status 0.  Returns 0, or -1
+ * with err filled.
+ */
+static int run_obs(const struct fw_agent_opts *o, const char *ws, char *const *argv,
+		   const char *stdin_path, double left, double t0, msgpack_packer *pk, int *nev,
+		   char **obs_out, size_t *obs_len, int *exitc, int *failed, char *err, size_t errlen)
+{
+	struct fw_sandbox_opts so;
+	struct fw_sandbox_result res;
+
+	fw_sandbox_opts_init(&so);
+	so.workspace = ws;
+	so.ro_binds = o->mounts;
+	so.allow = o->allow;
+	so.stdin_path = stdin_path;
+	so.timeout_s = o->step_timeout_s > 0 && o->step_timeout_s < left ? o->step_timeout_s : left;
+	so.procs = 256;
+	const char *eb[66], *evars[1 + FW_ENV_MAXVARS];
+	if (fw_env_apply(o->env, &so, eb, 66, evars, 1 + FW_ENV_MAXVARS)) {
+		snprintf(err, errlen, "too many mounts");
+		return -1;
+	}
+	if (fw_sandbox_run(&so, argv, &res, err, errlen))
+		return -1;
+	for (size_t i = 0; i < res.nevents; i++) {
+		msgpack_pack_map(pk, 3);
+		pack_s(pk, "kind", 4);
+		pack_s(pk, res.events[i].kind, strlen(res.events[i].kind));
+		pack_s(pk, "detail", 6);
+		/* a detail may quote what the command sent */
+		pack_text(pk, res.events[i].detail ? res.events[i].detail : "");
+		pack_s(pk, "at", 2);
+		msgpack_pack_double(pk, now() - t0);
+		(*nev)++;
+	}
+	struct fw_buf obs = { 0 };
+	size_t on, en, fl;
+	char *oh = fw_head_tail(res.out.data ? res.out.data : "", res.out.len, o->obs_head,
+				o->obs_tail, &on);
+	char *eh = fw_head_tail(res.err.data ? res.err.data : "", res.err.len, o->obs_head,
+				o->obs_tail, &en);
+	int bad = !oh || !eh;
+	if (res.cause != FW_SANDBOX_OK)
+		bad |= fw_buf_printf(&obs, "stopped: %s\n", fw_sandbox_cause_name(res.cause));
+	bad |= fw_buf_printf(&obs, "exit: %d\n", res.exit_code);
+	if (!bad && on)
+		bad |= fw_buf_append(&obs, oh, on);
+	if (!bad && en)
+		bad |= fw_buf_printf(&obs, "%sstderr:\n", on && oh[on - 1] != '\n' ? "\n" : "") ||
+		       fw_buf_append(&obs, eh, en);
+	*exitc = res.exit_code;
+	*failed = res.cause != FW_SANDBOX_OK || res.exit_code != 0;
+	free(oh);
+	free(eh);
+	fw_sandbox_result_free(&res);
+	*obs_out = bad ? NULL : fw_utf8_fix((const char *)obs.p, obs.n, &fl);
+	*obs_len = fl;
+	fw_buf_free(&obs);
+	if (!*obs_out) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The chat so far as the API's messages: assistant turns with their
+ * tool_calls, tool turns with the id of the call they answer. */
+static json_t *api_messages(const struct turn *tv, size_t nt)
+{
+	json_t *msgs = json_array();
+
+	for (size_t i = 0; msgs && i < nt; i++) {
+		const struct turn *t = &tv[i];
+		json_t *m = json_pack("{s:s,s:s%}", "role", t->role, "content", t->text, t->len);
+		if (m && t->calls) {
+			json_error_t je;
+			json_t *cs = json_loads(t->calls, 0, &je), *c, *tcs = json_array();
+			size_t k;
+			json_array_foreach(cs, k, c)
+			{
+				json_array_append_new(tcs, json_pack("{s:O,s:s,s:{s:O,s:O}}", "id",
+								     json_object_get(c, "id"), "type",
+								     "function", "function", "name",
+								     json_object_get(c, "name"), "arguments",
+								     json_object_get(c, "args")));
+			}
+			json_decref(cs);
+			json_object_set_new(m, "tool_calls", tcs);
+		}
+		if (m && t->call_id)
+			json_object_set_new(m, "tool_call_id", json_string(t->call_id));
+		if (!m || json_array_append_new(msgs, m)) {
+			json_decref(msgs);
+			msgs = NULL;
+		}
+	}
+	return msgs;
+}
+
+/* The calls a builtin policy wrote under tmpl, as the JSON array of
+ * {id, name, args} with ids "call_TURN_K"; NULL when there are none or
+ * memory runs out (*oom set). */
+static char *parse_calls(int tmpl, const char *text, size_t len, size_t turn, int *oom)
+{
+	struct fw_toolcalls tc = { 0 };
+	char *out = NULL;
+	int n = fw_toolcall_parse((enum fw_chat_template)tmpl, text, len, &tc);
+
+	*oom = n < 0;
+	if (n > 0) {
+		json_t *a = json_array();
+		for (size_t k = 0; a && k < tc.n; k++) {
+			char id[48];
+			snprintf(id, sizeof id, "call_%zu_%zu", turn, k);
+			json_array_append_new(a, json_pack("{s:s,s:s,s:s}", "id", id, "name",
+							   tc.v[k].name, "args", tc.v[k].args));
+		}
+		out = a ? json_dumps(a, JSON_COMPACT) : NULL;
+		json_decref(a);
+		*oom = !out;
+	}
+	fw_toolcalls_clear(&tc);
+	return out;
+}
+
+/* Packs the JSON array of calls as [{id, name, args}]. */
+static void pack_calls(msgpack_packer *pk, const char *calls)
+{
+	json_error_t je;
+	json_t *a = json_loads(calls, 0, &je), *c;
+	size_t k;
+
+	msgpack_pack_array(pk, json_array_size(a));
+	json_array_foreach(a, k, c)
+	{
+		msgpack_pack_map(pk, 3);
+		pack_s(pk, "id", 2);
+		pack_text(pk, json_string_value(json_object_get(c, "id")) ?: "");
+		pack_s(pk, "name", 4);
+		pack_text(pk, json_string_value(json_object_get(c, "name")) ?: "");
+		pack_s(pk, "args", 4);
+		pack_text(pk, json_string_value(json_object_get(c, "args")) ?: "{}");
+	}
+	json_decref(a);
+}
+
 /* One episode; with shared, sequence seq of that decoding state, whose
  * prefix (the first render, the same for every sample) sample 0 has
  * prefilled for all. */
@@ -175,12 +333,44 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 		goto out;
 	if (b && !(scratch = malloc(sizeof(float) * 2 * (size_t)V)))
 		goto oom;
-	if (add_turn(&tv, &nt, &cap, "system", fw_agent_system, strlen(fw_agent_system)) ||
+	const char *sys = o->tools ? fw_agent_system_tools : fw_agent_system;
+	if (add_turn(&tv, &nt, &cap, "system", sys, strlen(sys)) ||
 	    add_turn(&tv, &nt, &cap, "user", prompt, plen))
 		goto oom;
 	fw_buf_packer(&pk, &ev);
 	for (;;) {
 		int ended = 0;
+		if (!b && o->tools) {
+			/* a server that calls tools: the whole chat each time,
+			 * in the API's shape, and the tools declared */
+			struct fw_completion c;
+			json_t *msgs = api_messages(tv, nt);
+			if (!msgs) {
+				snprintf(err, errlen, "a message is not valid UTF-8");
+				goto out;
+			}
+			if (fw_http_chat_msgs(o->http, msgs, fw_agent_tools_json,
+					      fw_rollout_seed(seed, "", 0, (int)nt), &o->s,
+					      o->max_tokens - used, &c, err, errlen))
+				goto out;
+			ended = !strcmp(c.stop, "eos");
+			used += c.n ? c.n : 1;
+			if (add_turn(&tv, &nt, &cap, "assistant", c.text, c.len)) {
+				fw_completion_clear(&c);
+				goto oom;
+			}
+			tv[nt - 1].calls = c.calls;
+			c.calls = NULL;
+			tv[nt - 1].tok = c.tokens;
+			tv[nt - 1].lp = c.logprobs;
+			tv[nt - 1].nt = c.tokens ? (size_t)c.n : 0;
+			if (!c.tokens) {
+				free(c.logprobs);
+				tv[nt - 1].lp = NULL;
+			}
+			free(c.text);
+			goto reply;
+		}
 		if (!b) {
 			/* a server: the whole chat each time, tool output as
 			 * user turns (what OpenAI-compatible servers take) */
@@ -234,7 +424,10 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 			ct[i].ntokens = tv[i].nt;
 		}
 		ids.n = 0;
-		if (fw_chat_render(b->t, (enum fw_chat_template)tmpl, ct, nt, 1, &ids, err, errlen))
+		if (o->tools ? fw_tools_render(b->t, (enum fw_chat_template)tmpl, fw_agent_tools_json,
+					       strlen(fw_agent_tools_json), ct, nt, &ids, err, errlen)
+			     : fw_chat_render(b->t, (enum fw_chat_template)tmpl, ct, nt, 1, &ids, err,
+					      errlen))
 			goto out;
 		if (ids.n >= (size_t)maxT) {
 			r->stop = "context";
@@ -317,6 +510,12 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 		tv[nt - 1].tok = tok;
 		tv[nt - 1].lp = lp;
 		tv[nt - 1].nt = n;
+		if (o->tools) {
+			int oom;
+			tv[nt - 1].calls = parse_calls(tmpl, tv[nt - 1].text, tv[nt - 1].len, nt - 1, &oom);
+			if (oom)
+				goto oom;
+		}
 reply:;
 		const char *cmd;
 		size_t cn;
@@ -327,6 +526,71 @@ reply:;
 		if (!ended) {
 			r->stop = "context";
 			break;
+		}
+		if (o->tools) {
+			/* each call of the reply in order, each answered by a
+			 * tool turn; a reply without calls ends the episode */
+			json_error_t je;
+			json_t *cs = tv[nt - 1].calls ? json_loads(tv[nt - 1].calls, 0, &je) : NULL, *c;
+			size_t k, ncalls = json_array_size(cs);
+			const char *why = ncalls ? NULL : "no-action";
+			for (k = 0; k < ncalls && !why; k++) {
+				c = json_array_get(cs, k);
+				const char *cname = json_string_value(json_object_get(c, "name")),
+					   *cargs = json_string_value(json_object_get(c, "args")),
+					   *cid = json_string_value(json_object_get(c, "id"));
+				struct fw_tool_cmd tc;
+				double left = o->timeout_s - (now() - t0);
+				char *obs = NULL;
+				size_t ol = 0;
+				int exitc = -1, failed = 1;
+				if (fw_tool_cmd(cname ? cname : "", cargs, top, &tc, err, errlen)) {
+					json_decref(cs);
+					goto out;
+				}
+				if (tc.submit) {
+					why = "submit";
+				} else if (r->steps >= o->max_steps) {
+					why = "max-steps";
+				} else if (left <= 0) {
+					why = "timeout";
+				} else if (tc.error) {
+					r->steps++;
+					obs = strdup(tc.error);
+					ol = obs ? strlen(obs) : 0;
+				} else {
+					if (run_obs(o, ws, tc.argv, tc.stdin_path, left, t0, &pk, &nev, &obs,
+						    &ol, &exitc, &failed, err, errlen)) {
+						fw_tool_cmd_clear(&tc);
+						json_decref(cs);
+						goto out;
+					}
+					r->steps++;
+				}
+				fw_tool_cmd_clear(&tc);
+				if (why)
+					break;
+				if (!obs || add_turn(&tv, &nt, &cap, "tool", obs, ol)) {
+					free(obs);
+					json_decref(cs);
+					goto oom;
+				}
+				free(obs);
+				tv[nt - 1].exit = exitc;
+				tv[nt - 1].is_error = failed;
+				if (!(tv[nt - 1].call_id = strdup(cid ? cid : ""))) {
+					json_decref(cs);
+					goto oom;
+				}
+			}
+			json_decref(cs);
+			if (!why && now() - t0 >= o->timeout_s)
+				why = "timeout";
+			if (why) {
+				r->stop = why;
+				break;
+			}
+			continue;
 		}
 		if (!find_block(tv[nt - 1].text, tv[nt - 1].len, &cmd, &cn)) {
 			r->stop = "no-action";
@@ -346,67 +610,23 @@ reply:;
 			break;
 		}
 		/* run the block */
-		char *script = strndup(cmd, cn);
-		struct fw_sandbox_opts so;
-		struct fw_sandbox_result res;
+		char *script = strndup(cmd, cn), *obs = NULL;
 		char *argv[] = { "bash", "-c", script, NULL };
+		size_t ol;
+		int exitc, failed;
 		if (!script)
 			goto oom;
-		fw_sandbox_opts_init(&so);
-		so.workspace = ws;
-		so.ro_binds = o->mounts;
-		so.allow = o->allow;
-		so.timeout_s = o->step_timeout_s > 0 && o->step_timeout_s < left ? o->step_timeout_s
-										   : left;
-		so.procs = 256;
-		const char *eb[66], *evars[1 + FW_ENV_MAXVARS];
-		if (fw_env_apply(o->env, &so, eb, 66, evars, 1 + FW_ENV_MAXVARS)) {
-			free(script);
-			snprintf(err, errlen, "too many mounts");
-			goto out;
-		}
-		int ran = fw_sandbox_run(&so, argv, &res, err, errlen);
+		int ran = run_obs(o, ws, argv, NULL, left, t0, &pk, &nev, &obs, &ol, &exitc, &failed,
+				  err, errlen);
 		free(script);
 		if (ran)
 			goto out;
 		r->steps++;
-		for (size_t i = 0; i < res.nevents; i++) {
-			msgpack_pack_map(&pk, 3);
-			pack_s(&pk, "kind", 4);
-			pack_s(&pk, res.events[i].kind, strlen(res.events[i].kind));
-			pack_s(&pk, "detail", 6);
-			/* a detail may quote what the command sent */
-			pack_text(&pk, res.events[i].detail ? res.events[i].detail : "");
-			pack_s(&pk, "at", 2);
-			msgpack_pack_double(&pk, now() - t0);
-			nev++;
-		}
-		struct fw_buf obs = { 0 };
-		size_t on, en;
-		char *oh = fw_head_tail(res.out.data ? res.out.data : "", res.out.len, o->obs_head,
-					o->obs_tail, &on);
-		char *eh = fw_head_tail(res.err.data ? res.err.data : "", res.err.len, o->obs_head,
-					o->obs_tail, &en);
-		int bad = !oh || !eh;
-		if (res.cause != FW_SANDBOX_OK)
-			bad |= fw_buf_printf(&obs, "stopped: %s\n", fw_sandbox_cause_name(res.cause));
-		bad |= fw_buf_printf(&obs, "exit: %d\n", res.exit_code);
-		if (!bad && on)
-			bad |= fw_buf_append(&obs, oh, on);
-		if (!bad && en)
-			bad |= fw_buf_printf(&obs, "%sstderr:\n", on && oh[on - 1] != '\n' ? "\n" : "") ||
-			       fw_buf_append(&obs, eh, en);
-		int exitc = res.exit_code;
-		free(oh);
-		free(eh);
-		fw_sandbox_result_free(&res);
-		char *ofix = bad ? NULL : fw_utf8_fix((const char *)obs.p, obs.n, &fl);
-		fw_buf_free(&obs);
-		if (!ofix || add_turn(&tv, &nt, &cap, "tool", ofix, fl)) {
-			free(ofix);
+		if (add_turn(&tv, &nt, &cap, "tool", obs, ol)) {
+			free(obs);
 			goto oom;
 		}
-		free(ofix);
+		free(obs);
 		tv[nt - 1].exit = exitc;
 		if (now() - t0 >= o->timeout_s) {
 			r->stop = "timeout";
@@ -431,7 +651,8 @@ reply:;
 		struct turn *t = &tv[i];
 		/* a server that gives no ids leaves a reply without tokens */
 		int asst = !strcmp(t->role, "assistant") && t->tok, tool = !strcmp(t->role, "tool");
-		msgpack_pack_map(&pk, 2 + 2 * asst + tool);
+		int calls = t->calls != NULL, answer = tool && t->call_id;
+		msgpack_pack_map(&pk, 2 + 2 * asst + tool + calls + 2 * answer);
 		pack_s(&pk, "role", 4);
 		pack_s(&pk, t->role, strlen(t->role));
 		pack_s(&pk, "text", 4);
@@ -450,6 +671,16 @@ reply:;
 			pack_s(&pk, "exit", 4);
 			msgpack_pack_int(&pk, t->exit);
 		}
+		if (calls) {
+			pack_s(&pk, "calls", 5);
+			pack_calls(&pk, t->calls);
+		}
+		if (answer) {
+			pack_s(&pk, "call_id", 7);
+			pack_text(&pk, t->call_id);
+			pack_s(&pk, "is_error", 8);
+			t->is_error ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+		}
 	}
 	fw_buf_packer(&pk, &r->events);
 	msgpack_pack_array(&pk, (size_t)nev);
@@ -463,6 +694,8 @@ out:
 		free(tv[i].text);
 		free(tv[i].tok);
 		free(tv[i].lp);
+		free(tv[i].calls);
+		free(tv[i].call_id);
 	}
 	free(tv);
 	free(ct);

@@ -226,6 +226,42 @@ static int request(struct fw_http *h, int chat, json_t *rq, const struct fw_samp
 	ch = json_array_get(json_object_get(doc, "choices"), 0);
 	v = chat ? json_object_get(json_object_get(ch, "message"), "content")
 		 : json_object_get(ch, "text");
+	json_t *tcs = chat ? json_object_get(json_object_get(ch, "message"), "tool_calls") : NULL;
+	if (json_is_array(tcs) && json_array_size(tcs)) {
+		json_t *calls = json_array(), *tc;
+		size_t i;
+		json_array_foreach(tcs, i, tc)
+		{
+			json_t *fn = json_object_get(tc, "function"), *args = json_object_get(fn, "arguments");
+			json_t *id = json_object_get(tc, "id");
+			const char *name = json_string_value(json_object_get(fn, "name"));
+			char idb[32];
+			if (!name) {
+				json_decref(calls);
+				snprintf(err, errlen, "%s: tool call %zu has no function name", url, i + 1);
+				goto out;
+			}
+			snprintf(idb, sizeof idb, "call_%zu", i);
+			char *as = json_is_string(args) ? strdup(json_string_value(args))
+				   : json_dumps(args ? args : json_object(), JSON_COMPACT);
+			json_array_append_new(calls, json_pack("{s:s,s:s,s:s}", "id",
+							       json_is_string(id) ? json_string_value(id) : idb,
+							       "name", name, "args", as ? as : "{}"));
+			free(as);
+		}
+		out->calls = json_dumps(calls, JSON_COMPACT);
+		json_decref(calls);
+		if (!out->calls)
+			goto oom;
+		/* a reply that is only tool calls has a null content */
+		if (!json_is_string(v)) {
+			if (!(out->text = strdup("")))
+				goto oom;
+			out->len = 0;
+			out->stop = "eos";
+			goto tokens;
+		}
+	}
 	if (!json_is_string(v)) {
 		snprintf(err, errlen, "%s: the answer is not a completion: %s", url,
 			 quote(q, resp.p, resp.n, 120));
@@ -238,6 +274,9 @@ static int request(struct fw_http *h, int chat, json_t *rq, const struct fw_samp
 	out->stop = json_is_string(json_object_get(ch, "finish_reason")) &&
 			    !strcmp(json_string_value(json_object_get(ch, "finish_reason")), "stop")
 		    ? "eos" : "max-tokens";
+	if (out->calls)
+		out->stop = "eos";
+tokens:;
 	json_t *ids = json_object_get(ch, "token_ids"), *lps = json_object_get(ch,
 										  "token_logprobs_all");
 	json_t *content = NULL;
@@ -429,7 +468,26 @@ int fw_http_chat(struct fw_http *h, const char *const *roles, const char *const 
 		snprintf(err, errlen, "a message is not valid UTF-8");
 		return -1;
 	}
-	json_t *rq = json_pack("{s:o}", "messages", msgs), *ids;
+	return fw_http_chat_msgs(h, msgs, NULL, seed, s, max_tokens, out, err, errlen);
+}
+
+int fw_http_chat_msgs(struct fw_http *h, void *msgs, const char *tools_json, uint64_t seed,
+		      const struct fw_sampler *s, int max_tokens, struct fw_completion *out,
+		      char *err, size_t errlen)
+{
+	json_t *rq = json_pack("{s:o}", "messages", (json_t *)msgs), *ids;
+	if (rq && tools_json) {
+		json_error_t je;
+		json_t *tools = json_loads(tools_json, 0, &je);
+		if (!json_is_array(tools)) {
+			json_decref(tools);
+			json_decref(rq);
+			memset(out, 0, sizeof *out);
+			snprintf(err, errlen, "the tools are not a JSON array: %s", je.text);
+			return -1;
+		}
+		json_object_set_new(rq, "tools", tools);
+	}
 	long W = context(h), P = W > 0 && rq ? count(h, rq, 1, &ids) : -1;
 	if (P >= 0) {
 		json_decref(ids);

@@ -671,3 +671,72 @@ PY
   rollout --policy "builtin:$F/short" --temp 0 --max-tokens 50 --ignore-stop --no-time "$F/task1.mp" > "$T/b.mp"
   diff <(json "$T/h.mp" | jq -c '.turns[1].tokens') <(json "$T/b.mp" | jq -c '.turns[1].tokens')
 }
+
+@test "the tools of an agent: files written, read and edited in the workspace; bad calls answered as errors" {
+  # an OpenAI-compatible stand-in whose replies are scripted calls: the
+  # agent's side of the protocol against the shapes the API gives
+  cat > "$T/calls.py" <<'PY'
+import http.server, json, sys
+script = [
+    [("write_file", {"path": "d/new.txt", "content": "one\ntwo\n"})],
+    [("str_replace", {"path": "d/new.txt", "old": "two", "new": "three"}),
+     ("read_file", {"path": "d/new.txt"})],
+    [("str_replace", {"path": "d/new.txt", "old": "absent", "new": "x"}),
+     ("nosuch", {}), ("bash", "not json")],
+    [("submit", {})],
+]
+seen = []
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        rq = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path.endswith("/tokenize"):
+            self.send_response(404); self.end_headers(); return
+        turn = sum(1 for m in rq["messages"] if m["role"] == "assistant")
+        seen.append(rq)
+        open(sys.argv[2], "w").write(json.dumps(seen))
+        calls = [{"id": f"c{turn}{k}", "type": "function",
+                  "function": {"name": n, "arguments": a if isinstance(a, str) else json.dumps(a)}}
+                 for k, (n, a) in enumerate(script[turn])]
+        body = json.dumps({"id": "x", "object": "chat.completion", "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": None, "tool_calls": calls},
+            "finish_reason": "tool_calls"}], "usage": {"completion_tokens": 5}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self.send_response(404); self.end_headers()
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(f"http://127.0.0.1:{s.server_port}/v1")
+s.serve_forever()
+PY
+  /usr/bin/python3 "$T/calls.py" "$T/url" "$T/seen.json" &
+  local pid=$!
+  for _ in $(seq 100); do [ -s "$T/url" ] && break; sleep 0.05; done
+  run --separate-stderr rollout --policy "http:$(cat "$T/url")" --mode agent --tools \
+    --max-tokens 300 -o "$T/c.mp" "$F/task1.mp"
+  kill "$pid"
+  assert_success
+  json "$T/c.mp" > "$T/c.json"
+  run jq -c '[.stop, .steps, [.turns[] | select(.role == "tool") | [.call_id, .is_error]]]' "$T/c.json"
+  assert_output '["submit",6,[["c00",false],["c10",false],["c11",false],["c20",true],["c21",true],["c22",true]]]'
+  run jq -r '.turns[] | select(.call_id == "c11") | .text' "$T/c.json"
+  assert_output "$(printf 'exit: 0\none\nthree')"
+  run jq -r '.turns[] | select(.call_id == "c20") | .text' "$T/c.json"
+  assert_output --partial 'old occurs 0 times, not once'
+  run jq -r '.turns[] | select(.call_id == "c21" or .call_id == "c22") | .text' "$T/c.json"
+  assert_line "unknown tool 'nosuch'"
+  assert_line --partial 'bash: the arguments are not a JSON object: not json'
+  # the file is in the patch, edited
+  run jq -r .patch "$T/c.json"
+  assert_line 'diff --git a/d/new.txt b/d/new.txt'
+  assert_line '+three'
+  # what went back to the server: the tools declared, each result as a
+  # tool message naming its call
+  run jq -c '.[-1] | [(.tools | length), ([.messages[] | select(.role == "tool") | .tool_call_id] | join(",")),
+              (.messages[2].tool_calls[0].function.name)]' "$T/seen.json"
+  assert_output '[5,"c00,c10,c11,c20,c21,c22","write_file"]'
+}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_agent_tools.h"
 #include "fw_cli.h"
 #include "fw_env.h"
 #include "fw_history.h"
@@ -22,13 +23,14 @@
 
 static const char usage_text[] =
 	"usage: rollout --policy builtin:DIR | http:URL | exec:CMD [--model NAME] [--store DIR]\n"
-	"               [--mode fill | agent]\n"
+	"               [--mode fill | agent [--tools]]\n"
 	"               [--samples K] [--seed S] [--temp T] [--top-p P] [--top-k K]\n"
 	"               [--max-tokens N] [--context BYTES] [--max-steps N] [-j N] [--shard K/N]\n"
 	"               [--allow HOST ...]\n"
 	"               [--mount PATH ...] [--env DIR | ID] [--env-store DIR]\n"
 	"               [--timeout SEC] [--ignore-stop] [--no-time]\n"
 	"               [--progress] [--device cpu|cuda[:N]] [-z] [-o OUT] [FILE ...]\n"
+	"       rollout --print-tools\n"
 	"       rollout -h | --help | --version\n";
 
 enum backend { B_BUILTIN, B_EXEC, B_HTTP };
@@ -38,7 +40,7 @@ struct opts {
 	enum backend backend;
 	uint64_t samples, seed, jobs, max_tokens, shard_k, shard_n, context;
 	double temp, top_p, timeout_s;
-	int top_k, no_time, progress, level, ignore_stop, agent;
+	int top_k, no_time, progress, level, ignore_stop, agent, tools;
 	uint64_t max_steps;
 	const char **allow, **mounts;
 	size_t nallow, nmounts;
@@ -126,7 +128,7 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 	fw_buf_append(&j->out, tb.p, tb.n);
 	fw_buf_free(&tb);
 	fw_pack_cstr(&pk, "policy");
-	msgpack_pack_map(&pk, o->backend == B_EXEC ? 3 : 6 + (o->backend == B_HTTP && o->model));
+	msgpack_pack_map(&pk, o->backend == B_EXEC ? 3 : 6 + (o->backend == B_HTTP && o->model) + o->tools);
 	fw_pack_cstr(&pk, "backend");
 	fw_pack_cstr(&pk, o->backend == B_BUILTIN ? "builtin" : o->backend == B_HTTP ? "http" : "exec");
 	fw_pack_cstr(&pk, o->backend == B_BUILTIN ? "ckpt" : o->backend == B_HTTP ? "url" : "cmd");
@@ -134,6 +136,11 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 	if (o->backend == B_HTTP && o->model) {
 		fw_pack_cstr(&pk, "model");
 		fw_pack_cstr(&pk, o->model);
+	}
+	if (o->tools) {
+		/* the agent called tools (fw_agent_tools.h), not bash blocks */
+		fw_pack_cstr(&pk, "tools");
+		msgpack_pack_true(&pk);
 	}
 	fw_pack_cstr(&pk, "seed");
 	msgpack_pack_uint64(&pk, o->seed);
@@ -591,7 +598,7 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 	struct fw_store *st;
 	struct fw_agent_opts ao = { { (float)o->temp, (float)o->top_p, o->top_k },
 				    (int)o->max_steps, (int)o->max_tokens, o->timeout_s, 60,
-				    2048, 2048, w->h, o->mounts, o->allow, NULL, NULL };
+				    2048, 2048, w->h, o->mounts, o->allow, NULL, NULL, o->tools };
 	struct fw_context_mount cm = { 0 };
 	struct fw_env *env = NULL;
 
@@ -914,7 +921,8 @@ int main(int argc, char **argv)
 			  .timeout_s = 600, .level = -1, .max_steps = 20 };
 	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
 	       O_MAX_TOKENS, O_CONTEXT, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
-	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_DEVICE, O_VERSION, O_ENV, O_ENV_STORE };
+	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_DEVICE, O_VERSION, O_ENV, O_ENV_STORE, O_TOOLS,
+	       O_PRINT_TOOLS };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, O_POLICY },
 		{ "store", required_argument, NULL, O_STORE },
@@ -935,6 +943,8 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "no-time", no_argument, NULL, O_NO_TIME },
 		{ "ignore-stop", no_argument, NULL, O_IGNORE_STOP },
+		{ "tools", no_argument, NULL, O_TOOLS },
+		{ "print-tools", no_argument, NULL, O_PRINT_TOOLS },
 		{ "max-steps", required_argument, NULL, O_MAX_STEPS },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "device", required_argument, NULL, O_DEVICE },
@@ -1019,6 +1029,11 @@ int main(int argc, char **argv)
 		case O_NO_TIME: o.no_time = 1; break;
 		case O_MODEL: o.model = optarg; break;
 		case O_IGNORE_STOP: o.ignore_stop = 1; break;
+		case O_TOOLS: o.tools = 1; break;
+		case O_PRINT_TOOLS:
+			/* the tools an agent with --tools is given, as sent */
+			puts(fw_agent_tools_json);
+			return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case O_PROGRESS: o.progress = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
@@ -1041,6 +1056,8 @@ int main(int argc, char **argv)
 	} else {
 		return usage_error("unknown policy '%s' (builtin:DIR, http:URL, exec:CMD)", o.policy);
 	}
+	if (o.tools && !o.agent)
+		return usage_error("%s", "--tools needs --mode agent");
 	if (o.agent && o.backend == B_EXEC)
 		return usage_error("%s", "--mode agent needs a builtin or http policy");
 	if (o.model && o.backend != B_HTTP)
