@@ -35,8 +35,9 @@ DEB_PKGS += mpi-default-bin
 # serve's HTTP server (libmicrohttpd; the library is loaded at run time)
 DEB_PKGS += libmicrohttpd-dev
 # serve.bats drives serve with OpenAI's client for Node, which it installs
-# from the npm registry into a cache folder (skipped when unreachable)
-DEB_PKGS += npm
+# from the npm registry into a cache folder with the npm that comes with
+# nodejs (skipped when npm or the registry is missing; Debian's own npm
+# package conflicts with a nodejs that bundles npm, so it is not named here)
 # the loops beyond one machine: a single-node Slurm cluster in the tests
 DEB_PKGS += slurm-wlm munge
 # srun --mpi=pmix: Slurm's pmix plugin loads libpmix.so
