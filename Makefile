@@ -5,6 +5,7 @@
 #   make test         deps + build + C unit tests + bats suite
 #   make check        test + ASan/UBSan unit tests + man lint + fuzz run
 #   make demo         the main job on the embedded samples
+#   make learn-ablate the inner loop with and without teach, 3 seeds each
 #   make CUDA=1       also build kernels/cuda/ (needs nvcc, not a GPU)
 #   make install PREFIX=/usr/local DESTDIR=
 #   V=1               show the commands
@@ -76,7 +77,7 @@ GPU_SRCS    := $(wildcard tests/gpu/*.c)
 LIBFW       := $(O)/libflywheel.a
 MANS        := $(wildcard man/*.[157])
 
-.PHONY: all deps test check learn unit bats demo install uninstall clean fuzz asan manlint \
+.PHONY: all deps test check learn learn-ablate unit bats demo install uninstall clean fuzz asan manlint \
 	bench gpu-check outer-loop inner-loop eval status
 .DEFAULT_GOAL := all
 
@@ -132,7 +133,7 @@ test: deps
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory test
-	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn
+	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn learn-ablate
 
 # The demo's learning criterion (tests/slow/learning.bats,
 # 5-7 minutes on 2 cores): too long for `make test`, which checks the
@@ -140,6 +141,14 @@ check: deps
 learn: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BIN_DIR=$(B) tests/run tests/slow/learning.bats
+
+# Does teach speed learning?  The demo's bootstrap, then its inner loop
+# with and without teach, three training seeds each, at the demo's size
+# (pipelines/ablate.sh): a table, $(LOOP)/ablate/ablate.json and
+# ablate.png.  Part of `make check`, not of `make test`.
+learn-ablate: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)FW_BIN=$(abspath $(B)) pipelines/ablate.sh $(LOOP)/ablate
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps

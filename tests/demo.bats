@@ -10,6 +10,31 @@ setup() {
   ROOT="$BATS_TEST_DIRNAME/.."
 }
 
+# construct O CKPT DIR: beside a resolved rollout of O/iter-1 whose body
+# returns, the same body printing instead, as the corpus's bug writes it:
+# its tokens, the log-probs CKPT gives them, graded for real; then both
+# through teach --hints env,demo with CKPT as the teacher, into DIR/taught.json
+construct() {
+  local O=$1 CK=$2 W=$3 f
+  rec json "$O/iter-1/graded.msgpack" |
+    jq -c 'select(.grade.resolved and (.turns[-1].text | test("^    return [^\n]+\n$")))' | head -1 > "$W/right.json"
+  [ -s "$W/right.json" ]
+  jq -c --arg ck "$CK" '
+    (.mask | index(1)) as $f | (.turns[-1].text | capture("^    return (?<e>[^\n]+)\n$").e) as $e
+    | ("    print(" + $e + ")\n") as $t
+    | .policy.ckpt = $ck | del(.grade)
+    | .id += "-print" | .sample = 99 | .turns[-1].text = $t
+    | .tokens = .tokens[:$f] + ($t | explode) + [.tokens[-1]]
+    | .mask = [range(0; $f) | 0] + [range(0; ($t | length) + 1) | 1]
+    | .patch |= sub("\n\\+    return [^\n]+\n"; "\n+    print(" + $e + ")\n")' "$W/right.json" > "$W/wrong0.json"
+  f=$(jq '.mask | index(1)' "$W/wrong0.json")
+  jq -c '{tokens}' "$W/wrong0.json" | rec from-json | ckpt score "$CK" | rec json | jq -c .logprobs > "$W/lp.json"
+  jq -c --argjson f "$f" --slurpfile lp "$W/lp.json" '.turns[-1].logprobs = $lp[0][$f - 1:]' "$W/wrong0.json" |
+    rec from-json | grade --store "$O/drills/store.git" > "$W/wrong.mp"
+  jq -c --arg ck "$CK" '.policy.ckpt = $ck' "$W/right.json" | rec from-json > "$W/right.mp"
+  cat "$W/wrong.mp" "$W/right.mp" | teach --hints env,demo 2> "$W/teach.err" | rec json > "$W/taught.json"
+}
+
 @test "the demo's first stages: outer loop, tasks from the sample repositories, grading, clean room" {
   run --separate-stderr env FW_BIN="$BIN_DIR" DEMO_UPTO=4 "$ROOT/pipelines/demo.sh" "$BATS_TEST_TMPDIR/out"
   assert_success
@@ -70,6 +95,23 @@ setup() {
   rec json "$O/iter-2/rollouts.msgpack" | head -1 | jq -e --arg c "$(cat "$O/iter-1/ckpt")" '.policy.ckpt == $c'
   [ "$(rec json "$O/iter-1/taught.msgpack" | jq -s '[.[] | select(.teach == null)] | length')" = 0 ]
   [ "$(wc -l < "$O/curve.tsv")" = 6 ]
+  # teach gave per-token credit to at least 95% of the failing rollouts,
+  # and said so
+  assert_line --regexp '^teach gave per-token credit to [0-9]+ of [0-9]+ failing rollouts \([0-9.]+%\)$'
+  run jq -s -e '([.[].credited] | add) >= 0.95 * ([.[].failing] | add) and ([.[].failing] | add) > 0' \
+    "$O"/iter-[1-5]/row.json
+  assert_success
+  # credit where it matters, in a constructed case: the bootstrap, as its
+  # own teacher, reads the hint about a body that printed instead of
+  # returning, and its credit on the tokens that differ from the right body
+  # is negative and below its credit on the rest
+  mkdir -p "$BATS_TEST_TMPDIR/cc"
+  construct "$O" "$(cat "$O/boot/ckpt")" "$BATS_TEST_TMPDIR/cc"
+  run jq -c 'select(.id | endswith("-print")) | .grade.resolved, .teach.hints[0].text,
+    (.teach.adv_split | .differ < 0 and .differ < .rest and .n_differ > 0)' "$BATS_TEST_TMPDIR/cc/taught.json"
+  assert_line --index 0 false
+  assert_line --index 1 --regexp '^"test drills::[a-z]+: fail: [a-z]+\(-?[0-9]+\) returned None, expected '
+  assert_line --index 2 true
   if command -v gnuplot > /dev/null; then
     for f in eval reward loss; do [ -s "$O/$f.png" ]; done
   fi
