@@ -108,14 +108,15 @@ mv "$out/ablate.json.tmp" "$out/ablate.json"
 jq -s . "$out/stats.jsonl" > "$out/stats.json"
 
 # the table: per iteration, each arm's mean and seed-to-seed standard
-# deviation of the eval pass rate, the rollouts it used, teach's credit
-# and both arms' entropy
+# deviation of the eval pass rate, the rollouts each used (the same tasks
+# and samples), teach's credit and both arms' entropy
 jq -r -s --slurpfile a "$out/ablate.json" '
   def mean: add / length;
   def sd: mean as $m | if length > 1 then ((map((. - $m) * (. - $m)) | add) / (length - 1) | sqrt) else 0 end;
   def r3: if . == null then "-" else (. * 1000 | round / 1000 | tostring) end;
   . as $all | $a[0] as $A
-  | "iter  teach eval (sd)    reward eval (sd)   rollouts/arm  credited   adv differ/rest   entropy teach/reward",
+  | (["iter", "teach eval (sd)", "reward eval (sd)", "rollouts teach/reward", "credited",
+      "adv differ/rest", "entropy teach/reward"] | @tsv),
     (range(0; $A.iterations + 1) as $i
      | ($A.arms.teach.eval | map(.[$i])) as $t | ($A.arms.reward.eval | map(.[$i])) as $r
      | [$all[] | select(.iter == $i)] as $row
@@ -125,16 +126,22 @@ jq -r -s --slurpfile a "$out/ablate.json" '
      | ([$rt[].n_differ] | add // 0) as $nd
      | ([$rt[] | select(.n_rest > 0) | .rest * .n_rest] | add) as $sr
      | ([$rt[].n_rest] | add // 0) as $nr
-     | "\($i)     \($t | mean | r3) (\($t | sd | r3))      \($r | mean | r3) (\($r | sd | r3))       "
-       + (if $i == 0 then "-             -          -                 -"
-          else "\(($rt | map(.rollouts) | add) / ($rt | length))           \($c)/\($f)     "
-            + "\(if $nd > 0 then $sd / $nd else null end | r3)/\(if $nr > 0 then $sr / $nr else null end | r3)     "
-            + "\([$rt[].entropy] | mean | r3)/\([$rr[].entropy] | mean | r3)" end)),
-    "spread (pooled seed-to-seed sd of the final pass rate): \($A.spread | r3)",
-    "final: teach \([$A.arms.teach.eval[][-1]] | mean | r3), reward \([$A.arms.reward.eval[][-1]] | mean | r3): "
-      + (if $A.teach_ahead then "teach ahead by more than the spread" else "teach NOT ahead by more than the spread" end),
-    "iterations for teach to reach the reward arm'"'"'s final mean: \($A.iters_to_match // "never")"' \
-  "$out/stats.jsonl" | tee "$out/table.txt"
+     | [$i, "\($t | mean | r3) (\($t | sd | r3))", "\($r | mean | r3) (\($r | sd | r3))"]
+       + (if $i == 0 then ["-", "-", "-", "-"]
+          else ["\([$rt[].rollouts] | add)/\([$rr[].rollouts] | add)", "\($c)/\($f)",
+                "\(if $nd > 0 then $sd / $nd else null end | r3)/\(if $nr > 0 then $sr / $nr else null end | r3)",
+                "\([$rt[].entropy] | mean | r3)/\([$rr[].entropy] | mean | r3)"] end)
+     | @tsv)' "$out/stats.jsonl" | column -t -s "$(printf '\t')" > "$out/table.txt"
+jq -r '
+  def mean: add / length;
+  def r3: if . == null then "-" else (. * 1000 | round / 1000 | tostring) end;
+  "(rollouts summed over the seeds; adv: teach'"'"'s mean credit on the tokens that differ from a correct solution and on the rest)",
+  "spread (pooled seed-to-seed sd of the final pass rate): \(.spread | r3)",
+  "final: teach \([.arms.teach.eval[][-1]] | mean | r3), reward \([.arms.reward.eval[][-1]] | mean | r3): "
+    + (if .teach_ahead then "teach ahead by more than the spread" else "teach NOT ahead by more than the spread" end),
+  "iterations for teach to reach the reward arm'"'"'s final mean: \(.iters_to_match // "never")"' \
+  "$out/ablate.json" >> "$out/table.txt"
+cat "$out/table.txt"
 
 # the plot: mean of each arm, and its range over the seeds
 jq -r '. as $A | range(0; .iterations + 1) as $i

@@ -103,12 +103,15 @@ construct() {
   assert_success
   # credit where it matters, in a constructed case: the bootstrap, as its
   # own teacher, reads the hint about a body that printed instead of
-  # returning, and its credit on the tokens that differ from the right body
-  # is negative and below its credit on the rest
+  # returning; its credit on the tokens that differ from the right body is
+  # negative, and they take more of it in all than every other token
+  # together (a teacher that cannot read the hint, bootstrapped without the
+  # corpus's notes, spreads it over the whole body, indentation included:
+  # -20 on 5 differing tokens against -36 on the 17 others)
   mkdir -p "$BATS_TEST_TMPDIR/cc"
   construct "$O" "$(cat "$O/boot/ckpt")" "$BATS_TEST_TMPDIR/cc"
   run jq -c 'select(.id | endswith("-print")) | .grade.resolved, .teach.hints[0].text,
-    (.teach.adv_split | .differ < 0 and .differ < .rest and .n_differ > 0)' "$BATS_TEST_TMPDIR/cc/taught.json"
+    (.teach.adv_split | .differ < 0 and .n_differ > 0 and .differ * .n_differ < .rest * .n_rest)' "$BATS_TEST_TMPDIR/cc/taught.json"
   assert_line --index 0 false
   assert_line --index 1 --regexp '^"test drills::[a-z]+: fail: [a-z]+\(-?[0-9]+\) returned None, expected '
   assert_line --index 2 true
