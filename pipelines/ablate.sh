@@ -52,13 +52,19 @@ done
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 log=$out/ablate.log
-: > "$log"
 t0=$(date +%s)
 say() { printf '== [%ss] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
 
-say "bootstrap (demo.sh stages 1, 5, 6 in $out/base)"
-DEMO_QUICK=1 DEMO_UPTO=6 "$here/pipelines/demo.sh" "$out/base" >> "$log" 2>&1 \
-  || { echo "ablate: the bootstrap failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
+# a finished stage is not redone: a bootstrap with its eval, an iteration
+# with its checkpoint, an eval with its pass.json (so a rerun goes on
+# where a stopped one ended)
+if [ -s "$out/base/boot/ckpt" ] && [ -s "$out/base/boot/eval-s1/pass.json" ]; then
+  say "bootstrap: $(cat "$out/base/boot/ckpt") (made by an earlier run)"
+else
+  say "bootstrap (demo.sh stages 1, 5, 6 in $out/base)"
+  DEMO_QUICK=1 DEMO_UPTO=6 "$here/pipelines/demo.sh" "$out/base" >> "$log" 2>&1 \
+    || { echo "ablate: the bootstrap failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
+fi
 tasks=$out/base/drills/tasks.msgpack store=$out/base/drills/store.git
 boot=$(cat "$out/base/boot/ckpt")
 b0=$(jq .pass "$out/base/boot/eval-s1/pass.json")

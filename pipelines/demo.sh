@@ -26,7 +26,8 @@
 # solution and on the rest, and the policy's entropy: iter-stats.sh), out/summary.json, and PNG plots (gnuplot).
 #
 # Environment: DEMO_ITERS (5), DEMO_ABLATE (teach: the inner loop without
-# teach), DEMO_SFT_STEPS (500), DEMO_TASKS (80: train tasks per iteration at
+# teach), DEMO_SFT_STEPS (750: the corpus's notes make it half again as
+# long as it was at 500, so each plain drill is seen as often), DEMO_TASKS (80: train tasks per iteration at
 # most, a share of the train split drawn from the iteration's seed),
 # DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (1), DEMO_LR (1e-4), DEMO_STEPS
 # (8: optimizer steps per iteration), DEMO_DISTILL (0.1: the weight of
@@ -50,7 +51,7 @@ PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 iters=${DEMO_ITERS:-5}
 ablate=${DEMO_ABLATE:-}
-sft_steps=${DEMO_SFT_STEPS:-500}
+sft_steps=${DEMO_SFT_STEPS:-750}
 ntasks=${DEMO_TASKS:-80}
 k=${DEMO_SAMPLES:-4}
 ek=${DEMO_EVAL_SAMPLES:-1}
