@@ -160,7 +160,8 @@ set output '$out/ablate.png'
 set xlabel 'iteration (0: bootstrap)'
 set ylabel 'held-out eval pass rate'
 set grid
-set key bottom right
+set xtics 1
+set key top left opaque box
 set style fill transparent solid 0.2 noborder
 plot '$out/curves.tsv' using 1:3:4 with filledcurves lc rgb '#1f77b4' title 'with teach: seed range', \
      '' using 1:2 with linespoints lw 2 lc rgb '#1f77b4' title 'with teach: mean', \
