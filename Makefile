@@ -6,6 +6,7 @@
 #   make check        test + ASan/UBSan unit tests + man lint + fuzz run
 #   make demo         the main job on the embedded samples
 #   make judge        a small judge distilled from a top judge (pipelines/judge.sh)
+#   make learn-ablate the inner loop with and without teach, 3 seeds each
 #   make CUDA=1       also build kernels/cuda/ (needs nvcc, not a GPU)
 #   make install PREFIX=/usr/local DESTDIR=
 #   V=1               show the commands
@@ -88,7 +89,7 @@ GPU_SRCS    := $(wildcard tests/gpu/*.c)
 LIBFW       := $(O)/libflywheel$(FL_SUFFIX).a
 MANS        := $(wildcard man/*.[157])
 
-.PHONY: all deps test check learn unit bats demo judge install uninstall clean fuzz asan manlint \
+.PHONY: all deps test check learn learn-ablate unit bats demo judge install uninstall clean fuzz asan manlint \
 	bench gpu-check outer-loop inner-loop eval status
 .DEFAULT_GOAL := all
 
@@ -149,14 +150,23 @@ test: deps
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory test
-	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn
+	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn learn-ablate
 
 # The demo's learning criterion (tests/slow/learning.bats,
 # 5-7 minutes on 2 cores): too long for `make test`, which checks the
-# criterion at reduced size (tests/demo.bats).
+# criterion at reduced size (tests/demo.bats); and a model taught to call a
+# tool, through serve and in process (tests/slow/agent-tools.bats, minutes).
 learn: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BIN_DIR=$(B) tests/run tests/slow/learning.bats
+	$(Q)BIN_DIR=$(B) tests/run tests/slow/learning.bats tests/slow/agent-tools.bats
+
+# Does teach speed learning?  The demo's bootstrap, then its inner loop
+# with and without teach, three training seeds each, at the demo's size
+# (pipelines/ablate.sh): a table, $(LOOP)/ablate/ablate.json and
+# ablate.png.  Part of `make check`, not of `make test`.
+learn-ablate: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)FW_BIN=$(abspath $(B)) pipelines/ablate.sh $(LOOP)/ablate
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps

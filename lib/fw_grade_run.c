@@ -1162,7 +1162,7 @@ int fw_grade_rollout(struct fw_grader *g, struct fw_mpv rec, struct fw_buf *out,
 
 	msgpack_packer pk;
 	fw_buf_packer(&pk, &gb);
-	int nfields = 10 + (j.killed != NULL) + (j.timed && !g->o.no_time) + (j.error[0] != 0);
+	int nfields = 11 + (j.killed != NULL) + (j.timed && !g->o.no_time) + (j.error[0] != 0);
 	msgpack_pack_map(&pk, nfields);
 	pack_str(&pk, "f2p_pass"); msgpack_pack_uint32(&pk, sc.f2p_pass);
 	pack_str(&pk, "f2p_total"); msgpack_pack_uint32(&pk, sc.f2p_total);
@@ -1189,6 +1189,27 @@ int fw_grade_rollout(struct fw_grader *g, struct fw_mpv rec, struct fw_buf *out,
 			fw_test_passes(r, id, 0, &status);
 			pack_str(&pk, id);
 			pack_str(&pk, status);
+		}
+	/* the first line of each failing test's message: what the code did,
+	 * for a teacher's hint */
+	size_t nmsg = 0;
+	for (int l = 0; r && l < 2; l++)
+		for (size_t i = 0; i < lists[l]->n; i++) {
+			const struct fw_test_result *tr = fw_report_find(r, lists[l]->v[i]);
+			if ((l == 0 || !in_list(&j.f2p, lists[l]->v[i])) && tr && tr->message &&
+			    tr->outcome >= FW_FAIL)
+				nmsg++;
+		}
+	pack_str(&pk, "messages");
+	msgpack_pack_map(&pk, nmsg);
+	for (int l = 0; nmsg && l < 2; l++)
+		for (size_t i = 0; i < lists[l]->n; i++) {
+			const struct fw_test_result *tr = fw_report_find(r, lists[l]->v[i]);
+			if ((l == 0 || !in_list(&j.f2p, lists[l]->v[i])) && tr && tr->message &&
+			    tr->outcome >= FW_FAIL) {
+				pack_str(&pk, lists[l]->v[i]);
+				pack_str(&pk, tr->message);
+			}
 		}
 	pack_str(&pk, "reason"); pack_str(&pk, j.reason);
 	if (j.killed) {

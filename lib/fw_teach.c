@@ -152,8 +152,19 @@ int fw_teach_env_hints(struct fw_mpv rec, size_t max_chars, struct fw_teach_hint
 				    (sn == 5 && !memcmp(ss, "xfail", 5)) || (sn == 4 && !memcmp(ss, "skip", 4)))
 					continue;
 				failed++;
-				if (add_fmt(hs, last_asst, max_chars, "test %.*s: %.*s (%.*s)", (int)kn, ks,
-					    (int)sn, ss, (int)rn, reason))
+				/* the test's own message says what the code did; the
+				 * reason's counts only that it failed */
+				const char *ms = NULL;
+				size_t mn = 0;
+				struct fw_mpv msgs, mv;
+
+				if (fw_mp_get(g, "messages", &msgs) == 1 &&
+				    fw_mp_map_get(msgs, ks, kn, &mv) == 1)
+					str_or_empty(mv, &ms, &mn);
+				if (mn ? add_fmt(hs, last_asst, max_chars, "test %.*s: %.*s: %.*s", (int)kn,
+						 ks, (int)sn, ss, (int)mn, ms)
+				       : add_fmt(hs, last_asst, max_chars, "test %.*s: %.*s (%.*s)", (int)kn,
+						 ks, (int)sn, ss, (int)rn, reason))
 					goto oom;
 			}
 		}
@@ -1063,8 +1074,27 @@ int fw_teach_demo_hint(struct fw_mpv rec, struct fw_mpv demo, size_t max_chars,
 		return -1;
 	}
 	memcpy(t, head, sizeof head - 1);
-	memcpy(t + sizeof head - 1, s, n);
-	int rc = add_hint(hs, at, "demo", t, sizeof head - 1 + n, max_chars ? max_chars : 2000);
+	size_t m = sizeof head - 1;
+	/* a diff is shown as the lines it adds, without the '+': a whole diff
+	 * is mostly headers and context, which say nothing about the fix and
+	 * crowd the model's positions */
+	if (n > 5 && (!memcmp(s, "diff ", 5) || !memcmp(s, "--- ", 4)))
+		for (size_t i = 0; i < n;) {
+			const char *nl = memchr(s + i, '\n', n - i);
+			size_t e = nl ? (size_t)(nl - s) : n;
+
+			if (s[i] == '+' && !(e - i >= 4 && !memcmp(s + i, "+++ ", 4))) {
+				memcpy(t + m, s + i + 1, e - i - 1);
+				m += e - i - 1;
+				t[m++] = '\n';
+			}
+			i = e + 1;
+		}
+	if (m == sizeof head - 1) { /* not a diff, or one that only removes */
+		memcpy(t + m, s, n);
+		m += n;
+	}
+	int rc = add_hint(hs, at, "demo", t, m, max_chars ? max_chars : 2000);
 
 	free(t);
 	if (rc) {
@@ -1072,4 +1102,88 @@ int fw_teach_demo_hint(struct fw_mpv rec, struct fw_mpv demo, size_t max_chars,
 		return -1;
 	}
 	return 1;
+}
+
+/* The ids of rec's policy tokens (tokens where mask is 1) into a malloc'd
+ * array; their number, or -1 (no tokens and mask, out of memory). */
+static long policy_ids(struct fw_mpv rec, double **ids)
+{
+	struct fw_mpv v;
+	double *tk = NULL, *mk = NULL;
+	long ntk, k = 0;
+
+	*ids = NULL;
+	if (fw_mp_get(rec, "tokens", &v) != 1 || (ntk = fw_mp_doubles(v, &tk)) < 0)
+		return -1;
+	if (fw_mp_get(rec, "mask", &v) != 1 || fw_mp_doubles(v, &mk) != ntk) {
+		free(tk);
+		free(mk);
+		return -1;
+	}
+	for (long i = 0; i < ntk; i++)
+		if (mk[i] != 0)
+			tk[k++] = tk[i];
+	free(mk);
+	*ids = tk;
+	return k;
+}
+
+int fw_teach_diff_mask(struct fw_mpv rec, struct fw_mpv demo, unsigned char **differ,
+		       long *n, char *err, size_t errlen)
+{
+	double *a = NULL, *b = NULL;
+	long na, nb;
+	int32_t *L = NULL;
+	int rc = 1;
+
+	*differ = NULL;
+	*n = 0;
+	if ((na = policy_ids(rec, &a)) < 0 || (nb = policy_ids(demo, &b)) < 0) {
+		fw_seterr(err, errlen, "not a fill rollout with tokens and mask");
+		goto out;
+	}
+	if ((na + 1) * (nb + 1) > 4L << 20) {
+		fw_seterr(err, errlen, "%ld and %ld policy tokens: too many to align", na, nb);
+		goto out;
+	}
+	rc = -1;
+	/* L[i][j]: the longest common subsequence of a[i..] and b[j..] */
+	L = calloc((size_t)((na + 1) * (nb + 1)), sizeof *L);
+	*differ = malloc((size_t)(na ? na : 1));
+	if (!L || !*differ) {
+		fw_seterr(err, errlen, "out of memory");
+		goto out;
+	}
+	for (long i = na - 1; i >= 0; i--)
+		for (long j = nb - 1; j >= 0; j--) {
+			int32_t x = L[(i + 1) * (nb + 1) + j], y = L[i * (nb + 1) + j + 1];
+
+			L[i * (nb + 1) + j] = a[i] == b[j] ? L[(i + 1) * (nb + 1) + j + 1] + 1
+							   : x > y ? x : y;
+		}
+	/* walk one longest alignment, taking a match as early as it comes */
+	long i = 0, j = 0;
+
+	while (i < na) {
+		if (j < nb && a[i] == b[j] &&
+		    L[i * (nb + 1) + j] == L[(i + 1) * (nb + 1) + j + 1] + 1) {
+			(*differ)[i++] = 0;
+			j++;
+		} else if (j < nb && L[i * (nb + 1) + j + 1] >= L[(i + 1) * (nb + 1) + j]) {
+			j++;
+		} else {
+			(*differ)[i++] = 1;
+		}
+	}
+	*n = na;
+	rc = 0;
+out:
+	if (rc) {
+		free(*differ);
+		*differ = NULL;
+	}
+	free(a);
+	free(b);
+	free(L);
+	return rc;
 }

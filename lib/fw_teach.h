@@ -334,4 +334,17 @@ int fw_teach_resolved(struct fw_mpv rec);
  */
 int fw_teach_demo_hint(struct fw_mpv rec, struct fw_mpv demo, size_t max_chars,
 		       struct fw_teach_hints *hs, char *err, size_t errlen);
+
+/*
+ * Which of rec's policy tokens differ from demo, a correct solution of the
+ * same task: the policy tokens (tokens where mask is 1) of both fill
+ * rollouts are aligned by a longest common subsequence, and (*differ)[i]
+ * is 1 for rec's policy token i outside it, 0 for one in it.  *differ
+ * (malloc'd, caller frees) holds *n values, one per policy token of rec,
+ * in the order of rec's teach.adv.  Returns 0; 1 with the reason in err
+ * when either record has no tokens and mask or the two are too long to
+ * align (more than 4M cells); -1 when out of memory.
+ */
+int fw_teach_diff_mask(struct fw_mpv rec, struct fw_mpv demo, unsigned char **differ,
+		       long *n, char *err, size_t errlen);
 #endif

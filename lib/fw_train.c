@@ -582,9 +582,19 @@ enum { S_NSFT, S_NPG, S_NDIST, S_SEQSFT, S_SEQPG, S_SEQDIST,
        S_NSEQ, S_NTOK, S_COUNT_NORM };
 enum { M_SFT, M_PG, M_KL, M_DIST, M_CLIP, M_ISCLIP, M_PGTOK, M_DTOK, M_COUNT };
 
-static int trains_pg(const struct fw_train_cfg *c, const struct fw_seq *s)
+/* 1 when a trained token of s has a non-zero teacher advantage. */
+static int taught(const struct fw_batch *b, const struct fw_seq *s)
 {
-	return c->w_pg > 0 && !s->skip;
+	for (int i = 0; i < s->n; i++)
+		if (b->mask[s->off + i] && isfinite(b->tadv[s->off + i]) && b->tadv[s->off + i] != 0)
+			return 1;
+	return 0;
+}
+
+static int trains_pg(const struct fw_train_cfg *c, const struct fw_batch *b,
+		     const struct fw_seq *s)
+{
+	return c->w_pg > 0 && !s->skip && !(c->route && c->w_distill > 0 && taught(b, s));
 }
 
 int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
@@ -615,7 +625,7 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 			nd += b->mask[s->off + i] && isfinite(b->tadv[s->off + i]);
 		nrm[S_NSFT] += s->ntrain;
 		nrm[S_SEQSFT] += s->ntrain > 0;
-		if (trains_pg(c, s)) {
+		if (trains_pg(c, b, s)) {
 			nrm[S_NPG] += s->ntrain;
 			nrm[S_SEQPG] += s->ntrain > 0;
 		}
@@ -693,7 +703,7 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 				}
 				old = isfinite(b->old[i]) ? b->old[i] : l;
 				ratio = exp(l - old);
-				if (trains_pg(c, s)) {
+				if (trains_pg(c, b, s)) {
 					double A = s->adv, rcl = fmin(fmax(ratio, 1 - c->clip_low), 1 + c->clip_high);
 					int clipped = (A > 0 && ratio > 1 + c->clip_high) ||
 						      (A < 0 && ratio < 1 - c->clip_low);

@@ -126,6 +126,10 @@ struct fw_train_cfg {
 	int norm_seq;         /* 1: mean per sequence, then over sequences */
 	double kl_coef;       /* k3 KL to the reference model (needs ref) */
 	double is_clip;       /* distill: importance weight clipped to this */
+	int route;            /* 1: a sequence with non-zero teacher credit
+			       * is trained by distill only, not by pg (the
+			       * failed rollouts go to the teacher, the rest
+			       * to the reward, as SRPO routes them) */
 	/* Data parallel: sums n floats in place across ranks; NULL when
 	 * alone.  Returns 0 or -1. */
 	int (*allreduce)(double *x, long n, void *ctx);

@@ -21,10 +21,13 @@
 #   7. inner loop   N iterations (DEMO_ITERS, 5): rollout (K samples per
 #                   train task) -> grade -> teach -> train-step (GRPO +
 #                   distill) -> eval on the held-out split
-# Then a table per iteration, out/summary.json, and PNG plots (gnuplot).
+# Then a table per iteration (with teach's share of failing rollouts
+# credited, its mean credit on the tokens that differ from a correct
+# solution and on the rest, and the policy's entropy: iter-stats.sh), out/summary.json, and PNG plots (gnuplot).
 #
 # Environment: DEMO_ITERS (5), DEMO_ABLATE (teach: the inner loop without
-# teach), DEMO_SFT_STEPS (500), DEMO_TASKS (80: train tasks per iteration at
+# teach), DEMO_SFT_STEPS (750: the corpus's notes make it half again as
+# long as it was at 500, so each plain drill is seen as often), DEMO_TASKS (80: train tasks per iteration at
 # most, a share of the train split drawn from the iteration's seed),
 # DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (1), DEMO_LR (1e-4), DEMO_STEPS
 # (8: optimizer steps per iteration), DEMO_DISTILL (0.1: the weight of
@@ -48,7 +51,7 @@ PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 iters=${DEMO_ITERS:-5}
 ablate=${DEMO_ABLATE:-}
-sft_steps=${DEMO_SFT_STEPS:-500}
+sft_steps=${DEMO_SFT_STEPS:-750}
 ntasks=${DEMO_TASKS:-80}
 k=${DEMO_SAMPLES:-4}
 ek=${DEMO_EVAL_SAMPLES:-1}
@@ -189,6 +192,7 @@ for s in 1 2 3; do
   pipelines_eval -c "$(cat "$out/boot/ckpt")" -o "$out/boot/eval-s$s" --seed "$s"
 done
 
+[ "$upto" -ge 7 ] || { stage "stopped after stage $upto (DEMO_UPTO)"; exit 0; }
 if [ -n "$ablate" ]; then
   loop_args=--no-teach via="(no teach) "
 else
@@ -196,7 +200,8 @@ else
 fi
 stage "7/7 inner loop: $iters iterations of rollout -> grade -> ${via}train-step -> eval"
 ck=$(cat "$out/boot/ckpt")
-printf '%-5s %-12s %-22s %-9s %-9s %s\n' iter "train reward" "eval pass [95% CI]" "loss" "tok/s" "time"
+printf '%-5s %-12s %-22s %-9s %-9s %-6s %-10s %-14s %s\n' iter "train reward" "eval pass [95% CI]" \
+  "loss" "tok/s" "time" "credited" "adv diff/rest" "entropy"
 for i in $(seq 1 "$iters"); do
   ti=$(date +%s)
   d=$out/iter-$i
@@ -207,14 +212,21 @@ for i in $(seq 1 "$iters"); do
   ck=$(cat "$d/ckpt")
   pipelines_eval -c "$ck" -o "$d/eval" --seed 1 > /dev/null
   tr=$(rec json "$d/graded.msgpack" | jq -s '[.[].grade.reward] | add / length')
+  "$here/pipelines/iter-stats.sh" "$d" > "$d/stats.json"
   rec json "$d/metrics.msgpack" | jq -s --argjson i "$i" --argjson tr "$tr" \
-    --slurpfile e "$d/eval/pass.json" --argjson t "$(( $(date +%s) - ti ))" '
+    --slurpfile e "$d/eval/pass.json" --slurpfile st "$d/stats.json" --argjson t "$(( $(date +%s) - ti ))" '
     {iter: $i, train_reward: $tr, eval: $e[0].pass, lo: $e[0].lo, hi: $e[0].hi,
-     loss: ([.[].loss] | add / length), tok_per_s: ([.[].tok_per_s] | add / length), seconds: $t}' \
+     loss: ([.[].loss] | add / length), tok_per_s: ([.[].tok_per_s] | add / length), seconds: $t}
+    + ($st[0] | {failing, credited, credited_share, adv_differ: .differ, adv_rest: .rest, entropy})' \
     > "$d/row.json"
-  jq -r '"\(.iter)     \(.train_reward*1000|round/1000)        \(.eval*1000|round/1000) [\(.lo*1000|round/1000), \(.hi*1000|round/1000)]   \(.loss*10000|round/10000)   \(.tok_per_s|round)      \(.seconds)s"' "$d/row.json" \
-    | awk '{printf "%-5s %-12s %-22s %-9s %-9s %s\n", $1, $2, $3 " " $4 " " $5, $6, $7, $8}'
+  jq -r 'def r3: if . == null then "-" else .*1000|round/1000 end;
+    "\(.iter)     \(.train_reward*1000|round/1000)        \(.eval*1000|round/1000) [\(.lo*1000|round/1000), \(.hi*1000|round/1000)]   \(.loss*10000|round/10000)   \(.tok_per_s|round)      \(.seconds)s \(.credited)/\(.failing) \(.adv_differ|r3)/\(.adv_rest|r3) \(.entropy|r3)"' "$d/row.json" \
+    | awk '{printf "%-5s %-12s %-22s %-9s %-9s %-6s %-10s %-14s %s\n", $1, $2, $3 " " $4 " " $5, $6, $7, $8, $9, $10, $11}'
 done
+# the share of failing rollouts that teach gave per-token credit
+jq -rs '([.[].failing] | add) as $f | ([.[].credited] | add) as $c
+  | if $f > 0 then "teach gave per-token credit to \($c) of \($f) failing rollouts (\($c * 1000 / $f | round / 10)%)"
+    else "teach hinted no failing rollout" end' $(for i in $(seq 1 "$iters"); do echo "$out/iter-$i/row.json"; done)
 
 # the last checkpoint under the other two sampling seeds
 for s in 2 3; do

@@ -153,6 +153,14 @@ hacks() { g "$1" '[.grade.hacks[].name] | unique | join(",")' | tr -d '"'; }
   assert_output true
 }
 
+@test "grade.messages keeps the first line of each failing test's message, and nothing for a passing one" {
+  run g empty '.grade | [(.messages | keys) == [.tests | to_entries[] | select(.value != "pass") | .key],
+    (.messages | to_entries | all(.value | length > 0 and (contains("\n") | not)))]'
+  assert_output '[true,true]'
+  run g sol '.grade.messages'
+  assert_output '{}'
+}
+
 @test "a patch that edits a test to pass is caught: the test is restored and still fails" {
   [ "$(hacks edit-test)" = protected-file ]
   run g edit-test '.grade | [.reward, .resolved, .tests["tests.test_units::test_percent"],

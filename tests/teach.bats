@@ -94,6 +94,34 @@ fill() {
                   jq -S 'del(.teach)' '$T/o.json' > '$T/b' && cmp '$T/a' '$T/b'"
 }
 
+@test "env hints: a failing test's message from grade.messages, in place of the counts" {
+  fill
+  rec json "$T/f.mp" | jq -c '.grade.messages = {"test_sum": "sum(2) returned None, expected 4"}' |
+    rec from-json | teach --teacher none | rec json > "$T/o.json"
+  run -0 jq -r '.teach.hints[0].text' "$T/o.json"
+  assert_output 'test test_sum: fail: sum(2) returned None, expected 4'
+}
+
+@test "credit beside a correct solution: teach.adv_split and the line on stderr, for failing fill rollouts only" {
+  fill
+  # the group: f1 answers "5", a resolved sample "4" (tokens 52, 257); the
+  # policy tokens "5" and EOS align to "4" and EOS: "5" differs, EOS not
+  rec json "$T/f.mp" | jq -c '., (.id = "f2" | .turns[1].text = "4" | .tokens[4] = 52
+      | .patch = "" | .grade = {reward: 1, resolved: true, tests: {test_sum: "pass"}, hacks: []})' |
+    jq -c '.task = {id: "t"}' | rec from-json > "$T/g.mp"
+  run --separate-stderr teach --hints env,demo "$T/g.mp" -o "$T/o.mp"
+  assert_success
+  rec json "$T/o.mp" > "$T/o.json"
+  adv=$(jq -c 'select(.id == "f1") | .teach.adv' "$T/o.json")
+  run -0 jq -c --argjson a "$adv" 'select(.id == "f1") | .teach.adv_split
+    | [.n_differ, .n_rest, .differ == $a[0], .rest == $a[1]]' "$T/o.json"
+  assert_output '[1,1,true,true]'
+  # the resolved one is not compared
+  run -0 jq -c 'select(.id == "f2") | .teach | has("adv_split")' "$T/o.json"
+  assert_output false
+  [[ "$stderr" == *"teach: credit beside a correct solution (1 rollouts): mean "*" on the 1 tokens that differ, "*" on the 1 others"* ]]
+}
+
 @test "a passing rollout gets an empty teach and zero advantages" {
   rec from-json "$FX/pass.json" | teach --teacher none | rec json > "$T/o.json"
   run -0 jq -c .teach "$T/o.json"
@@ -190,7 +218,7 @@ fill() {
   rec from-json "$FX/group.json" | teach --hints demo --teacher none |
     rec json | jq -c '[.id, (.teach.hints[] | [.turn, .source, .text])]' > "$T/h"
   run -0 cat "$T/h"
-  assert_output '["g1-0",[1,"demo","a correct solution looked like this:\ndiff --git a/m.py b/m.py\n+    return x * 2"]]
+  assert_output '["g1-0",[1,"demo","a correct solution looked like this:\n    return x * 2"]]
 ["g1-1"]
 ["g2-0"]
 ["g3-0",[1,"demo","a correct solution looked like this:\nthe fill text"]]
@@ -198,11 +226,12 @@ fill() {
   # the order of records is kept, and without demo no group is formed
   run -0 bash -c "rec from-json '$FX/group.json' | teach --hints env --teacher none | rec json | jq -r .id | tr '\n' ' '"
   assert_output 'g1-0 g1-1 g2-0 g3-0 g3-1 '
-  # a demo is cut to 5 times --max-chars
+  # a demo is cut to 5 times --max-chars: 50 bytes, less the space the
+  # cut ends on ("...like this:\n    return x ")
   rec from-json "$FX/group.json" | teach --hints demo --max-chars 10 --teacher none |
     rec json | jq -r 'select(.id == "g1-0") | .teach.hints[0].text | length' > "$T/n"
   run -0 cat "$T/n"
-  assert_output 50
+  assert_output 49
 }
 
 @test "a hint naming the right answer, from rules or from a trained teacher through serve: the wrong answer gets negative credit, the right one positive" {

@@ -130,6 +130,24 @@ ref_setup() {
   assert_output --partial "turn 1: 1 'logprobs' for 2 'tokens'"
 }
 
+@test "--route: a rollout with teacher credit is left to distill, the others to pg" {
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  # one group: a success without credit, a failure with credit on its
+  # first token; three trained tokens each, no sampling log-probs (ratio 1)
+  { echo '{"kind":"rollout","id":"a","task":{"id":"t1"},"tokens":[104,105,106,107],"mask":[0,1,1,1],"grade":{"reward":1},"teach":{"adv":[0,0,0]}}'
+    echo '{"kind":"rollout","id":"b","task":{"id":"t1"},"tokens":[104,108,109,110],"mask":[0,1,1,1],"grade":{"reward":0},"teach":{"adv":[-1,0,0]}}'
+  } | rec from-json > "$T/ro.mp"
+  # GRPO without std: advantages +0.5 and -0.5; loss_pg = -mean of A over
+  # the pg tokens: 0 over both rollouts' six, -0.5 over the success's three;
+  # loss_distill = -mean of a over the six tokens with credit: 1/6 in both
+  train-step --ckpt "$T/m0" --out "$T/r0" --objective pg,distill --no-std -o "$T/m0.mp" "$T/ro.mp"
+  train-step --ckpt "$T/m0" --out "$T/r1" --objective pg,distill --no-std --route -o "$T/m1.mp" "$T/ro.mp"
+  # r is exactly 1 (old = the current log-prob), so these are sums of
+  # +-0.5/6 and -1/6 in double: 1e-9 is far above their rounding (1e-16)
+  rec json "$T/m0.mp" | jq -e '(.loss_pg | fabs) < 1e-9 and (.loss_distill - 1/6 | fabs) < 1e-9'
+  rec json "$T/m1.mp" | jq -e '(.loss_pg + 0.5 | fabs) < 1e-9 and (.loss_distill - 1/6 | fabs) < 1e-9'
+}
+
 @test "--keep 2 leaves the two newest checkpoints" {
   corpus
   ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1

@@ -132,6 +132,12 @@ struct job {
 	int bad, done;
 	int hinted, credited;    /* the record has hints; they gave it credit */
 	char omitted[160];       /* why not, digits as N ("" when credited) */
+	/* credit on the policy tokens that differ from the group's correct
+	 * solution, and on the rest: sums and counts (split 0: no such
+	 * comparison for this record) */
+	int split;
+	double sum_diff, sum_rest;
+	long n_diff, n_rest;
 };
 
 static void diag(struct job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -266,6 +272,30 @@ static void process(const struct ctx *C, struct worker *W, struct job *J)
 				diag(J, "teacher: %s", why);
 		}
 	}
+	J->split = 0;
+	J->sum_diff = J->sum_rest = 0;
+	J->n_diff = J->n_rest = 0;
+	/* only a failing rollout is compared (a resolved one has no hint) */
+	if (adv && nadv > 0 && demo.n && hs.n && !fw_teach_resolved(v)) {
+		unsigned char *dm = NULL;
+		long nd = 0;
+
+		if (fw_teach_diff_mask(v, demo, &dm, &nd, err, sizeof err) < 0) {
+			diag(J, "%s", err);
+			J->bad = 1;
+		} else if (dm && nd == nadv) {
+			J->split = 1;
+			for (long i = 0; i < nadv; i++)
+				if (dm[i]) {
+					J->sum_diff += adv[i];
+					J->n_diff++;
+				} else {
+					J->sum_rest += adv[i];
+					J->n_rest++;
+				}
+		}
+		free(dm);
+	}
 	if (!C->no_teacher && hs.n) {
 		J->hinted = 1;
 		J->credited = adv != NULL;
@@ -278,12 +308,40 @@ static void process(const struct ctx *C, struct worker *W, struct job *J)
 		J->bad = 1;
 	} else {
 		struct fw_field f = { "teach", 5, { W->tb.p, W->tb.n } };
+		struct fw_buf sb = { 0 }, tb2 = { 0 };
+		int oom = 0;
 
-		if (fw_rec_set(&J->out, v, &f, 1)) {
+		if (J->split) {
+			/* teach.adv_split: {differ, rest, n_differ, n_rest}, the
+			 * mean credit on each side (0 on an empty one) */
+			msgpack_packer pk;
+			struct fw_field sf = { "adv_split", 9, { NULL, 0 } };
+
+			fw_buf_packer(&pk, &sb);
+			msgpack_pack_map(&pk, 4);
+			msgpack_pack_str(&pk, 6);
+			msgpack_pack_str_body(&pk, "differ", 6);
+			msgpack_pack_double(&pk, J->n_diff ? J->sum_diff / (double)J->n_diff : 0);
+			msgpack_pack_str(&pk, 4);
+			msgpack_pack_str_body(&pk, "rest", 4);
+			msgpack_pack_double(&pk, J->n_rest ? J->sum_rest / (double)J->n_rest : 0);
+			msgpack_pack_str(&pk, 8);
+			msgpack_pack_str_body(&pk, "n_differ", 8);
+			msgpack_pack_int64(&pk, J->n_diff);
+			msgpack_pack_str(&pk, 6);
+			msgpack_pack_str_body(&pk, "n_rest", 6);
+			msgpack_pack_int64(&pk, J->n_rest);
+			sf.val = (struct fw_mpv){ sb.p, sb.n };
+			oom = fw_rec_set(&tb2, f.val, &sf, 1) != 0;
+			f.val = (struct fw_mpv){ tb2.p, tb2.n };
+		}
+		if (oom || fw_rec_set(&J->out, v, &f, 1)) {
 			fw_buf_reset(&J->out);
 			diag(J, "out of memory");
 			J->bad = 1;
 		}
+		fw_buf_free(&sb);
+		fw_buf_free(&tb2);
 	}
 	free(adv);
 	fw_teach_hints_free(&hs);
@@ -305,6 +363,8 @@ struct pool {
 	int status, write_failed;
 	/* the share of hinted records that got credit, and why the rest not */
 	uint64_t hinted, credited;
+	double sum_diff, sum_rest;
+	long n_diff, n_rest, n_split;
 	struct { char why[160]; uint64_t n; } omit[NOMIT];
 	int nomit;
 };
@@ -348,6 +408,13 @@ static void emit(struct pool *P, struct job *J)
 	if (J->bad)
 		P->status = FW_EXIT_DATA;
 	P->hinted += J->hinted;
+	if (J->split) {
+		P->n_split++;
+		P->sum_diff += J->sum_diff;
+		P->sum_rest += J->sum_rest;
+		P->n_diff += J->n_diff;
+		P->n_rest += J->n_rest;
+	}
 	P->credited += J->credited;
 	if (J->hinted && !J->credited) {
 		int i = 0;
@@ -747,6 +814,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: omitted for %llu: %s\n", fw_prog,
 				(unsigned long long)P.omit[i].n, P.omit[i].why);
 	}
+	if (P.n_split)
+		fprintf(stderr,
+			"%s: credit beside a correct solution (%ld rollouts): mean %.3f on the %ld "
+			"tokens that differ, %.3f on the %ld others\n",
+			fw_prog, P.n_split, P.n_diff ? P.sum_diff / (double)P.n_diff : 0.0, P.n_diff,
+			P.n_rest ? P.sum_rest / (double)P.n_rest : 0.0, P.n_rest);
 	for (uint64_t i = 0; i < P.cap; i++) {
 		fw_buf_free(&P.ring[i].rec);
 		fw_buf_free(&P.ring[i].demo);

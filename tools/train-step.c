@@ -28,7 +28,7 @@ static const char usage_text[] =
 	"                  [--warmup N] [--decay-steps N] [--min-lr F] [--schedule cosine|constant]\n"
 	"                  [--clip-grad X] [--weight-decay X] [--beta1 X] [--beta2 X] [--eps X]\n"
 	"                  [--clip-low X] [--clip-high X] [--no-std] [--norm token|seq]\n"
-	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X]\n"
+	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X] [--route]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
 	"                  [--device cpu|cuda[:N]]\n"
 	"                  [-o OUT] [-z] [-j THREADS] [FILE...]\n"
@@ -135,7 +135,7 @@ static int put_metrics(struct fw_writer *w, struct fw_buf *b, long step,
 enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
        O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
        O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_VERSION };
+       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_VERSION };
 
 static int num_opt(const char *name, const char *arg, double lo, double *out)
 {
@@ -175,6 +175,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		{ "ref", required_argument, NULL, O_REF },
 		{ "distill-weight", required_argument, NULL, O_DW },
 		{ "is-clip", required_argument, NULL, O_ISCLIP },
+		{ "route", no_argument, NULL, O_ROUTE },
 		{ "keep", required_argument, NULL, O_KEEP },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -303,6 +304,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 				return FW_EXIT_USAGE;
 			break;
 		case O_NOSTD: no_std = 1; break;
+		case O_ROUTE: cfg.route = 1; break;
 		case O_NORM:
 			if (!strcmp(optarg, "token"))
 				cfg.norm_seq = 0;

@@ -14,7 +14,8 @@ worded in four ways ("Return x times 13.", "Return the product of x and 13.",
 "Return x multiplied by 13.", "Return x scaled by 13."), each wording with its
 own spelling of the code, and the constants 2 to 33: 1,280 kinds of drill.
 The repository holds 320 of them, drawn at random; the bootstrap corpus holds
-the other 960, twice each, in other contexts.  So every drill of the
+the other 960, twice each, in other contexts (and once more after a note,
+below).  So every drill of the
 repository (and of its held-out split) is one the corpus never showed: to
 pass, a model must read the operation from the wording and copy the constant.
 
@@ -24,6 +25,17 @@ repository's tests catch.  A model bootstrapped on it writes that bug about as
 often; the inner loop's reward (the tests pass) is what teaches it not to, and
 the held-out split measures whether the lesson carries over to drills it never
 trained on.
+
+The corpus also holds notes about earlier attempts, as a tiny model's
+pretraining would hold code review: each bootstrap drill once more, its
+prompt followed by a note in the form teach(1) puts a hint before a body
+("Hint: test drills::NAME: fail: NAME(0) returned None, expected 26", the
+message run_tests.py writes for an attempt that printed, used the wrong
+constant or the wrong operation; on a share of them a second line, "a
+correct solution looked like this:" and a correct body), and then the
+corrected body.  So a model bootstrapped on it can read a hint: with one
+before a body, it puts its probability on the body the note asks for.  The
+notes speak only of the corpus's own drills.
 
 Prompts are what `rollout --context 80` shows of a file before a body (the
 files hold ten drills each), and so are the corpus's.  The repository's tests
@@ -43,6 +55,8 @@ COPIES = 2      # each bootstrap drill this many times, in other contexts
 CONSTS = range(2, 34)
 NREPO = 320     # drills in the repository; the other kinds make the corpus
 BUG = 0.35      # share of the corpus's bodies that print instead of return
+NOTED = 1       # each bootstrap drill this many times more, after a note
+DEMO = 0.5      # share of the notes that show a correct body as well
 
 # the operations, each in four wordings, each with its spelling of the code:
 # (wording, code, ...); {a} is the constant.  The fourth spelling is the
@@ -242,21 +256,68 @@ def write_repo(d):
                 "    python3 run_tests.py [REPORT.xml]\n" % len(items))
 
 
+def failure(name, wrong, want, a):
+    """The first line run_tests.py writes for body wrong (an expression, or
+    None for one that prints) of a drill whose right expression is want,
+    or None when wrong passes."""
+    for x in inputs(a):
+        exp = eval(want, {"x": x})
+        got = None if wrong is None else eval(wrong, {"x": x})
+        if got != exp:
+            return f"{name}({x}) returned {got!r}, expected {exp!r}"
+    return None
+
+
+def wrong_attempt(rng, expr, a):
+    """An earlier attempt at the drill of expression expr: printing it
+    (None), or it with another constant, or another operation's."""
+    r = rng.random()
+    if r < 0.6:
+        return None
+    if r < 0.8:
+        b = rng.choice([c for c in CONSTS if c != a])
+        return expr.replace(str(a), str(b))
+    row = rng.choice(OPS)
+    return row[1].format(a=a)
+
+
+def note(rng, name, expr, a):
+    """A hint as teach(1) gives one for a failed attempt at a drill: the
+    failing test's message, and on a share of them a correct body."""
+    while True:
+        msg = failure(name, wrong_attempt(rng, expr, a), expr, a)
+        if msg:
+            break
+    text = f"test drills::{name}: fail: {msg}"
+    if rng.random() < DEMO:
+        text += f"\na correct solution looked like this:\n    return {expr}"
+    return text
+
+
 def write_corpus(f):
     """The bootstrap drills as fill examples, written as the repository's
     files are, each prompt what rollout --context CONTEXT shows of such a
     file before the body."""
-    rng, bug = random.Random(11), random.Random(12)
-    steps = split_kinds()[0] * COPIES
+    rng, bug, nrng = random.Random(11), random.Random(12), random.Random(13)
+    steps = [(k, 0) for k in split_kinds()[0] * COPIES] + \
+        [(k, 1) for k in split_kinds()[0] * NOTED]
     rng.shuffle(steps)
     names = iter(NAMES[len(drills()):])
     text = ""
-    for i, (doc, expr, _) in enumerate(steps):
+    for i, ((doc, expr, a), noted) in enumerate(steps):
         if i % PER_FILE == 0:
             text = '"""Drills."""\n'
-        text += f'\n\ndef {next(names)}(x):\n    """{doc}"""\n'
-        body = f"    print({expr})\n" if bug.random() < BUG else f"    return {expr}\n"
-        f.write(json.dumps({"prompt": last_lines(text, CONTEXT), "completion": body}) + "\n")
+        name = next(names)
+        text += f'\n\ndef {name}(x):\n    """{doc}"""\n'
+        prompt = last_lines(text, CONTEXT)
+        if noted:
+            # a note after the prompt, as teach puts a hint; the body it
+            # asks for after it
+            prompt += "\nHint: " + note(nrng, name, expr, a) + "\n"
+            body = f"    return {expr}\n"
+        else:
+            body = f"    print({expr})\n" if bug.random() < BUG else f"    return {expr}\n"
+        f.write(json.dumps({"prompt": prompt, "completion": body}) + "\n")
         text += body
 
 
