@@ -111,8 +111,9 @@ hacks() { g "$1" '[.grade.hacks[].name] | unique | join(",")' | tr -d '"'; }
   assert_success
   [ -z "$stderr" ]
   assert_line --index 0 "usage: grade [--store DIR] [--reward resolved|f2p|shaped] [--hacks zero|warn]"
-  assert_line --index 2 "             [--progress] [--judge SPEC --rubric FILE [--judge-tokenizer DIR]]"
-  assert_line --index 4 "       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]"
+  assert_line --index 2 "             [--progress] [--judge SPEC --rubric FILE [--judge-tokenizer DIR]"
+  assert_line --index 3 "             [--judge-only] [--distil OUT --student DIR]] [--env DIR | ID]"
+  assert_line --index 5 "       grade --summary [--retire-at X] [--recent N] [--records] [-o OUT]"
 }
 
 @test "bad options and mixed modes are usage errors (exit 2)" {

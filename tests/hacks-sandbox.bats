@@ -46,7 +46,8 @@ events() { printf '%s\n' "$output" | jq -r '.events[] | "\(.kind) \(.detail)"'; 
   pid=$!
   for _ in $(seq 100); do [ -d "$WS/dir" ] && break; sleep 0.1; done
   owner=$(stat -c %u "$WS/made")
-  procs=$(ps -o uid=,args= -C sleep)
+  # the suite runs in parallel: other tests' sleeps are left out by their args
+  procs=$(ps -o uid=,args= -C sleep | grep ' sleep 3\.738$')
   wait "$pid"
   assert_equal "$owner" 65534
   [[ "$procs" =~ ^\ *65534\ sleep\ 3.738$ ]]
