@@ -340,60 +340,44 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 	fw_buf_packer(&pk, &ev);
 	for (;;) {
 		int ended = 0;
-		if (!b && o->tools) {
-			/* a server that calls tools: the whole chat each time,
-			 * in the API's shape, and the tools declared */
-			struct fw_completion c;
-			json_t *msgs = api_messages(tv, nt);
-			if (!msgs) {
-				snprintf(err, errlen, "a message is not valid UTF-8");
-				goto out;
-			}
-			if (fw_http_chat_msgs(o->http, msgs, fw_agent_tools_json,
-					      fw_rollout_seed(seed, "", 0, (int)nt), &o->s,
-					      o->max_tokens - used, &c, err, errlen))
-				goto out;
-			ended = !strcmp(c.stop, "eos");
-			used += c.n ? c.n : 1;
-			if (add_turn(&tv, &nt, &cap, "assistant", c.text, c.len)) {
-				fw_completion_clear(&c);
-				goto oom;
-			}
-			tv[nt - 1].calls = c.calls;
-			c.calls = NULL;
-			tv[nt - 1].tok = c.tokens;
-			tv[nt - 1].lp = c.logprobs;
-			tv[nt - 1].nt = c.tokens ? (size_t)c.n : 0;
-			if (!c.tokens) {
-				free(c.logprobs);
-				tv[nt - 1].lp = NULL;
-			}
-			free(c.text);
-			goto reply;
-		}
 		if (!b) {
-			/* a server: the whole chat each time, tool output as
-			 * user turns (what OpenAI-compatible servers take) */
-			const char **roles = calloc(nt, sizeof *roles), **texts = calloc(nt, sizeof *texts);
-			size_t *lens = calloc(nt, sizeof *lens);
 			struct fw_completion c;
-			if (!roles || !texts || !lens) {
+			uint64_t sd = fw_rollout_seed(seed, "", 0, (int)nt);
+			int hr;
+			if (o->tools) {
+				/* a server that calls tools: the whole chat each
+				 * time, in the API's shape, and the tools declared */
+				json_t *msgs = api_messages(tv, nt);
+				if (!msgs) {
+					snprintf(err, errlen, "a message is not valid UTF-8");
+					goto out;
+				}
+				hr = fw_http_chat_msgs(o->http, msgs, fw_agent_tools_json, sd, &o->s,
+						       o->max_tokens - used, &c, err, errlen);
+			} else {
+				/* a server: the whole chat each time, tool output
+				 * as user turns (what OpenAI-compatible servers
+				 * take) */
+				const char **roles = calloc(nt, sizeof *roles),
+					   **texts = calloc(nt, sizeof *texts);
+				size_t *lens = calloc(nt, sizeof *lens);
+				if (!roles || !texts || !lens) {
+					free(roles);
+					free(texts);
+					free(lens);
+					goto oom;
+				}
+				for (size_t i = 0; i < nt; i++) {
+					roles[i] = strcmp(tv[i].role, "tool") ? tv[i].role : "user";
+					texts[i] = tv[i].text;
+					lens[i] = tv[i].len;
+				}
+				hr = fw_http_chat(o->http, roles, texts, lens, nt, sd, &o->s,
+						  o->max_tokens - used, &c, err, errlen);
 				free(roles);
 				free(texts);
 				free(lens);
-				goto oom;
 			}
-			for (size_t i = 0; i < nt; i++) {
-				roles[i] = strcmp(tv[i].role, "tool") ? tv[i].role : "user";
-				texts[i] = tv[i].text;
-				lens[i] = tv[i].len;
-			}
-			int hr = fw_http_chat(o->http, roles, texts, lens, nt,
-					      fw_rollout_seed(seed, "", 0, (int)nt), &o->s,
-					      o->max_tokens - used, &c, err, errlen);
-			free(roles);
-			free(texts);
-			free(lens);
 			if (hr)
 				goto out;
 			ended = !strcmp(c.stop, "eos");
@@ -402,6 +386,9 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 				fw_completion_clear(&c);
 				goto oom;
 			}
+			/* the reply's calls (NULL without tools) */
+			tv[nt - 1].calls = c.calls;
+			c.calls = NULL;
 			tv[nt - 1].tok = c.tokens;
 			tv[nt - 1].lp = c.logprobs;
 			tv[nt - 1].nt = c.tokens ? (size_t)c.n : 0;
