@@ -76,7 +76,7 @@ B ?= bin
 FLAVOUR     := $(if $(filter 1,$(CUDA)),cuda,cpu)
 FL_SUFFIX   := $(if $(filter 1,$(CUDA)),-cuda)
 $(shell mkdir -p $(O); [ "$$(cat $(O)/.flavour 2>/dev/null)" = $(FLAVOUR) ] || echo $(FLAVOUR) > $(O)/.flavour)
-LIB_SRCS    := $(wildcard lib/*.c) $(wildcard kernels/cpu/*.c)
+LIB_SRCS    := $(wildcard lib/*/*.c) $(wildcard kernels/cpu/*.c)
 CUDA_SRCS   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.cu))
 LIB_OBJS    := $(LIB_SRCS:%.c=$(O)/%.o) $(O)/kernels/dev$(FL_SUFFIX).o \
 	       $(CUDA_SRCS:%.cu=$(O)/%.cu.o)

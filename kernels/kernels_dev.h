@@ -2,7 +2,7 @@
  * kernels_dev.h — the ops of kernels.h on a device chosen at run time: the
  * CPU (the C kernels of kernels/cpu/) or a CUDA GPU (kernels_cuda.h).
  *
- * The model (lib/fw_model.c) is written once against these functions; each
+ * The model (lib/model/fw_model.c) is written once against these functions; each
  * takes the device first and calls the C op or its fw_cuda_ twin, with the
  * same arguments and meaning (read the contracts in kernels.h).  Pointers
  * are device pointers of that device: for FW_DEV_CPU plain host memory,

@@ -1,6 +1,6 @@
 /*
  * check_model.c — fw_model on the CUDA device against fw_model on the CPU:
- * the same code (lib/fw_model.c over kernels_dev.h) with the two kernel
+ * the same code (lib/model/fw_model.c over kernels_dev.h) with the two kernel
  * sets behind it.  For a tiny Llama (attention biases), a tied Qwen2 and
  * a Qwen3 (q/k norms), each with 6 query heads over 2 key-value heads:
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Reference values for tests/unit/test_fbstats.c, computed with SciPy
-(independently of lib/fw_stats.c).  Run: /usr/bin/python3 tests/ref/fbstats.py"""
+(independently of lib/base/fw_stats.c).  Run: /usr/bin/python3 tests/ref/fbstats.py"""
 from math import ceil, sqrt
 from scipy import stats
 
