@@ -121,6 +121,21 @@ int fw_workspace_diff(struct fw_store *s, const char *tree_hex, const char *dir,
 		      const char *scratch, char **patch, struct fw_strlist *left_out,
 		      char *err, size_t errlen);
 
+/*
+ * Appends to paths every path at which the files below dir now differ from
+ * tree tree_hex of store s as a workspace holds it (without what the scrub
+ * removes): changed bytes or mode, a file turned link or back, new files
+ * (whatever any ignore rule says), then the removed ones.  Files are read
+ * as fw_workspace_diff() reads them, but only hashed: nothing below a
+ * directory named .git is read and no repository is opened, so no
+ * configuration, attribute, ignore rule, hook or alternate the workspace's
+ * .git holds counts.  A path the FW_WS_* limits (the total and the counts;
+ * one file is not capped) or its name leave unread counts as changed.
+ * Returns 0, or -1 with a message in err.
+ */
+int fw_workspace_changed(struct fw_store *s, const char *tree_hex, const char *dir,
+			 struct fw_strlist *paths, char *err, size_t errlen);
+
 /* ---- audit ------------------------------------------------------------------- */
 
 struct fw_audit;

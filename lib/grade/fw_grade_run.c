@@ -15,14 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <git2.h>
-
 #include "fw_env.h"
 #include "fw_base.h"
 #include "fw_grade.h"
 #include "fw_mutate.h"
 #include "fw_sandbox.h"
 #include "fw_store.h"
+#include "fw_workspace.h"
 
 extern char **environ;
 
@@ -83,7 +82,6 @@ struct fw_grader *fw_grader_new(const struct fw_grade_opts *o)
 	g->o = *o;
 	if (g->o.timeout_s <= 0)
 		g->o.timeout_s = 300;
-	git_libgit2_init();
 	return g;
 }
 
@@ -98,7 +96,6 @@ void fw_grader_free(struct fw_grader *g)
 	fw_strlist_free(&g->lits);
 	fw_strlist_free(&g->installed);
 	free(g);
-	git_libgit2_shutdown();
 }
 
 static struct fw_store *store_for(struct fw_grader *g, const char *path, char *err, size_t errlen)
@@ -483,50 +480,6 @@ static const struct fw_file *find_file(const struct fw_file *f, size_t n, const 
 	return NULL;
 }
 
-/* Paths that differ between the workspace and its commit, after the patch:
- * changed, added (ignored files too), removed, renamed (both names). */
-static int touched(const char *ws, struct fw_strlist *out, char *err, size_t errlen)
-{
-	git_repository *repo = NULL;
-	git_status_list *list = NULL;
-	int rc = -1;
-	if (git_repository_open(&repo, ws) < 0) {
-		fw_seterr(err, errlen, "cannot open the workspace repository");
-		return -1;
-	}
-	git_status_options so;
-	git_status_options_init(&so, GIT_STATUS_OPTIONS_VERSION);
-	so.show = GIT_STATUS_SHOW_INDEX_AND_WORKDIR;
-	so.flags = GIT_STATUS_OPT_INCLUDE_UNTRACKED | GIT_STATUS_OPT_RECURSE_UNTRACKED_DIRS |
-		   GIT_STATUS_OPT_INCLUDE_IGNORED | GIT_STATUS_OPT_RECURSE_IGNORED_DIRS |
-		   GIT_STATUS_OPT_DISABLE_PATHSPEC_MATCH;
-	if (git_status_list_new(&list, repo, &so) < 0) {
-		const git_error *e = git_error_last();
-		fw_seterr(err, errlen, "workspace status: %s", e ? e->message : "?");
-		goto out;
-	}
-	size_t n = git_status_list_entrycount(list);
-	for (size_t i = 0; i < n; i++) {
-		const git_status_entry *e = git_status_byindex(list, i);
-		const git_diff_delta *d[2] = { e->head_to_index, e->index_to_workdir };
-		for (int k = 0; k < 2; k++) {
-			if (!d[k])
-				continue;
-			const char *p[2] = { d[k]->old_file.path, d[k]->new_file.path };
-			for (int m = 0; m < 2; m++)
-				if (p[m] && !in_list(out, p[m]) && fw_strlist_add(out, p[m]) < 0) {
-					fw_seterr(err, errlen, "out of memory");
-					goto out;
-				}
-		}
-	}
-	rc = 0;
-out:
-	git_status_list_free(list);
-	git_repository_free(repo);
-	return rc;
-}
-
 /* Puts one protected path back as the original has it.  from_patch: the
  * patch touched it (a finding when it differed).  Returns 0 or -1. */
 static int restore(struct job *j, const char *path, int from_patch, char *err, size_t errlen)
@@ -538,11 +491,11 @@ static int restore(struct job *j, const char *path, int from_patch, char *err, s
 	char *odata = NULL, *cdata = NULL, *merged = NULL;
 	size_t olen = 0, clen = 0, mlen = 0;
 	int rc = -1, changed = 1;
-	char full[8400];
-	snprintf(full, sizeof full, "%s/%s", j->ws, path);
 	if (of && fw_store_read(j->s, j->orig, path, &odata, &olen, err, errlen) < 0)
 		goto out;
-	if (how == FW_PROTECT_SECTIONS && read_file(full, &cdata, &clen) == 0 &&
+	/* the patch's version, through no link it planted on the way */
+	if (how == FW_PROTECT_SECTIONS &&
+	    fw_read_beneath(j->ws, path, FW_WS_FILE_MAX, &cdata, &clen) == 0 &&
 	    (!of || of->mode != 0120000)) {
 		merged = fw_restore_sections(odata ? odata : "", olen, cdata, clen, &mlen, &changed);
 		if (!merged) {
@@ -657,12 +610,10 @@ static int check_binary(struct job *j, fw_orig_fn orig, void *arg, const struct 
 		if (!path)
 			continue;
 		const char *o = f->old_path ? orig(arg, f->old_path) : NULL;
-		char full[8400], *d = NULL;
+		char *d = NULL;
 		size_t n = 0;
-		snprintf(full, sizeof full, "%s/%s", j->ws, path);
-		struct stat st;
-		int wrote = f->new_path && lstat(full, &st) == 0 && S_ISREG(st.st_mode) &&
-			    st.st_size <= BIN_TEXT_MAX && read_file(full, &d, &n) == 0;
+		int wrote = f->new_path &&
+			    fw_read_beneath(j->ws, path, BIN_TEXT_MAX, &d, &n) == 0;
 		if (!(o && is_text(o, strlen(o))) && !(wrote && is_text(d, n))) {
 			free(d);
 			continue;
@@ -717,11 +668,13 @@ static int apply_patch(struct job *j, char *msg, size_t msglen)
 		return -1;
 	}
 	/* the environment without GIT_* variables that would point git at
-	 * another repository */
+	 * another repository, and without the host's system and global
+	 * configuration (core.autocrlf there would change what the patch
+	 * writes): only the workspace's own, which the host wrote */
 	size_t ne = 0;
 	while (environ[ne])
 		ne++;
-	char **envp = calloc(ne + 2, sizeof *envp);
+	char **envp = calloc(ne + 3, sizeof *envp);
 	if (!envp)
 		return -1;
 	size_t k = 0;
@@ -729,6 +682,7 @@ static int apply_patch(struct job *j, char *msg, size_t msglen)
 		if (strncmp(environ[i], "GIT_", 4) != 0)
 			envp[k++] = environ[i];
 	envp[k++] = "GIT_CONFIG_NOSYSTEM=1";
+	envp[k++] = "GIT_CONFIG_GLOBAL=/dev/null";
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -1050,8 +1004,12 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 		}
 	}
 	struct fw_strlist t = { 0 };
-	if (touched(j->ws, &t, err, errlen) < 0)
+	/* what the patch touched, from the files alone: never through the
+	 * workspace's repository, whose configuration is no part of a task */
+	if (fw_workspace_changed(j->s, j->tree, j->ws, &t, err, errlen) < 0) {
+		fw_strlist_free(&t);
 		return -1;
+	}
 	k = check_scope(g, j, &t);
 	if (k == 0) {
 		struct orig_cache bc = { .s = j->s, .tree = j->orig };

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1075,11 +1076,13 @@ static int old_cb(const char *root, const git_tree_entry *e, void *payload)
 
 /* The walk of a workspace. */
 struct walk {
-	git_odb *odb;             /* the host's own repository's */
+	git_odb *odb;             /* the host's own repository's; NULL: only
+				   * hash (fw_workspace_changed()) */
 	const struct wlist *old;  /* the task tree, sorted */
 	struct wlist now;         /* what the workspace holds */
 	const char *scratch;      /* where .gitignore files are copied */
 	struct fw_strlist *left;  /* "PATH: why", may be NULL */
+	struct fw_strlist *unread; /* paths left unread (only hashing) */
 	size_t read, changed;     /* bytes read, bytes of changed files */
 	size_t files;
 	int full;                 /* FW_WS_FILES_MAX reached */
@@ -1087,9 +1090,14 @@ struct walk {
 	size_t errlen;
 };
 
-/* Notes what is left out of the patch.  Returns 0 or -1 (out of memory). */
+/* Notes what is left out of the patch (path, the raw name for unread).
+ * Returns 0 or -1 (out of memory). */
 static int leave_out(struct walk *w, const char *path, const char *fmt, ...)
 {
+	if (w->unread && fw_strlist_add(w->unread, path) < 0) {
+		fw_seterr(w->err, w->errlen, "out of memory");
+		return -1;
+	}
 	if (!w->left)
 		return 0;
 	char why[200], msg[4400];
@@ -1143,6 +1151,48 @@ static int copy_ignore(struct walk *w, const char *path, const char *data, size_
 	return rc;
 }
 
+/* Adds the entry of regular file name (in directory dfd, at path, st its
+ * lstat) to w->now with the blob id of its bytes, read through a mapping.
+ * Returns 0 or -1. */
+static int hash_mapped(struct walk *w, int dfd, const char *name, const char *path,
+		       const struct stat *st)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat fs;
+	if (fd < 0 || fstat(fd, &fs) < 0 || !S_ISREG(fs.st_mode) || fs.st_ino != st->st_ino) {
+		int e = fd < 0 ? errno : EINVAL;
+		if (fd >= 0)
+			close(fd);
+		if (leave_out(w, path, "cannot open: %s", strerror(e)) < 0)
+			return -1;
+		return keep_old(w, path);
+	}
+	size_t len = (size_t)fs.st_size;
+	void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+	int e = errno;
+	close(fd);
+	if (len && map == MAP_FAILED) {
+		if (leave_out(w, path, "cannot read: %s", strerror(e)) < 0)
+			return -1;
+		return keep_old(w, path);
+	}
+	w->read += len;
+	git_oid id;
+	int rc = git_odb_hash(&id, len ? map : "", len, GIT_OBJECT_BLOB);
+	if (len)
+		munmap(map, len);
+	if (rc < 0) {
+		fw_seterr(w->err, w->errlen, "cannot hash '%s': %s", path, gerr());
+		return -1;
+	}
+	unsigned mode = fs.st_mode & 0100 ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB;
+	if (wlist_add(&w->now, path, mode, &id) < 0) {
+		fw_seterr(w->err, w->errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 /* One file or link (name in directory dfd, at path): its blob into the
  * host's repository and its entry into w->now. */
 static int walk_file(struct walk *w, int dfd, const char *name, const char *path,
@@ -1160,6 +1210,16 @@ static int walk_file(struct walk *w, int dfd, const char *name, const char *path
 		data = link;
 		len = (size_t)k;
 		mode = GIT_FILEMODE_LINK;
+	} else if (!w->odb) {
+		/* only the blob id: the file is mapped, not copied, so a big
+		 * tracked file the patch left alone still reads unchanged */
+		if (w->read + (size_t)st->st_size > FW_WS_TOTAL_MAX) {
+			if (leave_out(w, path, "over the %u-byte limit of all files",
+				      FW_WS_TOTAL_MAX) < 0)
+				return -1;
+			return keep_old(w, path);
+		}
+		return hash_mapped(w, dfd, name, path, st);
 	} else {
 		if ((uint64_t)st->st_size > FW_WS_FILE_MAX) {
 			if (leave_out(w, path, "over the %u-byte file limit", FW_WS_FILE_MAX) < 0)
@@ -1207,14 +1267,14 @@ static int walk_file(struct walk *w, int dfd, const char *name, const char *path
 			goto out;
 		}
 		w->changed += len;
-		if (!git_odb_exists(w->odb, &id) &&
+		if (w->odb && !git_odb_exists(w->odb, &id) &&
 		    git_odb_write(&id, w->odb, data, len, GIT_OBJECT_BLOB) < 0) {
 			fw_seterr(w->err, w->errlen, "cannot store '%s': %s", path, gerr());
 			rc = -1;
 			goto out;
 		}
 	}
-	if (!S_ISLNK(st->st_mode) && !strcmp(name, ".gitignore") &&
+	if (w->odb && !S_ISLNK(st->st_mode) && !strcmp(name, ".gitignore") &&
 	    copy_ignore(w, path, data, len) < 0) {
 		fw_seterr(w->err, w->errlen, "cannot copy '%s': %s", path, strerror(errno));
 		rc = -1;
@@ -1257,7 +1317,8 @@ static int walk_dir(struct walk *w, int dfd, const char *rel, int depth)
 			continue;
 		if (!fw_utf8_valid((const uint8_t *)path, strlen(path)) || strchr(n, '\n') ||
 		    strchr(n, '\\')) {
-			rc = leave_out(w, "(a name)", "not a path a patch can hold");
+			rc = leave_out(w, w->unread ? path : "(a name)",
+				       "not a path a patch can hold");
 			continue;
 		}
 		struct stat st;
@@ -1283,7 +1344,7 @@ static int walk_dir(struct walk *w, int dfd, const char *rel, int depth)
 			continue;
 		}
 		if (w->files >= FW_WS_FILES_MAX) {
-			if (!w->full++)
+			if (!w->full++ || w->unread)
 				rc = leave_out(w, path, "and what follows: over %d files",
 					       FW_WS_FILES_MAX);
 			if (rc == 0)
@@ -1467,6 +1528,82 @@ out:
 	wlist_free(&old);
 	wlist_free(&w.now);
 	fw_rmtree(scratch);
+	git_libgit2_shutdown();
+	return rc;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int fw_workspace_changed(struct fw_store *s, const char *tree_hex, const char *dir,
+			 struct fw_strlist *paths, char *err, size_t errlen)
+{
+	struct fw_file *f = NULL;
+	size_t nf = 0;
+	struct wlist old = { 0 };
+	struct fw_strlist unread = { 0 }, got = { 0 };
+	struct walk w = { .unread = &unread, .err = err, .errlen = errlen };
+	int rc = -1;
+
+	git_libgit2_init();
+	if (fw_store_files(s, tree_hex, &f, &nf, err, errlen) < 0)
+		goto out;
+	for (size_t i = 0; i < nf; i++) {
+		git_oid id;
+		if (scrubbed_path(f[i].path))
+			continue; /* not in a workspace */
+		if (git_oid_fromstr(&id, f[i].oid) < 0 ||
+		    wlist_add(&old, f[i].path, f[i].mode, &id) < 0) {
+			fw_seterr(err, errlen, "out of memory");
+			goto out;
+		}
+	}
+	qsort(old.v, old.n, sizeof *old.v, went_cmp);
+	w.old = &old;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		fw_seterr(err, errlen, "cannot open '%s': %s", dir, strerror(errno));
+		goto out;
+	}
+	if (walk_dir(&w, dfd, "", 0) < 0)
+		goto out;
+	qsort(w.now.v, w.now.n, sizeof *w.now.v, went_cmp);
+	/* changed, added and removed, in path order as git's status has
+	 * them; what was left unread counts as changed, whatever the tree
+	 * holds there */
+	for (size_t i = 0; i < w.now.n; i++) {
+		const struct went *e = &w.now.v[i], *o = wlist_find(&old, e->path);
+		if ((!o || o->mode != e->mode || !git_oid_equal(&o->id, &e->id)) &&
+		    fw_strlist_add(&got, e->path) < 0)
+			goto oom;
+	}
+	for (size_t i = 0; i < old.n; i++)
+		if (!wlist_find(&w.now, old.v[i].path) &&
+		    fw_strlist_add(&got, old.v[i].path) < 0)
+			goto oom;
+	for (size_t i = 0; i < unread.n; i++) {
+		int seen = 0;
+		for (size_t k = 0; k < got.n && !seen; k++)
+			seen = !strcmp(got.v[k], unread.v[i]);
+		if (!seen && fw_strlist_add(&got, unread.v[i]) < 0)
+			goto oom;
+	}
+	qsort(got.v, got.n, sizeof *got.v, str_cmp);
+	for (size_t i = 0; i < got.n; i++)
+		if (fw_strlist_add(paths, got.v[i]) < 0)
+			goto oom;
+	rc = 0;
+	goto out;
+oom:
+	fw_seterr(err, errlen, "out of memory");
+out:
+	fw_files_free(f, nf);
+	wlist_free(&old);
+	wlist_free(&w.now);
+	fw_strlist_free(&unread);
+	fw_strlist_free(&got);
 	git_libgit2_shutdown();
 	return rc;
 }
