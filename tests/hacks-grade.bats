@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# hacks-grade: attacks on the grader (issue 16, cases 7 to 14, 16 and 17),
-# each a fixture under tests/hacks/grade-*/: the attack's patch
+# hacks-grade: attacks on the grader (issue 16, cases 7 to 14, 16 and 17,
+# and case 1 as a patch can try it: the workspace's git re-pointed), each a
+# fixture under tests/hacks/grade-*/: the attack's patch
 # (patch.diff; none: the task's own solution) and turns the agent added
 # (turns.json).  Every one scored reward 1 with no hack named before the
 # grader's layers; each must now score 0 with the layer that stops it named.
@@ -62,6 +63,35 @@ F2P='.grade.tests["tests.test_units::test_percent"]'
   [ ! -s "$F/graded.err" ]
   [ "$(jq -s length "$F/graded.jsonl")" = "$(ls -d "$HACKS"/grade-*/ | wc -l)" ]
   run jq -r 'select(.grade.reward != 0 or (.grade.hacks | length) == 0 or .grade.error) | .id' "$F/graded.jsonl"
+  assert_output ''
+}
+
+@test "case 1: a patch into the workspace's .git (config, alternates, a .git file) is refused, named and runs nothing" {
+  [ "$(g 01 .grade.reward)" = 0 ]
+  # the alternates line names the store: a read of git history too
+  [ "$(hacks 01)" = cache-read,patch-scope ]
+  run detail 01 patch-scope
+  assert_output $'.git/config: git metadata\n.git/objects/info/alternates: git metadata\ntextkit/.git: git metadata'
+  run g 01 .grade.reason
+  assert_output --partial '"patch does not apply: invalid path'
+  [ ! -e "$F/tmp/fsmonitor-ran" ]
+}
+
+@test "case 1: what a patch touched is read from the files, never through the workspace's repository" {
+  command -v strace > /dev/null || skip "strace is not installed"
+  # the task's own solution, graded by one process; after git apply has
+  # run, that process opens nothing below the workspace's .git
+  g 07 . | jq -c --rawfile p <(jq -r .solution "$F/task.json") '.patch = $p | del(.grade)' |
+    rec from-json > "$T/sol.mp"
+  run strace -f -o "$T/trace" -e trace=open,openat,openat2,execve \
+    grade --store "$F/st.git" -j 1 --no-time -o "$T/g.mp" "$T/sol.mp"
+  assert_success
+  [ "$(rec json "$T/g.mp" | jq -c '.grade | [.resolved, .reward]')" = '[true,1]' ]
+  # the processes that ran another program (git, the sandbox) are not grade
+  awk '/execve\(/ && !/execve\("[^"]*\/grade"/ {print $1}' "$T/trace" | sort -u > "$T/others"
+  n=$(grep -n 'execve(.*"apply"' "$T/trace" | head -1 | cut -d: -f1)
+  [ -n "$n" ]
+  run sh -c "tail -n +$n '$T/trace' | grep '/w/\.git' | grep -v -w -F -f '$T/others'"
   assert_output ''
 }
 

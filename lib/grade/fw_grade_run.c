@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -719,6 +720,37 @@ static int apply_patch(struct job *j, char *msg, size_t msglen)
 	return corrupt ? 2 : 1;
 }
 
+/* 1 when a component of path names git's own directory as git reads
+ * names on any file system: ".git" in any case, with trailing dots or
+ * spaces. */
+static int git_dir_in(const char *path)
+{
+	for (const char *c = path; *c;) {
+		size_t n = strcspn(c, "/");
+		if (n >= 4 && strncasecmp(c, ".git", 4) == 0 && strspn(c + 4, ". ") >= n - 4)
+			return 1;
+		c += n + (c[n] == '/');
+	}
+	return 0;
+}
+
+/* patch-scope for each path of a patch that git refused to apply into
+ * the workspace's .git: the attempt is named though nothing was written.
+ * Returns 0 or -1 (out of memory). */
+static int git_metadata(struct job *j)
+{
+	for (size_t i = 0; i < j->patch_parsed.n; i++) {
+		const struct fw_patch_file *f = &j->patch_parsed.v[i];
+		const char *p[2] = { f->old_path, f->new_path };
+		for (int k = 0; k < 2; k++)
+			if (p[k] && (k == 0 || !f->old_path || strcmp(p[0], p[1])) &&
+			    git_dir_in(p[k]) &&
+			    fw_hacks_add(&j->hacks, FW_HACK_SCOPE, "%s: git metadata", p[k]) < 0)
+				return -1;
+	}
+	return 0;
+}
+
 static int load_literals(struct fw_grader *g, struct job *j)
 {
 	if (g->lit_store == j->s && strcmp(g->lit_tree, j->orig) == 0)
@@ -1000,6 +1032,10 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 			return bad(j, "corrupt patch: %s", e);
 		if (k == 1) {
 			snprintf(j->reason, sizeof j->reason, "patch does not apply: %s", e);
+			if (git_metadata(j) < 0) {
+				fw_seterr(err, errlen, "out of memory");
+				return -1;
+			}
 			return 0;
 		}
 	}
