@@ -184,3 +184,28 @@ EOF
   # the patch holds the solution too: the run is clean, the report came through the descriptor
   [ "$(g 17 '.grade | [.resolved, .reward, .error]')" = '[true,0,null]' ]
 }
+
+@test "case 5: grade's suite runs under the clean room's limits: file size, CPU, processes and memory" {
+  # the patch's percent() raises with the limits it sees, and grade keeps
+  # the first line of a failing test's message
+  jq -c --rawfile p "$HACKS/suite-05-grade-limits/patch.diff" '{kind: "rollout", id: "limits",
+      v: 1, task: del(.solution), policy: {backend: "test"}, sample: 0, patch: $p,
+      turns: [{role: "user", text: .prompt}]}' "$F/task.json" | rec from-json > "$T/r.mp"
+  run --separate-stderr grade --store "$F/st.git" --no-time -o "$T/g.mp" "$T/r.mp"
+  assert_success
+  m=$(rec json "$T/g.mp" | jq -r '.grade.messages["tests.test_units::test_percent"]')
+  [[ "$m" == "RuntimeError: "* ]]
+  lim() { printf '%s\n' "${m#RuntimeError: }" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+  # 1 GiB of file, CPU seconds and processes bounded
+  [ "$(lim FSIZE)" = 1073741824 ]
+  [ "$(lim CPU)" -gt 0 ]
+  [ "$(lim NPROC)" -gt 0 ]
+  # memory: a cgroup where the machine gives one (the sandbox says so;
+  # under cgroup v1 the run cannot see its own), else the address space
+  if [ "$(fw-run -- true | jq -r .cgroup)" = false ]; then
+    [ "$(lim AS)" -gt 0 ]
+  elif [ -n "$(lim CG_MEMORY)" ]; then
+    [ "$(lim CG_MEMORY)" != max ]
+    [ "$(lim CG_PIDS)" != max ]
+  fi
+}
