@@ -385,4 +385,23 @@ long fw_gsum_rows(struct fw_gsum *s, const struct fw_gsum_row **rows);
  * by s. */
 const char *const *fw_gsum_recent(const struct fw_gsum *s, size_t *n);
 
+/* The name of a scope: "checkpoint", "task" or "split".  Cannot fail. */
+const char *fw_gsum_scope_name(enum fw_gsum_scope scope);
+
+/*
+ * Appends row r as a `grade-summary` record (flywheel-records(5)) to b:
+ * id the hash of its scope and key, NaN figures as nil.  Returns 0, or -1
+ * when memory runs out.
+ */
+int fw_gsum_pack_row(struct fw_buf *b, const struct fw_gsum_row *r);
+
+/*
+ * Appends the summary as text to b (grade(1), --summary): a table per
+ * scope, then the recent checkpoints, what to retire and what was never
+ * solved.  rows and n are fw_gsum_rows()'s.  Returns 0, or -1 when memory
+ * runs out.
+ */
+int fw_gsum_text(struct fw_buf *b, const struct fw_gsum *s, const struct fw_gsum_row *rows,
+		 long n);
+
 #endif

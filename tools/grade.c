@@ -6,15 +6,14 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fw_cli.h"
 #include "fw_grade.h"
+#include "fw_grade_judge.h"
 #include "fw_judge.h"
 #include "fw_model.h"
 #include "fw_mp.h"
@@ -123,161 +122,21 @@ struct run {
 	uint64_t written, graded, errors, passed;
 	int status;
 	int fatal;
-	struct fw_judge *judge;
+	/* --judge: the judge's pass (its judge and rubric owned here);
+	 * --distil: the student's tokenizer and where its examples go */
+	struct fw_grade_judging jg;
 	struct fw_rubric *rubric;
-	struct fw_verdict *verdicts;
-	struct fw_buf jbuf, gbuf, rbuf;
-	/* --distil: the student's tokenizer and positions, the examples */
 	struct fw_tok *stok;
-	int smax_pos;
 	struct fw_writer *dw;
-	struct fw_buf dbuf, pbuf;
-	uint64_t distilled;
 };
 
-/*
- * --distil: one SFT example per criterion of the judged record rec, the
- * judge prompt as the student reads it (fitted to its tokenizer and
- * positions) and the verdict as its completion: {prompt, completion:
- * " LABEL", criterion, rubric, id, p}.  Returns 0, or -1 with err filled.
- */
-static int distil_record(struct run *r, struct fw_mpv rec, char *err, size_t errlen)
+/* --distil: one example to the writer arg. */
+static int put_example(void *arg, const void *p, size_t n, char *err, size_t errlen)
 {
-	struct fw_mpv idv;
-	const char *id = "";
-	size_t idn = 0;
-
-	if (fw_mp_get(rec, "id", &idv) == 1)
-		fw_mp_str(idv, &id, &idn);
-	for (int c = 0; c < r->rubric->n; c++) {
-		const struct fw_criterion *cr = &r->rubric->c[c];
-		const struct fw_verdict *v = &r->verdicts[c];
-		const char *lab = cr->labels[v->label];
-		msgpack_packer pk;
-		int e = 0;
-
-		if (v->skipped)
-			continue;
-		fw_buf_reset(&r->pbuf);
-		if (fw_judge_prompt_fit(&r->pbuf, r->rubric, c, rec, r->stok, r->smax_pos) < 0)
-			goto oom;
-		fw_buf_reset(&r->dbuf);
-		fw_buf_packer(&pk, &r->dbuf);
-		e |= msgpack_pack_map(&pk, 7);
-		e |= fw_pack_cstr(&pk, "kind");
-		e |= fw_pack_cstr(&pk, "sft");
-		e |= fw_pack_cstr(&pk, "prompt");
-		e |= msgpack_pack_str(&pk, r->pbuf.n);
-		e |= msgpack_pack_str_body(&pk, r->pbuf.p, r->pbuf.n);
-		e |= fw_pack_cstr(&pk, "completion");
-		e |= msgpack_pack_str(&pk, strlen(lab) + 1);
-		e |= msgpack_pack_str_body(&pk, " ", 1);
-		e |= msgpack_pack_str_body(&pk, lab, strlen(lab));
-		e |= fw_pack_cstr(&pk, "rubric");
-		e |= fw_pack_cstr(&pk, r->rubric->id ? r->rubric->id : "");
-		e |= fw_pack_cstr(&pk, "criterion");
-		e |= fw_pack_cstr(&pk, cr->name);
-		e |= fw_pack_cstr(&pk, "id");
-		e |= msgpack_pack_str(&pk, idn);
-		e |= msgpack_pack_str_body(&pk, id, idn);
-		e |= fw_pack_cstr(&pk, "p");
-		e |= msgpack_pack_double(&pk, v->p[v->label]);
-		if (e)
-			goto oom;
-		if (fw_writer_put(r->dw, r->dbuf.p, r->dbuf.n) < 0) {
-			snprintf(err, errlen, "--distil: %s", fw_writer_error(r->dw));
-			return -1;
-		}
-		r->distilled++;
-	}
-	return 0;
-oom:
-	snprintf(err, errlen, "out of memory");
-	return -1;
-}
-
-/* A grade reward as a double (the sub-map's "reward"), or 0. */
-static double field_double(struct fw_mpv m, const char *key)
-{
-	struct fw_mpv v;
-	double x = 0;
-	if (fw_mp_get(m, key, &v) == 1)
-		fw_mp_double(v, &x);
-	return x;
-}
-
-/*
- * Adds grade.judge to the graded record in s->out: every criterion of the
- * rubric judged; with a mixed reward, grade.reward becomes the mix and
- * grade.reward_tests keeps the tests' own.  Returns 0, or -1 with s->err
- * filled.
- */
-static int judge_record(struct run *r, struct slot *s)
-{
-	const struct opts *o = r->pool.o;
-	struct fw_mpv rec = fw_mp_view(s->out.p, s->out.p + s->out.n), g, hacks;
-	msgpack_packer pk;
-
-	static const unsigned char empty_map[] = { 0x80 };
-	if (fw_mp_get(rec, "grade", &g) != 1) {
-		if (!o->judge_only) {
-			snprintf(s->err, sizeof s->err, "graded record without a grade map");
-			return -1;
-		}
-		/* --judge-only on a record never graded: the judge is all
-		 * its grade */
-		g = fw_mp_view(empty_map, empty_map + 1);
-	}
-	for (int c = 0; c < r->rubric->n; c++)
-		if (fw_judge_score(r->judge, r->rubric, c, rec, &r->verdicts[c], s->err,
-				   sizeof s->err) < 0)
-			return -1;
-	if (r->dw && distil_record(r, rec, s->err, sizeof s->err) < 0)
-		return -1;
-	fw_buf_reset(&r->jbuf);
-	fw_buf_packer(&pk, &r->jbuf);
-	size_t jn, rn;
-	if (fw_judge_pack(&pk, r->rubric, r->verdicts) != 0)
-		goto oom;
-	jn = rn = r->jbuf.n;
-	if (o->have_mix) {
-		double T = field_double(g, "reward"), R;
-		int64_t nh = 0;
-		struct fw_mp_iter it;
-		if (fw_mp_get(g, "hacks", &hacks) == 1)
-			nh = fw_mp_iter_init(&it, hacks);
-		R = fw_mix_reward(&o->mix, T, r->rubric, r->verdicts, s->err, sizeof s->err);
-		if (R < 0)
-			return -1;
-		/* a hack the tests zeroed stays zero: a judge cannot buy it back */
-		if (nh > 0 && !o->g.hacks_warn)
-			R = 0;
-		if (msgpack_pack_double(&pk, R))
-			goto oom;
-		rn = r->jbuf.n;
-		if (msgpack_pack_double(&pk, T))
-			goto oom;
-	}
-	struct fw_field f[3] = {
-		{ "judge", 5, fw_mp_view(r->jbuf.p, r->jbuf.p + jn) },
-		{ "reward", 6, fw_mp_view(r->jbuf.p + jn, r->jbuf.p + rn) },
-		{ "reward_tests", 12, fw_mp_view(r->jbuf.p + rn, r->jbuf.p + r->jbuf.n) },
-	};
-	fw_buf_reset(&r->gbuf);
-	if (fw_rec_set(&r->gbuf, g, f, o->have_mix ? 3 : 1) < 0)
-		goto oom;
-	struct fw_field fg = { "grade", 5, fw_mp_view(r->gbuf.p, r->gbuf.p + r->gbuf.n) };
-	fw_buf_reset(&r->rbuf);
-	if (fw_rec_set(&r->rbuf, rec, &fg, 1) < 0)
-		goto oom;
-	/* the judged record becomes the slot's output; its old bytes are
-	 * the next record's scratch */
-	struct fw_buf t = s->out;
-	s->out = r->rbuf;
-	r->rbuf = t;
-	return 0;
-oom:
-	snprintf(s->err, sizeof s->err, "out of memory");
+	struct fw_writer *w = arg;
+	if (fw_writer_put(w, p, n) == 0)
+		return 0;
+	snprintf(err, errlen, "--distil: %s", fw_writer_error(w));
 	return -1;
 }
 
@@ -314,7 +173,8 @@ static int drain(struct run *r, uint64_t until, int wait)
 				r->errors++;
 			}
 			r->graded++;
-			if (r->judge && judge_record(r, s) < 0) {
+			if (r->jg.judge &&
+			    fw_grade_judge_record(&r->jg, &s->out, s->err, sizeof s->err) < 0) {
 				fw_warn_rec(s->file, s->index, s->offset, "judge: %s", s->err);
 				r->fatal = 1;
 			} else {
@@ -404,25 +264,22 @@ static int grade_main(struct opts *o)
 	pthread_cond_init(&p->cv_done, NULL);
 	char err[512];
 	if (o->judge) {
+		r.jg = (struct fw_grade_judging){ .mix = o->have_mix ? &o->mix : NULL,
+						  .hacks_warn = o->g.hacks_warn,
+						  .judge_only = o->judge_only };
 		if (!(r.rubric = fw_rubric_load(o->rubric, err, sizeof err)) ||
-		    !(r.judge = fw_judge_open(o->judge, o->judge_tok, o->g.timeout_s > 0 ? o->g.timeout_s : 600, 2,
-					      err, sizeof err)) ||
-		    !(r.verdicts = calloc((size_t)r.rubric->n, sizeof *r.verdicts))) {
-			fw_warn("%s", r.rubric && r.judge ? "out of memory" : err);
-			fw_judge_free(r.judge);
-			fw_rubric_free(r.rubric);
-			free(p->slots);
-			return FW_EXIT_DATA;
+		    !(r.jg.judge = fw_judge_open(o->judge, o->judge_tok,
+						 o->g.timeout_s > 0 ? o->g.timeout_s : 600, 2, err,
+						 sizeof err)) ||
+		    (r.jg.rubric = r.rubric, fw_grade_judging_init(&r.jg) < 0)) {
+			fw_warn("%s", r.rubric && r.jg.judge ? "out of memory" : err);
+			goto fail;
 		}
 		for (int i = 0; o->have_mix && i < o->mix.n; i++)
 			if (fw_rubric_find(r.rubric, o->mix.crit[i]) < 0) {
 				fw_warn("--reward: criterion '%s' is not in %s", o->mix.crit[i],
 					o->rubric);
-				fw_judge_free(r.judge);
-				fw_rubric_free(r.rubric);
-				free(r.verdicts);
-				free(p->slots);
-				return FW_EXIT_DATA;
+				goto fail;
 			}
 	}
 	if (o->distil) {
@@ -434,21 +291,17 @@ static int grade_main(struct opts *o)
 		     fw_config_load(&cfg, path, err, sizeof err) < 0) ||
 		    !(r.dw = fw_writer_open(o->distil, o->level, err, sizeof err))) {
 			fw_warn("--student %s: %s", o->student, err);
-			fw_tok_free(r.stok);
-			fw_judge_free(r.judge);
-			fw_rubric_free(r.rubric);
-			free(r.verdicts);
-			free(p->slots);
-			return FW_EXIT_DATA;
+			goto fail;
 		}
-		r.smax_pos = cfg.max_pos;
+		r.jg.stok = r.stok;
+		r.jg.smax_pos = cfg.max_pos;
+		r.jg.put = put_example;
+		r.jg.put_arg = r.dw;
 	}
 	r.w = fw_writer_open(o->out, o->level, err, sizeof err);
 	if (!r.w || !p->slots) {
 		fw_warn("%s", r.w ? "out of memory" : err);
-		fw_writer_abort(r.w);
-		free(p->slots);
-		return FW_EXIT_DATA;
+		goto fail;
 	}
 	pthread_t th[64];
 	size_t nt = 0;
@@ -457,9 +310,7 @@ static int grade_main(struct opts *o)
 			break;
 	if (nt == 0) {
 		fw_warn("cannot start a worker thread");
-		fw_writer_abort(r.w);
-		free(p->slots);
-		return FW_EXIT_DATA;
+		goto fail;
 	}
 	fw_progress_start(&r.prog, o->progress);
 
@@ -507,23 +358,18 @@ static int grade_main(struct opts *o)
 			r.status = FW_EXIT_DATA;
 		} else {
 			fw_warn("%llu examples for the student in %s",
-				(unsigned long long)r.distilled, o->distil);
+				(unsigned long long)r.jg.distilled, o->distil);
 		}
-		fw_tok_free(r.stok);
-		fw_buf_free(&r.dbuf);
-		fw_buf_free(&r.pbuf);
 	}
 	for (size_t i = 0; i < p->nslots; i++) {
 		fw_buf_free(&p->slots[i].in);
 		fw_buf_free(&p->slots[i].out);
 	}
 	free(p->slots);
-	fw_judge_free(r.judge);
+	fw_tok_free(r.stok);
+	fw_judge_free(r.jg.judge);
 	fw_rubric_free(r.rubric);
-	free(r.verdicts);
-	fw_buf_free(&r.jbuf);
-	fw_buf_free(&r.gbuf);
-	fw_buf_free(&r.rbuf);
+	fw_grade_judging_release(&r.jg);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv_work);
 	pthread_cond_destroy(&p->cv_done);
@@ -533,159 +379,18 @@ static int grade_main(struct opts *o)
 	if (r.errors || r.fatal)
 		r.status = FW_EXIT_DATA;
 	return r.status;
+fail:
+	fw_writer_abort(r.dw);
+	fw_writer_abort(r.w);
+	fw_tok_free(r.stok);
+	fw_judge_free(r.jg.judge);
+	fw_rubric_free(r.rubric);
+	fw_grade_judging_release(&r.jg);
+	free(p->slots);
+	return FW_EXIT_DATA;
 }
 
 /* ---- summary ------------------------------------------------------------------ */
-
-static const char *const scope_names[] = { "checkpoint", "task", "split" };
-
-static void pack_num(msgpack_packer *pk, double x)
-{
-	if (isnan(x))
-		msgpack_pack_nil(pk);
-	else
-		msgpack_pack_double(pk, x);
-}
-
-static int summary_records(const struct fw_gsum_row *rows, long n, struct fw_writer *w)
-{
-	struct fw_buf b = { 0 };
-	int rc = 0;
-	for (long i = 0; i < n && rc == 0; i++) {
-		const struct fw_gsum_row *r = &rows[i];
-		char key[600], id[17], k[8];
-		snprintf(key, sizeof key, "%s\n%s", scope_names[r->scope], r->key);
-		snprintf(id, sizeof id, "%016llx", (unsigned long long)fw_hash64(key, strlen(key)));
-		fw_buf_reset(&b);
-		msgpack_packer pk;
-		fw_buf_packer(&pk, &b);
-		int nf = 16 + (r->scope == FW_GSUM_TASK);
-		msgpack_pack_map(&pk, nf);
-		fw_pack_cstr(&pk, "kind"); fw_pack_cstr(&pk, "grade-summary");
-		fw_pack_cstr(&pk, "id"); fw_pack_cstr(&pk, id);
-		fw_pack_cstr(&pk, "v"); msgpack_pack_int(&pk, 1);
-		fw_pack_cstr(&pk, "scope"); fw_pack_cstr(&pk, scope_names[r->scope]);
-		fw_pack_cstr(&pk, "key"); fw_pack_cstr(&pk, r->key);
-		if (r->scope == FW_GSUM_TASK) {
-			fw_pack_cstr(&pk, "split");
-			fw_pack_cstr(&pk, r->split);
-		}
-		fw_pack_cstr(&pk, "tasks"); msgpack_pack_uint64(&pk, r->tasks);
-		fw_pack_cstr(&pk, "rollouts"); msgpack_pack_uint64(&pk, r->rollouts);
-		fw_pack_cstr(&pk, "solved"); msgpack_pack_uint64(&pk, r->solved);
-		fw_pack_cstr(&pk, "rate"); pack_num(&pk, r->rate);
-		fw_pack_cstr(&pk, "lo"); pack_num(&pk, r->lo);
-		fw_pack_cstr(&pk, "hi"); pack_num(&pk, r->hi);
-		fw_pack_cstr(&pk, "pass_at");
-		int nk = 0;
-		for (int j = 0; j < FW_GSUM_NK; j++)
-			nk += !isnan(r->pass_at[j]);
-		msgpack_pack_map(&pk, nk);
-		for (int j = 0; j < FW_GSUM_NK; j++) {
-			if (isnan(r->pass_at[j]))
-				continue;
-			snprintf(k, sizeof k, "%u", fw_gsum_k[j]);
-			fw_pack_cstr(&pk, k);
-			msgpack_pack_double(&pk, r->pass_at[j]);
-		}
-		fw_pack_cstr(&pk, "recent_rollouts"); msgpack_pack_uint64(&pk, r->recent_rollouts);
-		fw_pack_cstr(&pk, "recent_rate"); pack_num(&pk, r->recent_rate);
-		fw_pack_cstr(&pk, "retire");
-		r->retire ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-		fw_pack_cstr(&pk, "never_solved");
-		r->never_solved ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-		if (fw_writer_put(w, b.p, b.n) < 0) {
-			fw_warn("write error: %s", fw_writer_error(w));
-			rc = -1;
-		}
-	}
-	fw_buf_free(&b);
-	return rc;
-}
-
-static void fmt_num(char *buf, size_t n, double x)
-{
-	if (isnan(x))
-		snprintf(buf, n, "-");
-	else
-		snprintf(buf, n, "%.3f", x);
-}
-
-/* Prints one table line without its trailing blanks. */
-static void put_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put_line(FILE *f, const char *fmt, ...)
-{
-	char buf[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	size_t n = strlen(buf);
-	while (n && buf[n - 1] == ' ')
-		n--;
-	fprintf(f, "%.*s\n", (int)n, buf);
-}
-
-static void summary_text(FILE *f, struct fw_gsum *s, const struct fw_gsum_row *rows, long n,
-			 double retire_at)
-{
-	int kw = 10;
-	for (long i = 0; i < n; i++)
-		if ((int)strlen(rows[i].key) > kw)
-			kw = (int)strlen(rows[i].key);
-	char a[32], b[32], c[32], d[32];
-	for (int scope = 0; scope < 3; scope++) {
-		int any = 0;
-		for (long i = 0; i < n; i++) {
-			const struct fw_gsum_row *r = &rows[i];
-			if ((int)r->scope != scope)
-				continue;
-			if (!any) {
-				if (scope)
-					fputc('\n', f);
-				put_line(f, "%-*s  %-7s %5s %8s %6s  %-5s  %-13s  %-6s  %-6s  %-7s  %s",
-					kw, scope_names[scope], scope == FW_GSUM_TASK ? "split" : "",
-					"tasks", "rollouts", "solved", "rate", "95% wilson", "pass@1",
-					"pass@5", "pass@10", scope ? "recent" : "");
-				any = 1;
-			}
-			fmt_num(a, sizeof a, r->rate);
-			fmt_num(b, sizeof b, r->pass_at[0]);
-			fmt_num(c, sizeof c, r->pass_at[1]);
-			fmt_num(d, sizeof d, r->pass_at[2]);
-			char ci[40], rec[64];
-			snprintf(ci, sizeof ci, "%.3f-%.3f", r->lo, r->hi);
-			rec[0] = '\0';
-			if (scope) {
-				fmt_num(rec, sizeof rec, r->recent_rate);
-				if (r->retire)
-					strcat(rec, " retire");
-				if (r->never_solved)
-					strcat(rec, " never-solved");
-			}
-			put_line(f, "%-*s  %-7s %5llu %8llu %6llu  %-5s  %-13s  %-6s  %-6s  %-7s  %s", kw,
-				r->key, r->split ? r->split : "", (unsigned long long)r->tasks,
-				(unsigned long long)r->rollouts, (unsigned long long)r->solved, a, ci, b,
-				c, d, rec);
-		}
-	}
-	size_t nr;
-	const char *const *recent = fw_gsum_recent(s, &nr);
-	fprintf(f, "\nrecent checkpoints:");
-	for (size_t i = 0; i < nr; i++)
-		fprintf(f, "%s %s", i ? "," : "", recent[i]);
-	fprintf(f, "\nretire (recent pass rate >= %g):", retire_at);
-	int any = 0;
-	for (long i = 0; i < n; i++)
-		if (rows[i].retire)
-			fprintf(f, "%s %s %s", any++ ? "," : "", scope_names[rows[i].scope], rows[i].key);
-	fprintf(f, "%s\nnever solved (too hard or broken):", any ? "" : " none");
-	any = 0;
-	for (long i = 0; i < n; i++)
-		if (rows[i].never_solved)
-			fprintf(f, "%s task %s", any++ ? "," : "", rows[i].key);
-	fprintf(f, "%s\n", any ? "" : " none");
-}
 
 static int summary_main(struct opts *o)
 {
@@ -737,14 +442,26 @@ static int summary_main(struct opts *o)
 		fw_gsum_free(s);
 		return FW_EXIT_DATA;
 	}
+	struct fw_buf b = { 0 };
 	if (o->records) {
 		struct fw_writer *w = fw_writer_open(o->out, o->level, err, sizeof err);
 		if (!w) {
 			fw_warn("%s", err);
 			status = FW_EXIT_DATA;
 		} else {
-			if (summary_records(rows, n, w) < 0)
-				status = FW_EXIT_DATA;
+			for (long i = 0; i < n; i++) {
+				fw_buf_reset(&b);
+				if (fw_gsum_pack_row(&b, &rows[i]) < 0) {
+					fw_warn("out of memory");
+					status = FW_EXIT_DATA;
+					break;
+				}
+				if (fw_writer_put(w, b.p, b.n) < 0) {
+					fw_warn("write error: %s", fw_writer_error(w));
+					status = FW_EXIT_DATA;
+					break;
+				}
+			}
 			if (fw_writer_close(w, err, sizeof err) < 0) {
 				fw_warn("%s", err);
 				status = FW_EXIT_DATA;
@@ -752,17 +469,21 @@ static int summary_main(struct opts *o)
 		}
 	} else {
 		FILE *f = stdout;
-		if (o->out && strcmp(o->out, "-") != 0 && !(f = fopen(o->out, "w"))) {
-			fw_warn("%s: %s", o->out, strerror(errno));
-			fw_gsum_free(s);
-			return FW_EXIT_DATA;
-		}
-		summary_text(f, s, rows, n, o->retire_at);
-		if (f != stdout && fclose(f) != 0) {
+		if (fw_gsum_text(&b, s, rows, n) < 0) {
+			fw_warn("out of memory");
+			status = FW_EXIT_DATA;
+		} else if (o->out && strcmp(o->out, "-") != 0 && !(f = fopen(o->out, "w"))) {
 			fw_warn("%s: %s", o->out, strerror(errno));
 			status = FW_EXIT_DATA;
+		} else {
+			fwrite(b.p, 1, b.n, f);
+			if (f != stdout && fclose(f) != 0) {
+				fw_warn("%s: %s", o->out, strerror(errno));
+				status = FW_EXIT_DATA;
+			}
 		}
 	}
+	fw_buf_free(&b);
 	fw_gsum_free(s);
 	return status;
 }

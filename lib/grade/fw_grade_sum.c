@@ -4,11 +4,14 @@
  * fw_grade.h).  Memory grows with tasks × checkpoints, not with rollouts.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_base.h"
 #include "fw_grade.h"
+#include "fw_mp.h"
 #include "fw_stats.h"
 
 const unsigned fw_gsum_k[FW_GSUM_NK] = { 1, 5, 10 };
@@ -212,4 +215,145 @@ long fw_gsum_rows(struct fw_gsum *s, const struct fw_gsum_row **rows)
 	free(seen);
 	*rows = s->rows;
 	return (long)k;
+}
+
+/* ---- output ------------------------------------------------------------------- */
+
+static const char *const scope_names[] = { "checkpoint", "task", "split" };
+
+const char *fw_gsum_scope_name(enum fw_gsum_scope scope)
+{
+	return scope_names[scope];
+}
+
+static int pack_num(msgpack_packer *pk, double x)
+{
+	return isnan(x) ? msgpack_pack_nil(pk) : msgpack_pack_double(pk, x);
+}
+
+int fw_gsum_pack_row(struct fw_buf *b, const struct fw_gsum_row *r)
+{
+	char key[600], id[17], k[8];
+	snprintf(key, sizeof key, "%s\n%s", scope_names[r->scope], r->key);
+	snprintf(id, sizeof id, "%016llx", (unsigned long long)fw_hash64(key, strlen(key)));
+	msgpack_packer pk;
+	fw_buf_packer(&pk, b);
+	int e = msgpack_pack_map(&pk, 16 + (r->scope == FW_GSUM_TASK));
+	e |= fw_pack_cstr(&pk, "kind") | fw_pack_cstr(&pk, "grade-summary");
+	e |= fw_pack_cstr(&pk, "id") | fw_pack_cstr(&pk, id);
+	e |= fw_pack_cstr(&pk, "v") | msgpack_pack_int(&pk, 1);
+	e |= fw_pack_cstr(&pk, "scope") | fw_pack_cstr(&pk, scope_names[r->scope]);
+	e |= fw_pack_cstr(&pk, "key") | fw_pack_cstr(&pk, r->key);
+	if (r->scope == FW_GSUM_TASK)
+		e |= fw_pack_cstr(&pk, "split") | fw_pack_cstr(&pk, r->split);
+	e |= fw_pack_cstr(&pk, "tasks") | msgpack_pack_uint64(&pk, r->tasks);
+	e |= fw_pack_cstr(&pk, "rollouts") | msgpack_pack_uint64(&pk, r->rollouts);
+	e |= fw_pack_cstr(&pk, "solved") | msgpack_pack_uint64(&pk, r->solved);
+	e |= fw_pack_cstr(&pk, "rate") | pack_num(&pk, r->rate);
+	e |= fw_pack_cstr(&pk, "lo") | pack_num(&pk, r->lo);
+	e |= fw_pack_cstr(&pk, "hi") | pack_num(&pk, r->hi);
+	e |= fw_pack_cstr(&pk, "pass_at");
+	int nk = 0;
+	for (int j = 0; j < FW_GSUM_NK; j++)
+		nk += !isnan(r->pass_at[j]);
+	e |= msgpack_pack_map(&pk, nk);
+	for (int j = 0; j < FW_GSUM_NK; j++) {
+		if (isnan(r->pass_at[j]))
+			continue;
+		snprintf(k, sizeof k, "%u", fw_gsum_k[j]);
+		e |= fw_pack_cstr(&pk, k) | msgpack_pack_double(&pk, r->pass_at[j]);
+	}
+	e |= fw_pack_cstr(&pk, "recent_rollouts") | msgpack_pack_uint64(&pk, r->recent_rollouts);
+	e |= fw_pack_cstr(&pk, "recent_rate") | pack_num(&pk, r->recent_rate);
+	e |= fw_pack_cstr(&pk, "retire");
+	e |= r->retire ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+	e |= fw_pack_cstr(&pk, "never_solved");
+	e |= r->never_solved ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+	return e ? -1 : 0;
+}
+
+static void fmt_num(char *buf, size_t n, double x)
+{
+	if (isnan(x))
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.3f", x);
+}
+
+/* Appends one table line without its trailing blanks.  Returns 0 or -1. */
+static int put_line(struct fw_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int put_line(struct fw_buf *b, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	size_t n = strlen(buf);
+	while (n && buf[n - 1] == ' ')
+		n--;
+	return fw_buf_append(b, buf, n) < 0 || fw_buf_append(b, "\n", 1) < 0 ? -1 : 0;
+}
+
+int fw_gsum_text(struct fw_buf *b, const struct fw_gsum *s, const struct fw_gsum_row *rows,
+		 long n)
+{
+	int kw = 10, e = 0;
+	for (long i = 0; i < n; i++)
+		if ((int)strlen(rows[i].key) > kw)
+			kw = (int)strlen(rows[i].key);
+	char a[32], p1[32], p5[32], p10[32];
+	for (int scope = 0; scope < 3; scope++) {
+		int any = 0;
+		for (long i = 0; i < n; i++) {
+			const struct fw_gsum_row *r = &rows[i];
+			if ((int)r->scope != scope)
+				continue;
+			if (!any) {
+				if (scope)
+					e |= fw_buf_append(b, "\n", 1) < 0;
+				e |= put_line(b, "%-*s  %-7s %5s %8s %6s  %-5s  %-13s  %-6s  %-6s  %-7s  %s",
+					      kw, scope_names[scope], scope == FW_GSUM_TASK ? "split" : "",
+					      "tasks", "rollouts", "solved", "rate", "95% wilson", "pass@1",
+					      "pass@5", "pass@10", scope ? "recent" : "");
+				any = 1;
+			}
+			fmt_num(a, sizeof a, r->rate);
+			fmt_num(p1, sizeof p1, r->pass_at[0]);
+			fmt_num(p5, sizeof p5, r->pass_at[1]);
+			fmt_num(p10, sizeof p10, r->pass_at[2]);
+			char ci[40], rec[64];
+			snprintf(ci, sizeof ci, "%.3f-%.3f", r->lo, r->hi);
+			rec[0] = '\0';
+			if (scope) {
+				fmt_num(rec, sizeof rec, r->recent_rate);
+				if (r->retire)
+					strcat(rec, " retire");
+				if (r->never_solved)
+					strcat(rec, " never-solved");
+			}
+			e |= put_line(b, "%-*s  %-7s %5llu %8llu %6llu  %-5s  %-13s  %-6s  %-6s  %-7s  %s",
+				      kw, r->key, r->split ? r->split : "", (unsigned long long)r->tasks,
+				      (unsigned long long)r->rollouts, (unsigned long long)r->solved, a,
+				      ci, p1, p5, p10, rec);
+		}
+	}
+	size_t nr;
+	const char *const *recent = fw_gsum_recent(s, &nr);
+	e |= fw_buf_printf(b, "\nrecent checkpoints:") < 0;
+	for (size_t i = 0; i < nr; i++)
+		e |= fw_buf_printf(b, "%s %s", i ? "," : "", recent[i]) < 0;
+	e |= fw_buf_printf(b, "\nretire (recent pass rate >= %g):", s->retire_at) < 0;
+	int any = 0;
+	for (long i = 0; i < n; i++)
+		if (rows[i].retire)
+			e |= fw_buf_printf(b, "%s %s %s", any++ ? "," : "",
+					   scope_names[rows[i].scope], rows[i].key) < 0;
+	e |= fw_buf_printf(b, "%s\nnever solved (too hard or broken):", any ? "" : " none") < 0;
+	any = 0;
+	for (long i = 0; i < n; i++)
+		if (rows[i].never_solved)
+			e |= fw_buf_printf(b, "%s task %s", any++ ? "," : "", rows[i].key) < 0;
+	e |= fw_buf_printf(b, "%s\n", any ? "" : " none") < 0;
+	return e ? -1 : 0;
 }
