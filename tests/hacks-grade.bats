@@ -209,3 +209,13 @@ EOF
     [ "$(lim CG_PIDS)" != max ]
   fi
 }
+
+@test "grade(1) lists every hack the grader names, and names no other" {
+  src="$BATS_TEST_DIRNAME/../lib/grade/fw_grade.c"
+  man="$BATS_TEST_DIRNAME/../man/grade.1"
+  # the names of hack_names[], in the code's order, sorted
+  code=$(sed -n '/hack_names\[FW_NHACKS\] = {/,/^};/p' "$src" | grep -o '"[a-z-]*"' | tr -d '"' | sort)
+  [ "$(printf '%s\n' "$code" | wc -l)" -ge 15 ]
+  listed=$(sed -n '/^\.Sh HACK DETECTORS/,/^\.Sh /p' "$man" | sed -n 's/^\.It Li \([a-z-]*\)$/\1/p' | sort)
+  assert_equal "$listed" "$code"
+}
