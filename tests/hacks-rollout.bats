@@ -57,6 +57,21 @@ setup() {
   ! grep -q TOPSECRET "$T/r.mp"
 }
 
+@test "an agent that sets the workspace git's fsmonitor, hooks, include, worktree, alternates and a nested .git file gets its own edit as the patch, and nothing runs on the host" {
+  mkdir -p "$T/h"
+  cp -r "$F/textkit" "$T/h/repo"
+  printf '[core]\n\tfsmonitor = touch %s/ran-include\n' "$T/h" > "$T/h/included.config"
+  run --separate-stderr rollout --policy "exec:$H/rollout-01-git-config/agent $T/h" \
+    --timeout 60 -o "$T/r.mp" "$F/task.mp"
+  assert_success
+  rec json "$T/r.mp" | jq -r .patch > "$T/p"
+  # the two edits, and no other file
+  run sh -c "grep '^diff --git' '$T/p'"
+  assert_output $'diff --git a/README.md b/README.md\ndiff --git a/sub/x b/sub/x'
+  grep -qx '+# an edit' "$T/p"
+  [ ! -e "$T/h/ran-fsmonitor" ] && [ ! -e "$T/h/ran-hook" ] && [ ! -e "$T/h/ran-include" ]
+}
+
 @test "the task an agent is given holds no host path and no solution" {
   printf '#!/bin/sh\ncat "$FW_TASK_FILE"; echo; printf "%%s\\n" "$FW_TASK"\n' > "$T/show"
   chmod +x "$T/show"
