@@ -25,36 +25,41 @@ struct fw_tok;
 typedef int (*fw_example_fn)(void *arg, const void *p, size_t n, char *err, size_t errlen);
 
 /*
- * What a judge's pass needs; the caller fills the first block (it owns
- * what those point to) and zeroes the rest.
+ * What a judge's pass needs.  The caller sets mix, hacks_warn, judge_only,
+ * put and put_arg, zeroes the rest and opens it with
+ * fw_grade_judging_open().
  */
 struct fw_grade_judging {
-	struct fw_judge *judge;
-	const struct fw_rubric *rubric;
 	const struct fw_mix *mix;  /* NULL: grade.reward stays the tests' */
 	int hacks_warn;            /* 0: a record with hacks keeps reward 0 */
 	int judge_only;            /* records never graded are judged too */
-	/* distillation: the student's tokenizer and positions (NULL: none),
-	 * and where each example goes */
-	const struct fw_tok *stok;
-	int smax_pos;
-	fw_example_fn put;
+	fw_example_fn put;         /* where each distillation example goes */
 	void *put_arg;
 	uint64_t distilled;        /* examples given to put */
 
-	/* scratch, owned; fw_grade_judging_release() frees it */
+	/* owned; fw_grade_judging_release() frees them */
+	struct fw_judge *judge;
+	struct fw_rubric *rubric;
+	struct fw_tok *stok;       /* the student's tokenizer, or NULL */
+	int smax_pos;              /* and its positions */
 	struct fw_verdict *verdicts;
 	struct fw_buf jbuf, gbuf, rbuf, dbuf, pbuf;
 };
 
 /*
- * Allocates jg's scratch for its rubric.  Returns 0, or -1 when memory
- * runs out.
+ * Opens jg's judge (fw_judge_open() of spec with tokenizer dir tok, NULL
+ * for the model's own, and timeout_s) and rubric (the file at rubric);
+ * checks that every criterion jg->mix names is in the rubric; with student
+ * (a checkpoint directory, may be NULL) loads its tokenizer and positions
+ * for distillation examples.  Returns 0, or with a message in err: -1 the
+ * judge or the rubric failed, -2 the mix names a criterion not in the
+ * rubric, -3 the student failed.  jg is to be released either way.
  */
-int fw_grade_judging_init(struct fw_grade_judging *jg);
+int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const char *tok,
+			  double timeout_s, const char *rubric, const char *student, char *err,
+			  size_t errlen);
 
-/* Frees jg's scratch (not what the caller's block points to).  Safe on a
- * zeroed jg. */
+/* Frees what jg owns.  Safe on a zeroed jg. */
 void fw_grade_judging_release(struct fw_grade_judging *jg);
 
 /*

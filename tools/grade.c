@@ -15,9 +15,7 @@
 #include "fw_grade.h"
 #include "fw_grade_judge.h"
 #include "fw_judge.h"
-#include "fw_model.h"
 #include "fw_mp.h"
-#include "fw_tok.h"
 #include "fw_stream.h"
 
 static const char usage_text[] =
@@ -122,11 +120,8 @@ struct run {
 	uint64_t written, graded, errors, passed;
 	int status;
 	int fatal;
-	/* --judge: the judge's pass (its judge and rubric owned here);
-	 * --distil: the student's tokenizer and where its examples go */
+	/* --judge: the judge's pass; --distil: where its examples go */
 	struct fw_grade_judging jg;
-	struct fw_rubric *rubric;
-	struct fw_tok *stok;
 	struct fw_writer *dw;
 };
 
@@ -263,41 +258,23 @@ static int grade_main(struct opts *o)
 	pthread_cond_init(&p->cv_work, NULL);
 	pthread_cond_init(&p->cv_done, NULL);
 	char err[512];
-	if (o->judge) {
-		r.jg = (struct fw_grade_judging){ .mix = o->have_mix ? &o->mix : NULL,
-						  .hacks_warn = o->g.hacks_warn,
-						  .judge_only = o->judge_only };
-		if (!(r.rubric = fw_rubric_load(o->rubric, err, sizeof err)) ||
-		    !(r.jg.judge = fw_judge_open(o->judge, o->judge_tok,
-						 o->g.timeout_s > 0 ? o->g.timeout_s : 600, 2, err,
-						 sizeof err)) ||
-		    (r.jg.rubric = r.rubric, fw_grade_judging_init(&r.jg) < 0)) {
-			fw_warn("%s", r.rubric && r.jg.judge ? "out of memory" : err);
-			goto fail;
-		}
-		for (int i = 0; o->have_mix && i < o->mix.n; i++)
-			if (fw_rubric_find(r.rubric, o->mix.crit[i]) < 0) {
-				fw_warn("--reward: criterion '%s' is not in %s", o->mix.crit[i],
-					o->rubric);
-				goto fail;
-			}
-	}
-	if (o->distil) {
-		char path[4096];
-		struct fw_config cfg;
-		snprintf(path, sizeof path, "%s/tokenizer.json", o->student);
-		if (!(r.stok = fw_tok_load(path, err, sizeof err)) ||
-		    (snprintf(path, sizeof path, "%s/config.json", o->student),
-		     fw_config_load(&cfg, path, err, sizeof err) < 0) ||
-		    !(r.dw = fw_writer_open(o->distil, o->level, err, sizeof err))) {
+	r.jg = (struct fw_grade_judging){ .mix = o->have_mix ? &o->mix : NULL,
+					  .hacks_warn = o->g.hacks_warn,
+					  .judge_only = o->judge_only, .put = put_example };
+	int jk = o->judge ? fw_grade_judging_open(&r.jg, o->judge, o->judge_tok,
+						  o->g.timeout_s > 0 ? o->g.timeout_s : 600,
+						  o->rubric, o->student, err, sizeof err)
+			  : 0;
+	if (jk == 0 && o->distil && !(r.dw = fw_writer_open(o->distil, o->level, err, sizeof err)))
+		jk = -3;
+	if (jk < 0) {
+		if (jk == -3)
 			fw_warn("--student %s: %s", o->student, err);
-			goto fail;
-		}
-		r.jg.stok = r.stok;
-		r.jg.smax_pos = cfg.max_pos;
-		r.jg.put = put_example;
-		r.jg.put_arg = r.dw;
+		else
+			fw_warn(jk == -2 ? "--reward: %s" : "%s", err);
+		goto fail;
 	}
+	r.jg.put_arg = r.dw;
 	r.w = fw_writer_open(o->out, o->level, err, sizeof err);
 	if (!r.w || !p->slots) {
 		fw_warn("%s", r.w ? "out of memory" : err);
@@ -366,9 +343,6 @@ static int grade_main(struct opts *o)
 		fw_buf_free(&p->slots[i].out);
 	}
 	free(p->slots);
-	fw_tok_free(r.stok);
-	fw_judge_free(r.jg.judge);
-	fw_rubric_free(r.rubric);
 	fw_grade_judging_release(&r.jg);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv_work);
@@ -382,9 +356,6 @@ static int grade_main(struct opts *o)
 fail:
 	fw_writer_abort(r.dw);
 	fw_writer_abort(r.w);
-	fw_tok_free(r.stok);
-	fw_judge_free(r.jg.judge);
-	fw_rubric_free(r.rubric);
 	fw_grade_judging_release(&r.jg);
 	free(p->slots);
 	return FW_EXIT_DATA;

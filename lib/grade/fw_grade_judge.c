@@ -9,23 +9,53 @@
 #include "fw_base.h"
 #include "fw_grade_judge.h"
 #include "fw_judge.h"
+#include "fw_model.h"
 #include "fw_mp.h"
+#include "fw_tok.h"
 
-int fw_grade_judging_init(struct fw_grade_judging *jg)
+int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const char *tok,
+			  double timeout_s, const char *rubric, const char *student, char *err,
+			  size_t errlen)
 {
-	jg->verdicts = calloc((size_t)jg->rubric->n, sizeof *jg->verdicts);
-	return jg->verdicts ? 0 : -1;
+	if (!(jg->rubric = fw_rubric_load(rubric, err, errlen)) ||
+	    !(jg->judge = fw_judge_open(spec, tok, timeout_s, 2, err, errlen)))
+		return -1;
+	if (!(jg->verdicts = calloc((size_t)jg->rubric->n, sizeof *jg->verdicts))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; jg->mix && i < jg->mix->n; i++)
+		if (fw_rubric_find(jg->rubric, jg->mix->crit[i]) < 0) {
+			snprintf(err, errlen, "criterion '%s' is not in %s", jg->mix->crit[i],
+				 rubric);
+			return -2;
+		}
+	if (student) {
+		char path[4096];
+		struct fw_config cfg;
+		snprintf(path, sizeof path, "%s/tokenizer.json", student);
+		if (!(jg->stok = fw_tok_load(path, err, errlen)))
+			return -3;
+		snprintf(path, sizeof path, "%s/config.json", student);
+		if (fw_config_load(&cfg, path, err, errlen) < 0)
+			return -3;
+		jg->smax_pos = cfg.max_pos;
+	}
+	return 0;
 }
 
 void fw_grade_judging_release(struct fw_grade_judging *jg)
 {
+	fw_judge_free(jg->judge);
+	fw_rubric_free(jg->rubric);
+	fw_tok_free(jg->stok);
 	free(jg->verdicts);
-	jg->verdicts = NULL;
 	fw_buf_free(&jg->jbuf);
 	fw_buf_free(&jg->gbuf);
 	fw_buf_free(&jg->rbuf);
 	fw_buf_free(&jg->dbuf);
 	fw_buf_free(&jg->pbuf);
+	memset(jg, 0, sizeof *jg);
 }
 
 /*
