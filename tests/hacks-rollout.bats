@@ -2,7 +2,8 @@
 # rollout against an agent that attacks the host: what the sandbox wrote is
 # read as regular files below the workspace, through no link, never
 # through the workspace's own git, within stated limits.  Each test runs
-# one attack of tests/hacks/rollout-*/ (issue 16) on a stub-body task of
+# one attack of tests/hacks/rollout-*/ (issue 16, cases 1, 2, 5, 6, 11, 15
+# and 16) on a stub-body task of
 # samples/repos/textkit.
 
 bats_require_minimum_version 1.5.0
@@ -103,6 +104,18 @@ setup() {
   run grep -c '^new file mode 120000' "$T/p"
   assert_output 2
   grep -qx "+$T/host/fw-traj" "$T/p"
+}
+
+@test "an exec agent runs under the clean room's limits: file size, CPU and memory" {
+  run --separate-stderr rollout --policy "exec:$H/rollout-05-limits/agent" --timeout 60 \
+    -o "$T/r.mp" "$F/task.mp"
+  assert_success
+  out=$(rec json "$T/r.mp" | jq -r .output.stdout)
+  lim() { printf '%s\n' "$out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+  [[ "$(lim fsize)" =~ ^[0-9]+$ ]]
+  [[ "$(lim cpu)" =~ ^[0-9]+$ ]]
+  # memory: a cgroup where the machine gives one, else the address space
+  [ "$(fw-run -- true | jq -r .cgroup)" = true ] || [[ "$(lim as)" =~ ^[0-9]+$ ]]
 }
 
 @test "an 8 GiB \$FW_TRAJ is not read: traj_error names the limit and the host stays small" {
