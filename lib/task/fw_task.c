@@ -17,7 +17,7 @@
 
 static int pack_kv(msgpack_packer *pk, const char *k, const char *v)
 {
-	return fw_pack_cstr(pk, k) | fw_pack_cstr(pk, v);
+	return fw_pack_cstr(pk, k) || fw_pack_cstr(pk, v);
 }
 
 int fw_task_pack(msgpack_packer *pk, const struct fw_task *t)
@@ -28,29 +28,29 @@ int fw_task_pack(msgpack_packer *pk, const struct fw_task *t)
 
 	e |= pack_kv(pk, "kind", "task");
 	e |= pack_kv(pk, "id", t->id);
-	e |= fw_pack_cstr(pk, "v") | msgpack_pack_int(pk, 1);
+	e |= fw_pack_cstr(pk, "v") || msgpack_pack_int(pk, 1);
 	e |= pack_kv(pk, "repo", t->repo);
 	e |= pack_kv(pk, "base", t->base);
 	e |= pack_kv(pk, "store", t->store);
 	e |= pack_kv(pk, "orig_tree", t->orig_tree);
 	e |= pack_kv(pk, "tree", t->tree);
 	e |= pack_kv(pk, "strategy", t->strategy);
-	e |= fw_pack_cstr(pk, "targets") | msgpack_pack_array(pk, t->ntargets);
+	e |= fw_pack_cstr(pk, "targets") || msgpack_pack_array(pk, t->ntargets);
 	for (size_t i = 0; i < t->ntargets; i++) {
 		const struct fw_target *g = &t->targets[i];
 		e |= msgpack_pack_map(pk, 5);
 		e |= pack_kv(pk, "path", g->path);
 		e |= pack_kv(pk, "symbol", g->symbol ? g->symbol : "");
 		e |= pack_kv(pk, "lang", fw_lang_name(g->lang));
-		e |= fw_pack_cstr(pk, "start") | msgpack_pack_int(pk, g->start);
-		e |= fw_pack_cstr(pk, "end") | msgpack_pack_int(pk, g->end);
+		e |= fw_pack_cstr(pk, "start") || msgpack_pack_int(pk, g->start);
+		e |= fw_pack_cstr(pk, "end") || msgpack_pack_int(pk, g->end);
 	}
 	e |= pack_kv(pk, "prompt", t->prompt);
 	e |= pack_kv(pk, "test_cmd", t->test_cmd);
 	e |= pack_kv(pk, "report", fw_report_format_name(t->fmt));
-	e |= fw_pack_cstr(pk, "f2p") | fw_pack_strlist(pk, t->f2p);
-	e |= fw_pack_cstr(pk, "p2p") | fw_pack_strlist(pk, t->p2p);
-	e |= fw_pack_cstr(pk, "xfail") | fw_pack_strlist(pk, t->xfail);
+	e |= fw_pack_cstr(pk, "f2p") || fw_pack_strlist(pk, t->f2p);
+	e |= fw_pack_cstr(pk, "p2p") || fw_pack_strlist(pk, t->p2p);
+	e |= fw_pack_cstr(pk, "xfail") || fw_pack_strlist(pk, t->xfail);
 	e |= pack_kv(pk, "solution", t->solution);
 	e |= pack_kv(pk, "split", t->split);
 	e |= pack_kv(pk, "lang", fw_lang_name(t->lang));
@@ -61,14 +61,14 @@ int fw_task_pack(msgpack_packer *pk, const struct fw_task *t)
 	if (t->env)
 		e |= pack_kv(pk, "env", t->env);
 	if (t->with_context) {
-		e |= fw_pack_cstr(pk, "context") | msgpack_pack_array(pk, t->ncontext);
+		e |= fw_pack_cstr(pk, "context") || msgpack_pack_array(pk, t->ncontext);
 		for (size_t i = 0; i < t->ncontext; i++) {
 			const struct fw_task_context *c = &t->context[i];
 			e |= msgpack_pack_map(pk, 4);
 			e |= pack_kv(pk, "kind", c->kind);
 			e |= pack_kv(pk, "name", c->name);
 			e |= pack_kv(pk, "blob", c->blob);
-			e |= fw_pack_cstr(pk, "size") | msgpack_pack_uint64(pk, c->size);
+			e |= fw_pack_cstr(pk, "size") || msgpack_pack_uint64(pk, c->size);
 		}
 	}
 	return e ? -1 : 0;
