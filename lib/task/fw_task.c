@@ -357,7 +357,7 @@ out:
 	fw_report_free(m1);
 	fw_report_free(m2);
 	fw_audit_free(audit);
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 	return r;
 }
 
@@ -641,7 +641,7 @@ void fw_task_repo_release(struct fw_task_repo *j)
 		free((char *)j->files[i].data);
 	}
 	free(j->files);
-	fw_symbols_free(&j->syms);
+	fw_symbols_release(&j->syms);
 	fw_report_free(j->base_pass);
 	memset(j, 0, sizeof *j);
 }
