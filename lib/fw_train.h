@@ -350,6 +350,31 @@ int fw_run_save(struct fw_run *r, char *err, size_t errlen);
  * Returns 0, or -1 when out of memory. */
 int fw_run_pack_metrics(const struct fw_run *r, long i, long skipped, struct fw_buf *b);
 
+/* ---- records to score ------------------------------------------------------------ */
+
+struct fw_tok;
+struct fw_tok_ids;
+
+/*
+ * The ids the record rec names, into ids (max entries): its `tokens`
+ * (integers in [0, vocab)), else its `text` encoded with t (BOS first where
+ * t has one; scratch holds the encoding), *encoded then 1.  Returns the
+ * number of ids, or -1 with *why a static message (no such field, not an
+ * array, an id outside the vocabulary, more than max ids, text without a
+ * tokenizer, out of memory).
+ */
+int fw_score_ids(struct fw_mpv rec, const struct fw_tok *t, int vocab, int max, int32_t *ids,
+		 struct fw_tok_ids *scratch, int *encoded, const char **why);
+
+/*
+ * Writes rec into out (reset first) with `logprobs` set to lp[0..n-1) (n
+ * ids were scored; none when n < 2) and, when with_tokens, `tokens` to
+ * ids[0..n); every other field as it was.  lb and tb are scratch buffers.
+ * Returns 0, or -1 when rec is not a map or memory runs out.
+ */
+int fw_score_record(struct fw_buf *out, struct fw_mpv rec, const int32_t *ids, int n,
+		    const float *lp, int with_tokens, struct fw_buf *lb, struct fw_buf *tb);
+
 /* ---- durable writes -------------------------------------------------------------- */
 
 /* fsync(2)s the file or directory path, so what it holds, or the names it

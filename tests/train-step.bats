@@ -403,3 +403,8 @@ close() {
   assert_output --partial "bad --threads '0'"
   [ ! -e "$T/c" ]
 }
+
+@test "the usage and the man page synopsis agree word for word" {
+  load usage
+  usage_is_synopsis train-step
+}

@@ -430,11 +430,8 @@ static int cmd_score(struct opts *o)
 			continue;
 		}
 		while ((got = fw_reader_next(r, &rec)) != 0) {
-			struct fw_mpv v;
-			const char *s;
-			size_t sl;
-			int n = 0, add_tokens = 0;
 			const char *why = NULL;
+			int n, add_tokens;
 
 			if (got < 0) {
 				fw_warn_reader(r);
@@ -443,73 +440,21 @@ static int cmd_score(struct opts *o)
 					break;
 				continue;
 			}
-			if (fw_mp_get(rec.v, "tokens", &v) == 1) {
-				struct fw_mp_iter it;
-				struct fw_mpv e;
-				int64_t x, cnt = fw_mp_iter_init(&it, v);
-
-				if (cnt < 0 || fw_mp_type(v) != FW_MP_ARRAY)
-					why = "'tokens' is not an array";
-				else if (cnt > maxT)
-					why = "'tokens' exceeds max_position_embeddings";
-				while (!why && fw_mp_iter_next(&it, &e) > 0) {
-					if (fw_mp_int(e, &x) || x < 0 || x >= m->cfg.vocab)
-						why = "'tokens' holds an id outside the vocabulary";
-					else
-						own[n++] = (int32_t)x;
-				}
-			} else if (fw_mp_get(rec.v, "text", &v) == 1 &&
-				   fw_mp_str(v, &s, &sl) == 0) {
-				if (!t)
-					why = "'text' needs DIR/tokenizer.json";
-				else {
-					ids.n = 0;
-					if (fw_tok_encode(t, s, sl, FW_TOK_ADD_BOS, 0, &ids))
-						why = "out of memory";
-					else if ((int)ids.n > maxT)
-						why = "'text' exceeds max_position_embeddings";
-					else {
-						memcpy(own, ids.ids, sizeof(int32_t) * ids.n);
-						n = (int)ids.n;
-						add_tokens = 1;
-					}
-				}
-			} else
-				why = "record has neither 'tokens' nor 'text'";
-			if (!why && n >= 2 && fw_kvscore_run(ks, own, n, 0, lp, err, sizeof(err)))
+			n = fw_score_ids(rec.v, t, m->cfg.vocab, maxT, own, &ids, &add_tokens, &why);
+			if (n >= 2 && fw_kvscore_run(ks, own, n, 0, lp, err, sizeof(err)))
 				why = err;
 			if (why) {
 				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", why);
 				rc = FW_EXIT_DATA;
 				continue;
 			}
-			msgpack_packer pk;
-			struct fw_field fl[2];
-			int nf = 0;
-
-			fb.n = tb.n = ob.n = 0;
-			int e;
-
-			fw_buf_packer(&pk, &fb);
-			e = msgpack_pack_array(&pk, n > 1 ? n - 1 : 0);
-			for (int i = 0; i + 1 < n; i++)
-				e |= msgpack_pack_float(&pk, lp[i]);
-			if (add_tokens) {
-				fw_buf_packer(&pk, &tb);
-				e |= msgpack_pack_array(&pk, n);
-				for (int i = 0; i < n; i++)
-					e |= msgpack_pack_int32(&pk, own[i]);
-				fl[nf++] = (struct fw_field){ "tokens", 6, { tb.p, tb.n } };
-			}
-			fl[nf++] = (struct fw_field){ "logprobs", 8, { fb.p, fb.n } };
-			if (e) {
+			if (fw_score_record(&ob, rec.v, own, n, lp, add_tokens, &fb, &tb)) {
 				fw_warn("out of memory");
 				rc = FW_EXIT_DATA;
 				fw_reader_close(r);
 				goto out;
 			}
-			if (fw_rec_set(&ob, rec.v, fl, nf) ||
-			    fw_writer_put(w, ob.p, ob.n)) {
+			if (fw_writer_put(w, ob.p, ob.n)) {
 				fw_warn("%s", fw_writer_error(w));
 				rc = FW_EXIT_DATA;
 				fw_reader_close(r);
