@@ -3,6 +3,7 @@
  * objectives, the step with micro-batches, and checkpoint directories.
  * See fw_train.h.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -100,8 +101,10 @@ int fw_batch_add(struct fw_batch *b, const int32_t *tok, const uint8_t *mask,
 		 const float *old, const float *tadv, int n, uint64_t group,
 		 double reward)
 {
-	struct fw_seq *s = add_seq(b, n, group, reward);
+	struct fw_seq *s;
 
+	assert(b && n >= 0 && (tok || n == 0));
+	s = add_seq(b, n, group, reward);
 	if (!s)
 		return -1;
 	memcpy(b->tok + s->off, tok, sizeof(int32_t) * n);
@@ -609,6 +612,11 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 	int32_t *tok = NULL, *tgt = NULL;
 	float *wt = NULL, *lp = NULL, *rlp = NULL;
 	int rc = -1;
+
+	assert(m && o && c && b && st && n >= 0);
+	assert(c->kl_coef <= 0 || ref);
+	for (int i = 0; i < n; i++)
+		assert(idx[i] >= 0 && idx[i] < b->nseq);
 
 	if (c->kl_coef > 0 && !ref) {
 		fw_seterr(err, errlen, "the KL term needs a reference model");
