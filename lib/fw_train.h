@@ -395,4 +395,14 @@ char *fw_durable_tmpdir(const char *final, char *err, size_t errlen);
  */
 int fw_durable_publish(const char *tmp, const char *final, char *err, size_t errlen);
 
+/*
+ * Writes a checkpoint directory out (absent, or an empty directory):
+ * config.json and model.safetensors of m in dtype, and tokenizer.json, t
+ * saved or else (t NULL) copied from tok_from when that exists; through a
+ * temporary directory beside out published by fw_durable_publish().
+ * Returns 0, or -1 with err filled (nothing is left beside out).
+ */
+int fw_ckpt_create(const char *out, const struct fw_model *m, const struct fw_tok *t,
+		   const char *tok_from, enum fw_dtype dtype, char *err, size_t errlen);
+
 #endif

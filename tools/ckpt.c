@@ -71,27 +71,6 @@ struct opts {
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-/* Publishes the finished temp dir as final (absent or an empty
- * directory), durably. */
-static int finish_dir(const char *tmp, const char *final)
-{
-	if (fw_durable_publish(tmp, final, err, sizeof(err))) {
-		fw_warn("%s", err);
-		return -1;
-	}
-	return 0;
-}
-
-/* A temp dir beside final, or NULL after a diagnostic. */
-static char *tmp_dir(const char *final)
-{
-	char *t = fw_durable_tmpdir(final, err, sizeof(err));
-
-	if (!t)
-		fw_warn("%s", err);
-	return t;
-}
-
 /* A training run's directory names its latest checkpoint, as it does for
  * train-step --ckpt RUN: o->args[0] becomes the checkpoint's.  0, or -1
  * after a diagnostic. */
@@ -136,7 +115,6 @@ static int cmd_init(struct opts *o)
 	struct fw_config c;
 	struct fw_model *m;
 	struct fw_tok *t;
-	char *tmp, p[PATH_MAX];
 	int rc = FW_EXIT_DATA;
 
 	if (o->nargs != 2)
@@ -164,17 +142,11 @@ static int cmd_init(struct opts *o)
 		fw_tok_free(t);
 		return FW_EXIT_DATA;
 	}
-	if (!(tmp = tmp_dir(o->args[1])))
-		goto out;
-	snprintf(p, sizeof(p), "%s/tokenizer.json", tmp);
-	if (fw_model_save(m, tmp, o->have_dtype ? o->dtype : FW_F32, err, sizeof(err)) ||
-	    fw_tok_save(t, p, err, sizeof(err))) {
+	if (fw_ckpt_create(o->args[1], m, t, NULL, o->have_dtype ? o->dtype : FW_F32, err,
+			   sizeof(err)))
 		fw_warn("%s", err);
-		fw_rmtree(tmp);
-	} else if (!finish_dir(tmp, o->args[1]))
+	else
 		rc = FW_EXIT_OK;
-	free(tmp);
-out:
 	fw_model_free(m);
 	fw_tok_free(t);
 	return rc;
@@ -245,7 +217,7 @@ static int cmd_info(struct opts *o)
 static int cmd_convert(struct opts *o)
 {
 	struct fw_model *m;
-	char *tmp, a[PATH_MAX], b[PATH_MAX];
+	char a[PATH_MAX + 32];
 	int rc = FW_EXIT_DATA;
 
 	if (o->nargs != 2)
@@ -256,21 +228,11 @@ static int cmd_convert(struct opts *o)
 		return FW_EXIT_DATA;
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
-	if (!(tmp = tmp_dir(o->args[1]))) {
-		fw_model_free(m);
-		return FW_EXIT_DATA;
-	}
 	snprintf(a, sizeof(a), "%s/tokenizer.json", o->args[0]);
-	snprintf(b, sizeof(b), "%s/tokenizer.json", tmp);
-	if (fw_model_save(m, tmp, o->dtype, err, sizeof(err))) {
+	if (fw_ckpt_create(o->args[1], m, NULL, a, o->dtype, err, sizeof(err)))
 		fw_warn("%s", err);
-		fw_rmtree(tmp);
-	} else if (access(a, F_OK) == 0 && fw_copy_file(a, b)) {
-		fw_warn("%s: %s", b, strerror(errno));
-		fw_rmtree(tmp);
-	} else if (!finish_dir(tmp, o->args[1]))
+	else
 		rc = FW_EXIT_OK;
-	free(tmp);
 	fw_model_free(m);
 	return rc;
 }

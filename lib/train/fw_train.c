@@ -1321,3 +1321,24 @@ fail:
 	fw_rmtree(tmp);
 	return -1;
 }
+
+int fw_ckpt_create(const char *out, const struct fw_model *m, const struct fw_tok *t,
+		   const char *tok_from, enum fw_dtype dtype, char *err, size_t errlen)
+{
+	char *tmp = fw_durable_tmpdir(out, err, errlen), p[PATH_MAX + 32];
+	int rc = -1;
+
+	assert(m);
+	if (!tmp)
+		return -1;
+	snprintf(p, sizeof(p), "%s/tokenizer.json", tmp);
+	if (fw_model_save(m, tmp, dtype, err, errlen) || (t && fw_tok_save(t, p, err, errlen)))
+		fw_rmtree(tmp);
+	else if (!t && tok_from && !access(tok_from, F_OK) && fw_copy_file(tok_from, p)) {
+		fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
+		fw_rmtree(tmp);
+	} else
+		rc = fw_durable_publish(tmp, out, err, errlen);
+	free(tmp);
+	return rc;
+}
