@@ -77,6 +77,14 @@ const char *fw_task_split(const double *split, const char *id);
  * when memory runs out. */
 int fw_task_split_parse(const char *s, double out[3]);
 
+/*
+ * What a record of task-mutate's input names: its `repo` (a path) into
+ * *repo, and its own `test_cmd` and `report` into *cmd and *fmt ("" when
+ * absent); all three malloc'd, the caller frees them.  Returns 0; 1 when
+ * rec has no `repo` string (nothing allocated); -1 when memory runs out.
+ */
+int fw_task_source(struct fw_mpv rec, char **repo, char **cmd, char **fmt);
+
 /* ---- validating mutations ---------------------------------------------------------- */
 
 /* Why a candidate was not kept; the order is the summary's. */

@@ -325,20 +325,6 @@ static int usage_error(const char *fmt, const char *arg)
 	return fw_usage_error(usage_text, fmt, arg);
 }
 
-/* A string field of rec as a new string, "" when absent; NULL when memory
- * runs out. */
-static char *field(struct fw_mpv rec, const char *key)
-{
-	struct fw_mpv v;
-	const char *s = "";
-	size_t n = 0;
-	if (fw_mp_get(rec, key, &v) == 1 && fw_mp_str(v, &s, &n) < 0) {
-		s = "";
-		n = 0;
-	}
-	return strndup(s, n);
-}
-
 /* Repositories named by the `repo` fields of a record stream, with the
  * record's own `test_cmd` and `report` when it has them ("" otherwise). */
 static int repos_from_stream(const char *path, struct fw_strlist *repos,
@@ -353,16 +339,14 @@ static int repos_from_stream(const char *path, struct fw_strlist *repos,
 	struct fw_rec rec;
 	int k, rc = 0;
 	while ((k = fw_reader_next(r, &rec)) == 1) {
-		struct fw_mpv v;
-		const char *s;
-		size_t n;
-		if (fw_mp_get(rec.v, "repo", &v) != 1 || fw_mp_str(v, &s, &n) < 0) {
+		char *p, *c, *f;
+		int got = fw_task_source(rec.v, &p, &c, &f);
+		if (got == 1) {
 			fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "no 'repo' string");
 			rc = -1;
 			continue;
 		}
-		char *p = strndup(s, n), *c = field(rec.v, "test_cmd"), *f = field(rec.v, "report");
-		if (!p || !c || !f || fw_strlist_add(repos, p) < 0 || fw_strlist_add(cmds, c) < 0 ||
+		if (got < 0 || fw_strlist_add(repos, p) < 0 || fw_strlist_add(cmds, c) < 0 ||
 		    fw_strlist_add(fmts, f) < 0)
 			rc = -1;
 		free(p);

@@ -402,7 +402,7 @@ struct cand {
 	struct fw_buf rec;
 };
 
-static void cand_clear(struct cand *c)
+static void cand_release(struct cand *c)
 {
 	free(c->message);
 	free(c->subject);
@@ -728,7 +728,7 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 		cd = NULL;
 next:
 		if (cd)
-			cand_clear(cd);
+			cand_release(cd);
 		change_free(&ch);
 		git_diff_free(d);
 		git_tree_free(ct);
@@ -1335,7 +1335,7 @@ int fw_history_run(const struct fw_history_opts *o, const char *repo, fw_history
 	rc = 0;
 out:
 	for (size_t i = 0; i < j.nc; i++)
-		cand_clear(&j.c[i]);
+		cand_release(&j.c[i]);
 	free(j.c);
 	pthread_mutex_destroy(&j.mu);
 	return rc;

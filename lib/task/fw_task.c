@@ -116,6 +116,34 @@ int fw_task_split_parse(const char *s, double out[3])
 	return 0;
 }
 
+/* A string field of rec as a new string, "" when absent; NULL when memory
+ * runs out. */
+static char *field(struct fw_mpv rec, const char *key)
+{
+	struct fw_mpv v;
+	const char *s = "";
+	size_t n = 0;
+	if (fw_mp_get(rec, key, &v) == 1 && fw_mp_str(v, &s, &n) < 0) {
+		s = "";
+		n = 0;
+	}
+	return strndup(s, n);
+}
+
+int fw_task_source(struct fw_mpv rec, char **repo, char **cmd, char **fmt)
+{
+	struct fw_mpv v;
+	const char *s;
+	size_t n;
+	*repo = *cmd = *fmt = NULL;
+	if (fw_mp_get(rec, "repo", &v) != 1 || fw_mp_str(v, &s, &n) < 0)
+		return 1;
+	*repo = strndup(s, n);
+	*cmd = field(rec, "test_cmd");
+	*fmt = field(rec, "report");
+	return *repo && *cmd && *fmt ? 0 : -1;
+}
+
 /* ---- validating mutations ---------------------------------------------------------- */
 
 static const char *const reason_names[FW_TASK_NREASONS] = {
