@@ -24,6 +24,7 @@
 #ifndef FW_TRAIN_H
 #define FW_TRAIN_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -263,5 +264,145 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 		  const struct fw_opt *o, const struct fw_train_state *s,
 		  const char *tok_from, enum fw_dtype dtype, int keep,
 		  char *out, size_t outlen, char *err, size_t errlen);
+
+/* ---- a training run -------------------------------------------------------------- */
+
+/* What train-step asks of a run. */
+struct fw_run_opts {
+	const char *ckpt;       /* a checkpoint, or a run's directory (its latest) */
+	const char *out;        /* the run directory the new checkpoint goes to */
+	const char *ref;        /* the KL reference checkpoint, or NULL */
+	struct fw_train_cfg cfg;
+	/* set by the user; what is not set continues the checkpoint's schedule */
+	int have_lr, have_warmup, have_decay, have_min_lr, have_sched;
+	uint64_t steps;         /* optimizer steps (>= 1) */
+	uint64_t batch_size;    /* sequences a step (0: all) */
+	uint64_t seed;          /* the order's shuffle, when have_seed */
+	int have_seed;          /* else the checkpoint's seed, else input order */
+	int no_std, truncate, keep;
+	enum fw_dtype dtype;    /* of the saved weights */
+};
+
+/* Sets o to the defaults: fw_train_defaults(), one step, f32. */
+void fw_run_opts_defaults(struct fw_run_opts *o);
+
+/* A run in progress.  Made by fw_run_open(), freed by fw_run_free(). */
+struct fw_run {
+	const struct fw_run_opts *o;
+	struct fw_train_cfg cfg;      /* o->cfg with the checkpoint's schedule */
+	char dir[PATH_MAX];           /* the checkpoint resumed */
+	struct fw_model *m, *ref;
+	struct fw_opt *opt;
+	struct fw_tok *tok;           /* NULL when the checkpoint has none */
+	struct fw_train_state state;  /* where training stands */
+	struct fw_batch *b;           /* the records added */
+	struct fw_group_stats gs;     /* pg: the groups' statistics */
+	int *order, *idx;
+	struct fw_step_stats *sts;    /* nsteps entries once stepped */
+	long nsteps;
+	long failed_step;             /* the step that failed, 0 if none */
+	char parent[17];              /* the id of the checkpoint resumed */
+	char newdir[PATH_MAX];        /* the checkpoint written */
+	double t_load, t_save;        /* seconds */
+};
+
+/*
+ * Resumes o->ckpt (fw_ckpt_resolve): the model, the optimizer moments and
+ * trainer_state.json (their steps must agree), the schedule continued
+ * where o does not set it, the reference model of o->ref (same
+ * vocabulary) and the tokenizer.  o must outlive the run.  Returns the run
+ * (fw_run_free), or NULL with err filled.
+ */
+struct fw_run *fw_run_open(const struct fw_run_opts *o, char *err, size_t errlen);
+
+/* Frees r.  NULL does nothing. */
+void fw_run_free(struct fw_run *r);
+
+/* Adds one training record rec (fw_batch_add_record with the run's
+ * tokenizer and the model's sizes).  Returns 0, or -1 with err filled
+ * (the record is left out). */
+int fw_run_add(struct fw_run *r, struct fw_mpv rec, char *err, size_t errlen);
+
+/*
+ * Readies the records added for the steps: pg advantages (r->gs; its
+ * no_reward counts the records without a reward), the order of the seed
+ * (the options', else the checkpoint's, else input order), the data
+ * position the checkpoint reached when the input is the same (else 0).
+ * Returns 0, or -1 with err filled (no trainable records, out of memory).
+ */
+int fw_run_prepare(struct fw_run *r, char *err, size_t errlen);
+
+/*
+ * Takes o->steps optimizer steps after fw_run_prepare(), o->batch_size
+ * sequences each (all when 0), cycling through the order from the data
+ * position; rank of size takes every size-th sequence of a step's batch.
+ * Returns 0, or -1 with err filled and r->failed_step the step that failed.
+ */
+int fw_run_steps(struct fw_run *r, int rank, int size, char *err, size_t errlen);
+
+/* Writes the new checkpoint under o->out (fw_ckpt_write) with the state
+ * the steps reached; its path goes to r->newdir.  Returns 0, or -1 with
+ * err filled. */
+int fw_run_save(struct fw_run *r, char *err, size_t errlen);
+
+/* Packs the metrics record of step i (0 <= i < r->nsteps) of a saved run
+ * into b (reset first); skipped is the count of records left out.
+ * Returns 0, or -1 when out of memory. */
+int fw_run_pack_metrics(const struct fw_run *r, long i, long skipped, struct fw_buf *b);
+
+/* ---- records to score ------------------------------------------------------------ */
+
+struct fw_tok;
+struct fw_tok_ids;
+
+/*
+ * The ids the record rec names, into ids (max entries): its `tokens`
+ * (integers in [0, vocab)), else its `text` encoded with t (BOS first where
+ * t has one; scratch holds the encoding), *encoded then 1.  Returns the
+ * number of ids, or -1 with *why a static message (no such field, not an
+ * array, an id outside the vocabulary, more than max ids, text without a
+ * tokenizer, out of memory).
+ */
+int fw_score_ids(struct fw_mpv rec, const struct fw_tok *t, int vocab, int max, int32_t *ids,
+		 struct fw_tok_ids *scratch, int *encoded, const char **why);
+
+/*
+ * Writes rec into out (reset first) with `logprobs` set to lp[0..n-1) (n
+ * ids were scored; none when n < 2) and, when with_tokens, `tokens` to
+ * ids[0..n); every other field as it was.  lb and tb are scratch buffers.
+ * Returns 0, or -1 when rec is not a map or memory runs out.
+ */
+int fw_score_record(struct fw_buf *out, struct fw_mpv rec, const int32_t *ids, int n,
+		    const float *lp, int with_tokens, struct fw_buf *lb, struct fw_buf *tb);
+
+/* ---- durable writes -------------------------------------------------------------- */
+
+/* fsync(2)s the file or directory path, so what it holds, or the names it
+ * holds, survive a crash.  Returns 0, or -1 with errno set. */
+int fw_durable_sync(const char *path);
+
+/* Makes a fresh directory beside final ("FINAL.tmp.PID") for files to be
+ * written into and published with fw_durable_publish().  Returns its path
+ * (malloc'd, the caller frees), or NULL with err filled. */
+char *fw_durable_tmpdir(const char *final, char *err, size_t errlen);
+
+/*
+ * Publishes the directory tmp as final: syncs every file in tmp and tmp
+ * itself, renames tmp over final (absent, or an empty directory) and syncs
+ * final's parent, so after a crash final is absent, or whole with its
+ * data.  Returns 0, or -1 with err filled; tmp is removed on failure
+ * before the rename.
+ */
+int fw_durable_publish(const char *tmp, const char *final, char *err, size_t errlen);
+
+/*
+ * Writes a checkpoint directory out (absent, or an empty directory):
+ * config.json and model.safetensors of m in dtype, and tokenizer.json, t
+ * saved or else (t NULL) copied from tok_from when that exists; through a
+ * temporary directory beside out published by fw_durable_publish().
+ * Returns 0, or -1 with err filled (nothing is left beside out).
+ */
+int fw_ckpt_create(const char *out, const struct fw_model *m, const struct fw_tok *t,
+		   const char *tok_from, enum fw_dtype dtype, char *err, size_t errlen);
 
 #endif

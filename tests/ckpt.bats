@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # ckpt and the model: checkpoints in the Hugging Face layout, and every
-# number of a forward/backward pass checked against a PyTorch build of the
+# number of a forward/backward pass (written by the dump harness,
+# tests/unit/test_ckpt_harness.c) checked against a PyTorch build of the
 # same model (tests/ref/model_ref.py).
 
 bats_require_minimum_version 1.5.0
@@ -15,8 +16,13 @@ setup() {
   T="$BATS_TEST_TMPDIR"
   TEXT='def add(a, b):\n    return a + b  # the quick brown fox jumps over it!!!!'
   # weights of every sign, with zeros, over the 2 x 36 tokens of $TEXT
+  H=${UNIT_DIR:-$BATS_TEST_DIRNAME/../build/tests}/test_ckpt_harness
+  case $H in /*) ;; *) H=$PWD/$H ;; esac
   W=$(seq 0 71 | awk '{ printf "%s%g", (NR > 1 ? "," : ""), ($1 % 5) * 0.5 - 0.5 }')
 }
+
+# the dump harness: one pass's numbers of checkpoint $1 into a safetensors file
+dump() { "$H" dump "$@"; }
 
 # a checkpoint of config $1 with weights large enough for peaked outputs
 sharp() {
@@ -49,7 +55,7 @@ sharp() {
 
 @test "llama: logits, loss, every gradient and kv-cache log-probs match pytorch" {
   sharp tiny-llama
-  ckpt dump "$T/tiny-llama" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
+  dump "$T/tiny-llama" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
   run "$PY" "$REF" "$T/tiny-llama" "$T/d.st"
   echo "$output"
   assert_success
@@ -59,7 +65,7 @@ sharp() {
 
 @test "qwen2 (qkv bias, tied embeddings): every number matches pytorch" {
   sharp tiny-qwen2
-  ckpt dump "$T/tiny-qwen2" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
+  dump "$T/tiny-qwen2" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
   run "$PY" "$REF" "$T/tiny-qwen2" "$T/d.st"
   echo "$output"
   assert_success
@@ -68,7 +74,7 @@ sharp() {
 
 @test "qwen3 (q/k norm, head_dim apart from hidden_size): every number matches pytorch" {
   sharp tiny-qwen3
-  ckpt dump "$T/tiny-qwen3" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
+  dump "$T/tiny-qwen3" --text "$(printf "$TEXT")" --batch 2 --weights "$W" -o "$T/d.st"
   run "$PY" "$REF" "$T/tiny-qwen3" "$T/d.st"
   echo "$output"
   assert_success
@@ -76,7 +82,7 @@ sharp() {
 
 @test "the reference notices a wrong number" {
   sharp tiny-llama
-  ckpt dump "$T/tiny-llama" --text "$(printf "$TEXT")" --batch 2 -o "$T/d.st"
+  dump "$T/tiny-llama" --text "$(printf "$TEXT")" --batch 2 -o "$T/d.st"
   # same config, other weights: the dump no longer fits the checkpoint
   ckpt init "$T/tiny-llama.json" "$T/other" --seed 12
   run -1 "$PY" "$REF" "$T/other" "$T/d.st"
@@ -96,7 +102,7 @@ sharp() {
   [ $((half * 2)) -lt $((full + 4096)) ] && [ $((half * 2)) -gt $((full - 4096)) ]
   cmp "$T/tiny-qwen3/tokenizer.json" "$T/bf/tokenizer.json"
   for d in bf hf; do
-    ckpt dump "$T/$d" --text "$(printf "$TEXT")" --batch 2 -o "$T/$d.st"
+    dump "$T/$d" --text "$(printf "$TEXT")" --batch 2 -o "$T/$d.st"
     run "$PY" "$REF" "$T/$d" "$T/$d.st"
     echo "$output"
     assert_success
@@ -180,7 +186,7 @@ sharp() {
   ckpt init "$T/l3.json" "$T/l3" --seed 2
   run jq -c .rope_scaling "$T/l3/config.json"
   assert_output '{"rope_type":"llama3","factor":8,"low_freq_factor":1,"high_freq_factor":4,"original_max_position_embeddings":64}'
-  ckpt dump "$T/l3" --text "$(printf "$TEXT")" --batch 2 -o "$T/d.st"
+  dump "$T/l3" --text "$(printf "$TEXT")" --batch 2 -o "$T/d.st"
   run "$PY" "$REF" "$T/l3" "$T/d.st"
   echo "$output"
   assert_success
@@ -190,7 +196,7 @@ sharp() {
   jq '.initializer_range = 0.5 | .rope_scaling = {"type": "linear", "factor": 4.0}' \
     "$M/tiny-qwen2.json" > "$T/lin.json"
   ckpt init "$T/lin.json" "$T/lin" --seed 2
-  ckpt dump "$T/lin" --text "$(printf "$TEXT")" --batch 2 -o "$T/e.st"
+  dump "$T/lin" --text "$(printf "$TEXT")" --batch 2 -o "$T/e.st"
   run "$PY" "$REF" "$T/lin" "$T/e.st"
   echo "$output"
   assert_success
@@ -233,4 +239,45 @@ sharp() {
 @test "the usage and the man page synopsis agree word for word" {
   load usage
   usage_is_synopsis ckpt
+}
+
+@test "ckpt info on a training run follows latest and shows the step and the parent" {
+  ckpt init "$M/tiny-llama.json" "$T/m" --seed 1
+  run ckpt info "$T/m"
+  assert_success
+  assert_line "checkpoint: $T/m"
+  assert_line 'step: 0'
+  assert_line 'parent: none'
+  printf '{"kind":"seq","tokens":[256,104,105,33,10]}\n' | rec from-json > "$T/c.mp"
+  train-step --ckpt "$T/m" --out "$T/run" --steps 2 -o "$T/m1.mp" "$T/c.mp"
+  train-step --ckpt "$T/run" --out "$T/run" -o "$T/m2.mp" "$T/c.mp"
+  first=$(rec get .ckpt "$T/m1.mp" | tail -1)
+  run ckpt info "$T/run"
+  assert_success
+  assert_line --regexp "^checkpoint: $T/run/latest -> step-00000003-[0-9a-f]{16}\$"
+  assert_line 'step: 3'
+  assert_line "parent: $first"
+  assert_line 'architecture: LlamaForCausalLM'
+  run -1 ckpt info "$T/nothing"
+  assert_output "ckpt: $T/nothing: not a checkpoint (no config.json, no latest/config.json)"
+}
+
+@test "--threads and -j set the kernels' threads and give the same scores" {
+  sharp tiny-llama
+  printf '{"id":"a","tokens":[1,2,3,4,5,6,7,8]}\n' | rec from-json > "$T/in.rec"
+  ckpt score "$T/tiny-llama" --threads 1 "$T/in.rec" -o "$T/a.rec"
+  ckpt score "$T/tiny-llama" -j 2 "$T/in.rec" -o "$T/b.rec"
+  cmp "$T/a.rec" "$T/b.rec"
+  run -2 ckpt info "$T/tiny-llama" --threads 0
+  assert_output --partial "bad --threads '0'"
+}
+
+@test "ckpt convert writes the new checkpoint whole, with nothing left beside it" {
+  ckpt init "$M/tiny-llama.json" "$T/m" --seed 1
+  ckpt convert --dtype bf16 "$T/m" "$T/b"
+  run ckpt info "$T/b"
+  assert_line 'dtype: BF16'
+  [ -s "$T/b/tokenizer.json" ]
+  run ls -a "$T"
+  refute_output --partial '.tmp.'
 }

@@ -782,3 +782,8 @@ EOF2
 ["calc_max",["max"],["add"]]
 EOF2
 }
+
+@test "the usage and the man page synopsis agree word for word" {
+  load usage
+  usage_is_synopsis task-mutate
+}

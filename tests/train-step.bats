@@ -391,3 +391,20 @@ close() {
   [ "$(printf '%s\n' "$stderr" | wc -l)" -le 2 ]
   [ ! -e "$T/run" ]
 }
+
+@test "--threads and -j both set the kernels' threads; the same count gives the same checkpoint" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m" --seed 1
+  train-step --ckpt "$T/m" --out "$T/a" --steps 2 --threads 1 -o /dev/null "$T/corpus.mp"
+  train-step --ckpt "$T/m" --out "$T/b" --steps 2 -j 1 -o /dev/null "$T/corpus.mp"
+  cmp "$T/a/latest/model.safetensors" "$T/b/latest/model.safetensors"
+  cmp "$T/a/latest/optimizer.safetensors" "$T/b/latest/optimizer.safetensors"
+  run -2 train-step --ckpt "$T/m" --out "$T/c" --threads 0 "$T/corpus.mp"
+  assert_output --partial "bad --threads '0'"
+  [ ! -e "$T/c" ]
+}
+
+@test "the usage and the man page synopsis agree word for word" {
+  load usage
+  usage_is_synopsis train-step
+}

@@ -1,8 +1,8 @@
 /*
  * ckpt — the user's handle on a model checkpoint: create a fresh model,
- * inspect it, score records, sample, convert between dtypes, and dump the
- * numbers of one forward/backward pass for comparison with other
- * implementations.  See ckpt(1).
+ * inspect it, score records, sample, and convert between dtypes.  The
+ * test harnesses that dump a pass's numbers and time the model are
+ * tests/unit/test_ckpt_harness.c.  See ckpt(1).
  *
  * A checkpoint is a directory: config.json, model.safetensors and
  * tokenizer.json, as the Hugging Face ecosystem has them.
@@ -22,21 +22,21 @@
 #include "fw_model.h"
 #include "fw_mp.h"
 #include "fw_stream.h"
+#include "fw_teach.h"
 #include "fw_tok.h"
+#include "fw_train.h"
 #include "kernels.h"
 #include "kernels_dev.h"
 
 static const char usage_text[] =
 	"usage: ckpt init CONFIG.json OUTDIR [--seed S] [--tokenizer byte|FILE] [--dtype D]\n"
-	"       ckpt info DIR\n"
+	"       ckpt info DIR | RUN\n"
 	"       ckpt score DIR [-o OUT] [-z] [FILE...]\n"
 	"       ckpt sample DIR [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--top-k K]\n"
 	"                   [--count C] [--seed S]\n"
 	"       ckpt convert --dtype f32|bf16|f16 DIR OUTDIR\n"
-	"       ckpt dump DIR (--text TEXT | --tokens IDS) [--batch B] [--weights WS] -o OUT\n"
-	"       ckpt bench DIR [--batch B] [--seq T] [--steps N] [-n N] [--count C]\n"
-	"Common options: [-j THREADS] [-h | --help] [--version]\n"
-	"score, sample and bench: [--device cpu|cuda[:N]]\n";
+	"Common options: [--threads N] [-j N] [-h | --help] [--version]\n"
+	"score and sample: [--device cpu|cuda[:N]]\n";
 
 static char err[1024];
 
@@ -44,21 +44,16 @@ static const struct fw_opt_doc options[] = {
 	{ "--seed S", "init: seed of the weights; sample: seed of the draws" },
 	{ "--tokenizer byte|FILE", "init: the byte tokenizer, or a copy of tokenizer.json FILE" },
 	{ "--dtype D", "the weights' type: f32, bf16 or f16" },
-	{ "-o OUT", "score: write to OUT; dump: the tensors' file" },
+	{ "-o OUT", "score: write to OUT" },
 	{ "-z", "score: compress the output with zstd" },
 	{ "--prompt TEXT", "sample: the text to continue" },
-	{ "-n N", "sample: tokens to draw; bench: tokens to decode" },
+	{ "-n N", "sample: tokens to draw" },
 	{ "--temp T", "sample: temperature" },
 	{ "--top-p P", "sample: nucleus mass" },
 	{ "--top-k K", "sample: keep the K likeliest tokens" },
 	{ "--count C", "sample: continuations to draw" },
-	{ "--text TEXT", "dump: the text to run" },
-	{ "--tokens IDS", "dump: comma-separated token ids to run" },
-	{ "--batch B", "dump, bench: rows" },
-	{ "--weights WS", "dump: comma-separated per-token loss weights" },
-	{ "--seq T", "bench: tokens per row" },
-	{ "--steps N", "bench: timed forward+backward steps" },
-	{ "-j THREADS", "threads of the kernels" },
+	{ "--threads N", "threads of the kernels" },
+	{ "-j N", "the same as --threads (ckpt runs no parallel workers)" },
 	{ "-h, --help", "print this help and exit" },
 	{ "--version", "print the version and exit" },
 	{ NULL, NULL },
@@ -66,9 +61,9 @@ static const struct fw_opt_doc options[] = {
 
 struct opts {
 	uint64_t seed;
-	const char *tokenizer, *prompt, *text, *tokens, *weights, *out, *device;
+	const char *tokenizer, *prompt, *out, *device;
 	enum fw_dtype dtype;
-	int have_dtype, n, count, top_k, batch, level, seq, steps;
+	int have_dtype, n, count, top_k, level;
 	double temp, top_p;
 	char **args;
 	int nargs;
@@ -76,34 +71,18 @@ struct opts {
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-/* Makes a fresh directory beside final ("FINAL.tmp.PID") for a checkpoint
- * to be written into and renamed. */
-static char *tmp_dir(const char *final)
+/* A training run's directory names its latest checkpoint, as it does for
+ * train-step --ckpt RUN: o->args[0] becomes the checkpoint's.  0, or -1
+ * after a diagnostic. */
+static int resolve(struct opts *o)
 {
-	char *t;
-	size_t n = strlen(final);
+	static char dir[PATH_MAX];
 
-	while (n > 1 && final[n - 1] == '/')
-		n--;
-	if (asprintf(&t, "%.*s.tmp.%ld", (int)n, final, (long)getpid()) < 0)
-		return NULL;
-	if (mkdir(t, 0777) && errno != EEXIST) {
-		fw_warn("%s: %s", t, strerror(errno));
-		free(t);
-		return NULL;
-	}
-	return t;
-}
-
-/* Renames the finished temp dir over final (which may be absent or an
- * empty directory). */
-static int finish_dir(const char *tmp, const char *final)
-{
-	if (rename(tmp, final)) {
-		fw_warn("%s: %s", final, strerror(errno));
-		fw_rmtree(tmp);
+	if (fw_ckpt_resolve(o->args[0], dir, sizeof(dir), err, sizeof(err))) {
+		fw_warn("%s", err);
 		return -1;
 	}
+	o->args[0] = dir;
 	return 0;
 }
 
@@ -129,30 +108,6 @@ static struct fw_model *load_model(const char *dir)
 	return m;
 }
 
-/* Parses "1,2,3" (ints or floats) into a new array; returns count or -1. */
-static int parse_list(const char *s, double **out)
-{
-	int n = 0, cap = 16;
-	double *v = malloc(sizeof(double) * cap);
-	char *end;
-
-	while (v && *s) {
-		if (n == cap && !(v = realloc(v, sizeof(double) * (cap *= 2))))
-			break;
-		errno = 0;
-		v[n++] = strtod(s, &end);
-		if (end == s || errno || (*end && *end != ','))
-			break;
-		s = *end ? end + 1 : end;
-	}
-	if (!v || *s) {
-		free(v);
-		return -1;
-	}
-	*out = v;
-	return n;
-}
-
 /* ---- init --------------------------------------------------------------------- */
 
 static int cmd_init(struct opts *o)
@@ -160,7 +115,6 @@ static int cmd_init(struct opts *o)
 	struct fw_config c;
 	struct fw_model *m;
 	struct fw_tok *t;
-	char *tmp, p[PATH_MAX];
 	int rc = FW_EXIT_DATA;
 
 	if (o->nargs != 2)
@@ -188,17 +142,11 @@ static int cmd_init(struct opts *o)
 		fw_tok_free(t);
 		return FW_EXIT_DATA;
 	}
-	if (!(tmp = tmp_dir(o->args[1])))
-		goto out;
-	snprintf(p, sizeof(p), "%s/tokenizer.json", tmp);
-	if (fw_model_save(m, tmp, o->have_dtype ? o->dtype : FW_F32, err, sizeof(err)) ||
-	    fw_tok_save(t, p, err, sizeof(err))) {
+	if (fw_ckpt_create(o->args[1], m, t, NULL, o->have_dtype ? o->dtype : FW_F32, err,
+			   sizeof(err)))
 		fw_warn("%s", err);
-		fw_rmtree(tmp);
-	} else if (!finish_dir(tmp, o->args[1]))
+	else
 		rc = FW_EXIT_OK;
-	free(tmp);
-out:
 	fw_model_free(m);
 	fw_tok_free(t);
 	return rc;
@@ -210,17 +158,33 @@ static int cmd_info(struct opts *o)
 {
 	struct fw_model *m;
 	struct fw_tok *t;
-	char p[PATH_MAX];
+	struct fw_train_state ts;
+	char dir[PATH_MAX], p[PATH_MAX + 32], link[PATH_MAX];
 	struct fw_st *st;
 	const struct fw_config *c;
+	ssize_t ln;
 
 	if (o->nargs != 1)
 		return fw_usage_fail("%s", "info needs DIR");
-	if (!(m = load_model(o->args[0])))
+	if (resolve(o))
+		return FW_EXIT_DATA;
+	snprintf(dir, sizeof(dir), "%s", o->args[0]);
+	if (fw_train_state_load(&ts, dir, err, sizeof(err))) {
+		fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	if (!(m = load_model(dir)))
 		return FW_EXIT_DATA;
 	c = &m->cfg;
-	snprintf(p, sizeof(p), "%s/model.safetensors", o->args[0]);
+	snprintf(p, sizeof(p), "%s/model.safetensors", dir);
 	st = fw_st_open(p, NULL, 0);
+	if ((ln = readlink(dir, link, sizeof(link) - 1)) > 0) {
+		link[ln] = '\0';
+		printf("checkpoint: %s -> %s\n", dir, link);
+	} else
+		printf("checkpoint: %s\n", dir);
+	printf("step: %ld\n", ts.step);
+	printf("parent: %s\n", ts.parent[0] ? ts.parent : "none");
 	printf("architecture: %s\n", c->arch_name);
 	printf("parameters: %ld\n", m->nw);
 	printf("dtype: %s\n", st && st->n ? st->t[0].dtype_name : c->dtype);
@@ -238,7 +202,7 @@ static int cmd_info(struct opts *o)
 	printf("qkv_bias: %s\n", c->qkv_bias ? "yes" : "no");
 	printf("qk_norm: %s\n", c->qk_norm ? "yes" : "no");
 	fw_st_free(st);
-	if ((t = load_tok(o->args[0], 0))) {
+	if ((t = load_tok(dir, 0))) {
 		printf("tokenizer: %d ids, bos %d, eos %d\n", (int)fw_tok_vocab_size(t),
 		       (int)fw_tok_bos(t), (int)fw_tok_eos(t));
 		fw_tok_free(t);
@@ -253,30 +217,22 @@ static int cmd_info(struct opts *o)
 static int cmd_convert(struct opts *o)
 {
 	struct fw_model *m;
-	char *tmp, a[PATH_MAX], b[PATH_MAX];
+	char a[PATH_MAX + 32];
 	int rc = FW_EXIT_DATA;
 
 	if (o->nargs != 2)
 		return fw_usage_fail("%s", "convert needs DIR and OUTDIR");
 	if (!o->have_dtype)
 		return fw_usage_fail("%s", "convert needs --dtype f32|bf16|f16");
+	if (resolve(o))
+		return FW_EXIT_DATA;
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
-	if (!(tmp = tmp_dir(o->args[1]))) {
-		fw_model_free(m);
-		return FW_EXIT_DATA;
-	}
 	snprintf(a, sizeof(a), "%s/tokenizer.json", o->args[0]);
-	snprintf(b, sizeof(b), "%s/tokenizer.json", tmp);
-	if (fw_model_save(m, tmp, o->dtype, err, sizeof(err))) {
+	if (fw_ckpt_create(o->args[1], m, NULL, a, o->dtype, err, sizeof(err)))
 		fw_warn("%s", err);
-		fw_rmtree(tmp);
-	} else if (access(a, F_OK) == 0 && fw_copy_file(a, b)) {
-		fw_warn("%s: %s", b, strerror(errno));
-		fw_rmtree(tmp);
-	} else if (!finish_dir(tmp, o->args[1]))
+	else
 		rc = FW_EXIT_OK;
-	free(tmp);
 	fw_model_free(m);
 	return rc;
 }
@@ -298,6 +254,8 @@ static int cmd_sample(struct opts *o)
 
 	if (o->nargs != 1)
 		return fw_usage_fail("%s", "sample needs DIR");
+	if (resolve(o))
+		return FW_EXIT_DATA;
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	if (!(t = load_tok(o->args[0], 1)))
@@ -387,26 +345,6 @@ out:
 
 /* ---- score -------------------------------------------------------------------- */
 
-/* Scores n ids: lp[i] = log p(ids[i+1] | ids[..i]) for i < n-1.  The batch
- * is padded to a multiple of 64 positions so that records of similar length
- * share one activation plan. */
-static int score_ids(struct fw_model *m, const int32_t *ids, int n, float *lp,
-		     int32_t *tok, int32_t *tgt, float *buf)
-{
-	int T = (n + 63) / 64 * 64;
-
-	if (T > m->cfg.max_pos)
-		T = n;
-	for (int i = 0; i < T; i++) {
-		tok[i] = i < n ? ids[i] : 0;
-		tgt[i] = i + 1 < n ? ids[i + 1] : -1;
-	}
-	if (fw_model_forward(m, tok, tgt, NULL, 1, T, 0, buf, NULL, err, sizeof(err)))
-		return -1;
-	memcpy(lp, buf, sizeof(float) * (n - 1));
-	return 0;
-}
-
 static int cmd_score(struct opts *o)
 {
 	struct fw_operands ops;
@@ -415,24 +353,26 @@ static int cmd_score(struct opts *o)
 	struct fw_writer *w = NULL;
 	struct fw_buf ob = { 0 }, fb = { 0 }, tb = { 0 };
 	struct fw_tok_ids ids = { 0 };
+	struct fw_kvscore *ks = NULL;
 	int maxT, rc = FW_EXIT_OK;
-	int32_t *tok = NULL, *tgt = NULL, *own = NULL;
-	float *lp = NULL, *buf = NULL;
+	int32_t *own = NULL;
+	float *lp = NULL;
 
 	if (o->nargs < 1)
 		return fw_usage_fail("%s", "score needs DIR");
+	if (resolve(o))
+		return FW_EXIT_DATA;
 	fw_operands_init(&ops, o->nargs, o->args, 1);
 	if (!(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	m->no_grad = 1;
 	t = load_tok(o->args[0], 0);
 	maxT = m->cfg.max_pos;
-	tok = malloc(sizeof(int32_t) * maxT);
-	tgt = malloc(sizeof(int32_t) * maxT);
+	/* the teacher's scorer: the same numbers as teach's for these ids */
 	own = malloc(sizeof(int32_t) * maxT);
 	lp = malloc(sizeof(float) * maxT);
-	buf = malloc(sizeof(float) * maxT);
-	if (!tok || !tgt || !own || !lp || !buf) {
+	if (!own || !lp || !(ks = fw_kvscore_new(m, err, sizeof(err)))) {
+		fw_warn("%s", ks || !own || !lp ? "out of memory" : err);
 		rc = FW_EXIT_DATA;
 		goto out;
 	}
@@ -452,11 +392,8 @@ static int cmd_score(struct opts *o)
 			continue;
 		}
 		while ((got = fw_reader_next(r, &rec)) != 0) {
-			struct fw_mpv v;
-			const char *s;
-			size_t sl;
-			int n = 0, add_tokens = 0;
 			const char *why = NULL;
+			int n, add_tokens;
 
 			if (got < 0) {
 				fw_warn_reader(r);
@@ -465,73 +402,21 @@ static int cmd_score(struct opts *o)
 					break;
 				continue;
 			}
-			if (fw_mp_get(rec.v, "tokens", &v) == 1) {
-				struct fw_mp_iter it;
-				struct fw_mpv e;
-				int64_t x, cnt = fw_mp_iter_init(&it, v);
-
-				if (cnt < 0 || fw_mp_type(v) != FW_MP_ARRAY)
-					why = "'tokens' is not an array";
-				else if (cnt > maxT)
-					why = "'tokens' exceeds max_position_embeddings";
-				while (!why && fw_mp_iter_next(&it, &e) > 0) {
-					if (fw_mp_int(e, &x) || x < 0 || x >= m->cfg.vocab)
-						why = "'tokens' holds an id outside the vocabulary";
-					else
-						own[n++] = (int32_t)x;
-				}
-			} else if (fw_mp_get(rec.v, "text", &v) == 1 &&
-				   fw_mp_str(v, &s, &sl) == 0) {
-				if (!t)
-					why = "'text' needs DIR/tokenizer.json";
-				else {
-					ids.n = 0;
-					if (fw_tok_encode(t, s, sl, FW_TOK_ADD_BOS, 0, &ids))
-						why = "out of memory";
-					else if ((int)ids.n > maxT)
-						why = "'text' exceeds max_position_embeddings";
-					else {
-						memcpy(own, ids.ids, sizeof(int32_t) * ids.n);
-						n = (int)ids.n;
-						add_tokens = 1;
-					}
-				}
-			} else
-				why = "record has neither 'tokens' nor 'text'";
-			if (!why && n >= 2 && score_ids(m, own, n, lp, tok, tgt, buf))
+			n = fw_score_ids(rec.v, t, m->cfg.vocab, maxT, own, &ids, &add_tokens, &why);
+			if (n >= 2 && fw_kvscore_run(ks, own, n, 0, lp, err, sizeof(err)))
 				why = err;
 			if (why) {
 				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", why);
 				rc = FW_EXIT_DATA;
 				continue;
 			}
-			msgpack_packer pk;
-			struct fw_field fl[2];
-			int nf = 0;
-
-			fb.n = tb.n = ob.n = 0;
-			int e;
-
-			fw_buf_packer(&pk, &fb);
-			e = msgpack_pack_array(&pk, n > 1 ? n - 1 : 0);
-			for (int i = 0; i + 1 < n; i++)
-				e |= msgpack_pack_float(&pk, lp[i]);
-			if (add_tokens) {
-				fw_buf_packer(&pk, &tb);
-				e |= msgpack_pack_array(&pk, n);
-				for (int i = 0; i < n; i++)
-					e |= msgpack_pack_int32(&pk, own[i]);
-				fl[nf++] = (struct fw_field){ "tokens", 6, { tb.p, tb.n } };
-			}
-			fl[nf++] = (struct fw_field){ "logprobs", 8, { fb.p, fb.n } };
-			if (e) {
+			if (fw_score_record(&ob, rec.v, own, n, lp, add_tokens, &fb, &tb)) {
 				fw_warn("out of memory");
 				rc = FW_EXIT_DATA;
 				fw_reader_close(r);
 				goto out;
 			}
-			if (fw_rec_set(&ob, rec.v, fl, nf) ||
-			    fw_writer_put(w, ob.p, ob.n)) {
+			if (fw_writer_put(w, ob.p, ob.n)) {
 				fw_warn("%s", fw_writer_error(w));
 				rc = FW_EXIT_DATA;
 				fw_reader_close(r);
@@ -551,285 +436,10 @@ out:
 	fw_buf_free(&fb);
 	fw_buf_free(&tb);
 	fw_tok_ids_release(&ids);
-	free(tok);
-	free(tgt);
+	fw_kvscore_free(ks);
 	free(own);
 	free(lp);
-	free(buf);
 	fw_tok_free(t);
-	fw_model_free(m);
-	return rc;
-}
-
-/* ---- dump ---------------------------------------------------------------------- */
-
-/* One forward/backward pass and key-value-cache decoding over the given
- * tokens, everything written as f32 tensors to a safetensors file, so
- * another implementation (tests/ref/model_ref.py) can check each number. */
-static int cmd_dump(struct opts *o)
-{
-	struct fw_model *m;
-	struct fw_tok *t = NULL;
-	struct fw_tok_ids ids = { 0 };
-	double *list = NULL, *wl = NULL;
-	int n = 0, B = o->batch, T, N, V, rc = FW_EXIT_DATA, P;
-	int32_t *tok = NULL, *tgt = NULL;
-	float *wts = NULL, *logp = NULL, loss, *ft = NULL, *kv = NULL, *fw = NULL;
-	float *gcopy = NULL, *wafter = NULL;
-	struct fw_st_out *out = NULL;
-	struct fw_gen *g = NULL;
-
-	if (o->nargs != 1 || !o->out || (!o->text == !o->tokens))
-		return fw_usage_fail("%s", "dump needs DIR, -o OUT and one of --text, --tokens");
-	if (!(m = load_model(o->args[0])))
-		return FW_EXIT_DATA;
-	V = m->cfg.vocab;
-	if (o->tokens) {
-		if ((n = parse_list(o->tokens, &list)) < 0) {
-			fw_warn("cannot parse --tokens '%s'", o->tokens);
-			goto out;
-		}
-	} else {
-		if (!(t = load_tok(o->args[0], 1)) ||
-		    fw_tok_encode(t, o->text, strlen(o->text), FW_TOK_ADD_BOS, 0, &ids))
-			goto out;
-		n = (int)ids.n;
-		list = malloc(sizeof(double) * (n + 1));
-		for (int i = 0; i < n; i++)
-			list[i] = ids.ids[i];
-	}
-	if (B <= 0 || n < 2 * B || n % B) {
-		fw_warn("%d tokens do not split into %d rows of at least 2", n, B);
-		goto out;
-	}
-	T = n / B;
-	N = n;
-	tok = malloc(sizeof(int32_t) * N);
-	tgt = malloc(sizeof(int32_t) * N);
-	wts = malloc(sizeof(float) * N);
-	logp = malloc(sizeof(float) * N);
-	ft = malloc(sizeof(float) * N * 3);
-	P = (T + 1) / 2;
-	kv = malloc(sizeof(float) * B * (T - P));
-	out = calloc(2 * m->np + 8, sizeof(*out));
-	if (!tok || !tgt || !wts || !logp || !ft || !kv || !out)
-		goto out;
-	for (int i = 0; i < N; i++) {
-		tok[i] = (int32_t)list[i];
-		tgt[i] = (i % T) + 1 < T ? (int32_t)list[i + 1] : -1;
-		wts[i] = 1.0f;
-	}
-	if (o->weights) {
-		if (parse_list(o->weights, &wl) != N) {
-			fw_warn("--weights needs %d values", N);
-			goto out;
-		}
-		for (int i = 0; i < N; i++)
-			wts[i] = (float)wl[i];
-	}
-	if (fw_model_grads(m) ||
-	    fw_model_forward(m, tok, tgt, wts, B, T, 0, logp, &loss, err, sizeof(err))) {
-		fw_warn("%s", err);
-		goto out;
-	}
-	/* The logits before backward turns them into their gradient. */
-	fw = malloc(sizeof(float) * (size_t)N * V);
-	if (!fw)
-		goto out;
-	memcpy(fw, fw_model_logits(m), sizeof(float) * (size_t)N * V);
-	if (fw_model_backward(m, err, sizeof(err))) {
-		fw_warn("%s", err);
-		goto out;
-	}
-	/* Each row again through the cache: prefill P tokens, step the rest. */
-	if (!(g = fw_gen_new(m, 1, T, err, sizeof(err)))) {
-		fw_warn("%s", err);
-		goto out;
-	}
-	for (int b = 0; b < B; b++) {
-		const int32_t *row = tok + (size_t)b * T;
-
-		if (fw_gen_prefill(g, row, P, err, sizeof(err))) {
-			fw_warn("%s", err);
-			goto out;
-		}
-		for (int i = P - 1; i < T - 1; i++) {
-			const float *lg = fw_gen_logits(g);
-			float mx = -INFINITY;
-			double z = 0;
-
-			for (int j = 0; j < V; j++)
-				mx = lg[j] > mx ? lg[j] : mx;
-			for (int j = 0; j < V; j++)
-				z += exp((double)lg[j] - mx);
-			kv[b * (T - P) + (i - (P - 1))] = (float)(lg[row[i + 1]] - mx - log(z));
-			if (i + 1 < T - 1 && fw_gen_step(g, &row[i + 1], err, sizeof(err))) {
-				fw_warn("%s", err);
-				goto out;
-			}
-		}
-	}
-	/* One AdamW step (clipped) from these gradients: the weights after it. */
-	struct fw_adamw_cfg ac = { 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f };
-	struct fw_opt *opt = fw_opt_new(m);
-	float gnorm;
-
-	gcopy = malloc(sizeof(float) * m->nw);
-	wafter = malloc(sizeof(float) * m->nw);
-	if (!opt || !gcopy || !wafter) {
-		fw_opt_free(opt);
-		goto out;
-	}
-	memcpy(gcopy, m->g, sizeof(float) * m->nw);
-	gnorm = (float)fw_opt_step(opt, m, &ac);
-	memcpy(wafter, m->w, sizeof(float) * m->nw);
-	fw_opt_free(opt);
-	for (int i = 0; i < N; i++) {
-		ft[i] = (float)tok[i];
-		ft[N + i] = (float)tgt[i];
-		ft[2 * N + i] = wts[i];
-	}
-	int k = 0;
-	out[k++] = (struct fw_st_out){ "tokens", 2, { B, T }, ft };
-	out[k++] = (struct fw_st_out){ "targets", 2, { B, T }, ft + N };
-	out[k++] = (struct fw_st_out){ "weights", 2, { B, T }, ft + 2 * N };
-	out[k++] = (struct fw_st_out){ "logits", 3, { B, T, V }, fw };
-	out[k++] = (struct fw_st_out){ "logp", 2, { B, T }, logp };
-	out[k++] = (struct fw_st_out){ "loss", 1, { 1 }, &loss };
-	out[k++] = (struct fw_st_out){ "kv_logp", 2, { B, T - P }, kv };
-	out[k++] = (struct fw_st_out){ "grad_norm", 1, { 1 }, &gnorm };
-	char **names = calloc(2 * m->np, sizeof(char *));
-	for (int i = 0; i < 2 * m->np; i++) {
-		const struct fw_param *pp = &m->params[i % m->np];
-
-		if (asprintf(&names[i], "%s.%s", i < m->np ? "grad" : "step", pp->name) < 0)
-			goto out;
-		out[k] = (struct fw_st_out){ names[i], pp->ndim, { pp->shape[0], pp->shape[1] },
-					     (i < m->np ? gcopy : wafter) + pp->off };
-		k++;
-	}
-	if (fw_st_write(o->out, out, k, FW_F32, err, sizeof(err)))
-		fw_warn("%s", err);
-	else
-		rc = FW_EXIT_OK;
-	for (int i = 0; i < 2 * m->np; i++)
-		free(names[i]);
-	free(names);
-out:
-	fw_gen_free(g);
-	fw_tok_ids_release(&ids);
-	fw_tok_free(t);
-	free(list);
-	free(wl);
-	free(tok);
-	free(tgt);
-	free(wts);
-	free(logp);
-	free(ft);
-	free(kv);
-	free(fw);
-	free(gcopy);
-	free(wafter);
-	free(out);
-	fw_model_free(m);
-	return rc;
-}
-
-/* ---- bench --------------------------------------------------------------------- */
-
-/* Times forward+backward over (batch, seq) random tokens, then decoding
- * of -n tokens after a 16-token prompt (one sequence, greedy).  Prints
- * tokens per second of each and the peak activation memory. */
-static int cmd_bench(struct opts *o)
-{
-	struct fw_model *m;
-	int B = o->batch, T = o->seq, N = B * T, V, rc = FW_EXIT_DATA;
-	int32_t *tok = NULL, *tgt = NULL, p[16], *nexts = NULL;
-	struct fw_gen *g = NULL;
-	struct fw_sampler greedy = { 0, 1, 0 };
-	uint64_t rng = 1, s = 12345;
-	float *scr = NULL, loss;
-	double t0 = 0, t1;
-
-	if (o->nargs != 1)
-		return fw_usage_fail("%s", "bench needs DIR");
-	if (!(m = load_model(o->args[0])))
-		return FW_EXIT_DATA;
-	V = m->cfg.vocab;
-	tok = malloc(sizeof(int32_t) * (N + 1));
-	tgt = malloc(sizeof(int32_t) * N);
-	scr = malloc(sizeof(float) * 2 * V);
-	if (!tok || !tgt || !scr)
-		goto out;
-	for (int i = 0; i <= N; i++) {
-		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		tok[i] = (int32_t)((s >> 33) % (uint64_t)V);
-	}
-	for (int i = 0; i < N; i++)
-		tgt[i] = tok[i + 1];
-	if (o->steps > 0) {
-		if (fw_model_grads(m))
-			goto out;
-		for (int step = -1; step < o->steps; step++) {
-			if (step == 0)
-				t0 = fw_now();
-			fw_model_zero_grad(m);
-			if (fw_model_forward(m, tok, tgt, NULL, B, T, 0, NULL, &loss, err, sizeof(err)) ||
-			    fw_model_backward(m, err, sizeof(err))) {
-				fw_warn("%s", err);
-				goto out;
-			}
-		}
-		t1 = fw_now();
-		/* 6 flops a token per weight of the products (2 forward, 4
-		 * backward), plus attention's scores and sums, 12 L nh hd T
-		 * (the PaLM count; the causal half not subtracted) */
-		const struct fw_config *c = &m->cfg;
-		double pw = (double)m->nw - (double)c->vocab * c->C * !c->tied;
-		double fl = 6.0 * pw + 12.0 * c->L * c->nh * c->hd * T;
-
-		printf("train: %.1f tokens/s (batch %d x %d, %d steps, %d threads, activations %zu MB, "
-		       "%.3f GFLOP/token, device %s)\n",
-		       (double)N * o->steps / (t1 - t0), B, T, o->steps,
-		       fw_kernels_threads(), fw_model_act_bytes(m) >> 20, fl / 1e9,
-		       fw_dev_name());
-	}
-	if (o->n > 0) {
-		int S = o->count;
-
-		if (!(g = fw_gen_new(m, S, 16 + o->n, err, sizeof(err))) ||
-		    !(nexts = malloc(sizeof(int32_t) * S))) {
-			fw_warn("%s", g ? "out of memory" : err);
-			goto out;
-		}
-		memcpy(p, tok, sizeof(p));
-		t0 = fw_now();
-		if (fw_gen_prefill(g, p, 16, err, sizeof(err)))
-			goto fail;
-		t1 = fw_now();
-		double t2 = t1;
-		for (int i = 0; i < o->n; i++) {
-			for (int k = 0; k < S; k++)
-				nexts[k] = fw_sample(fw_gen_logits(g) + (size_t)k * V, V, &greedy,
-						     &rng, scr, NULL);
-			if (i + 1 < o->n && fw_gen_step(g, nexts, err, sizeof(err)))
-				goto fail;
-		}
-		t2 = fw_now();
-		printf("decode: %.1f tokens/s (%d tokens each of %d sequence%s after a 16-token "
-		       "prompt, prefill %.1f ms)\n", (double)(o->n - 1) * S / (t2 - t1), o->n, S,
-		       S == 1 ? "" : "s", (t1 - t0) * 1e3);
-	}
-	rc = FW_EXIT_OK;
-	goto out;
-fail:
-	fw_warn("%s", err);
-out:
-	fw_gen_free(g);
-	free(tok);
-	free(tgt);
-	free(scr);
-	free(nexts);
 	fw_model_free(m);
 	return rc;
 }
@@ -837,8 +447,7 @@ out:
 /* ---- main --------------------------------------------------------------------- */
 
 enum { O_SEED = 256, O_TOK, O_DTYPE, O_PROMPT, O_TEMP, O_TOPP, O_TOPK,
-       O_COUNT, O_TEXT, O_TOKENS, O_BATCH, O_WEIGHTS, O_SEQ, O_STEPS,
-       O_DEVICE, O_VERSION };
+       O_COUNT, O_THREADS, O_DEVICE, O_VERSION };
 
 int main(int argc, char **argv)
 {
@@ -852,19 +461,13 @@ int main(int argc, char **argv)
 		{ "top-p", required_argument, NULL, O_TOPP },
 		{ "top-k", required_argument, NULL, O_TOPK },
 		{ "count", required_argument, NULL, O_COUNT },
-		{ "text", required_argument, NULL, O_TEXT },
-		{ "tokens", required_argument, NULL, O_TOKENS },
-		{ "batch", required_argument, NULL, O_BATCH },
-		{ "weights", required_argument, NULL, O_WEIGHTS },
-		{ "seq", required_argument, NULL, O_SEQ },
-		{ "steps", required_argument, NULL, O_STEPS },
+		{ "threads", required_argument, NULL, O_THREADS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .prompt = "", .n = 64, .count = 1, .temp = 1.0,
-			  .top_p = 1.0, .batch = 1, .level = -1, .seq = 256,
-			  .steps = 3 };
+			  .top_p = 1.0, .level = -1 };
 	const char *cmd;
 	uint64_t u;
 	int c, rc;
@@ -910,31 +513,15 @@ int main(int argc, char **argv)
 			o.n = (int)u;
 			break;
 		case 'j':
+		case O_THREADS:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1024)
-				return fw_usage_fail("bad -j '%s'", optarg);
+				return fw_usage_fail(c == 'j' ? "bad -j '%s'" : "bad --threads '%s'",
+						     optarg);
 			fw_kernels_set_threads((int)u);
 			break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
-		case O_TEXT: o.text = optarg; break;
 		case O_DEVICE: o.device = optarg; break;
-		case O_TOKENS: o.tokens = optarg; break;
-		case O_BATCH:
-			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 65536)
-				return fw_usage_fail("bad --batch '%s'", optarg);
-			o.batch = (int)u;
-			break;
-		case O_WEIGHTS: o.weights = optarg; break;
-		case O_SEQ:
-			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1 << 20)
-				return fw_usage_fail("bad --seq '%s'", optarg);
-			o.seq = (int)u;
-			break;
-		case O_STEPS:
-			if (fw_parse_u64(optarg, &u, 0) || u > 1 << 20)
-				return fw_usage_fail("bad --steps '%s'", optarg);
-			o.steps = (int)u;
-			break;
 		case 'h':
 			fw_help();
 			return FW_EXIT_OK;
@@ -953,16 +540,16 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	o.args = argv + optind;
 	o.nargs = argc - optind;
-	/* Scoring, sampling and timing run where --device or $FW_DEVICE say
-	 * (a GPU when there is one); the others read or write weights on the
-	 * host and stay on the CPU. */
-	if (!strcmp(cmd, "score") || !strcmp(cmd, "sample") || !strcmp(cmd, "bench")) {
+	/* Scoring and sampling run where --device or $FW_DEVICE say (a GPU
+	 * when there is one); the others read or write weights on the host
+	 * and stay on the CPU. */
+	if (!strcmp(cmd, "score") || !strcmp(cmd, "sample")) {
 		if (fw_dev_select(o.device, err, sizeof(err)) < 0) {
 			fw_warn("%s", err);
 			return FW_EXIT_DATA;
 		}
 	} else if (o.device) {
-		return fw_usage_fail("--device is for score, sample and bench, not %s", cmd);
+		return fw_usage_fail("--device is for score and sample, not %s", cmd);
 	}
 	if (!strcmp(cmd, "init"))
 		rc = cmd_init(&o);
@@ -974,10 +561,6 @@ int main(int argc, char **argv)
 		rc = cmd_sample(&o);
 	else if (!strcmp(cmd, "convert"))
 		rc = cmd_convert(&o);
-	else if (!strcmp(cmd, "dump"))
-		rc = cmd_dump(&o);
-	else if (!strcmp(cmd, "bench"))
-		rc = cmd_bench(&o);
 	else
 		return fw_usage_fail("unknown command '%s'", cmd);
 	if (fw_close_stdout() && rc == FW_EXIT_OK)

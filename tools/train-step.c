@@ -31,7 +31,7 @@ static const char usage_text[] =
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X] [--route]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
 	"                  [--device cpu|cuda[:N]]\n"
-	"                  [-o OUT] [-z] [-j THREADS] [FILE...]\n"
+	"                  [-o OUT] [-z] [--threads N] [-j N] [FILE...]\n"
 	"                  [-h | --help] [--version]\n";
 
 static char err[1024];
@@ -76,66 +76,10 @@ static int parse_objective(const char *s, struct fw_train_cfg *c)
 	return c->w_sft + c->w_pg + c->w_distill > 0 ? 0 : -1;
 }
 
-static int put_metrics(struct fw_writer *w, struct fw_buf *b, long step,
-		       const char *ckpt, const char *dir, const struct fw_step_stats *st,
-		       const struct fw_group_stats *gs, int pg, long skipped_records,
-		       double load_s, double save_s)
-{
-	msgpack_packer pk;
-	char id[17], key[64];
-	int n = 21 + (pg ? 8 : 0);
-
-	snprintf(key, sizeof(key), "%s/%ld", ckpt, step);
-	snprintf(id, sizeof(id), "%016llx", (unsigned long long)fw_hash64(key, strlen(key)));
-	fw_buf_reset(b);
-	fw_buf_packer(&pk, b);
-	msgpack_pack_map(&pk, n);
-#define KEY(k) msgpack_pack_str_with_body(&pk, k, strlen(k))
-#define STR(k, v) (KEY(k), msgpack_pack_str_with_body(&pk, v, strlen(v)))
-#define NUM(k, v) (KEY(k), msgpack_pack_double(&pk, v))
-#define INT(k, v) (KEY(k), msgpack_pack_int64(&pk, v))
-	STR("kind", "metrics");
-	STR("id", id);
-	INT("v", 1);
-	INT("step", step);
-	STR("ckpt", ckpt);
-	STR("ckpt_dir", dir);
-	NUM("lr", st->lr);
-	NUM("loss", st->loss);
-	NUM("loss_sft", st->loss_sft);
-	NUM("loss_pg", st->loss_pg);
-	NUM("loss_distill", st->loss_distill);
-	NUM("kl", st->kl);
-	NUM("grad_norm", st->grad_norm);
-	INT("tokens", st->tokens);
-	INT("seqs", st->seqs);
-	NUM("tok_per_s", st->seconds > 0 ? st->tokens / st->seconds : 0);
-	NUM("clip_frac", st->clip_frac);
-	NUM("is_clip_frac", st->is_clip_frac);
-	INT("skipped_records", skipped_records);
-	NUM("load_s", load_s);
-	NUM("save_s", save_s);
-	if (pg) {
-		NUM("reward_mean", gs->reward_mean);
-		NUM("reward_std", gs->reward_std);
-		NUM("adv_mean", gs->adv_mean);
-		NUM("adv_std", gs->adv_std);
-		NUM("adv_min", gs->adv_min);
-		NUM("adv_max", gs->adv_max);
-		INT("groups", gs->groups);
-		INT("skipped_groups", gs->skipped);
-	}
-#undef KEY
-#undef STR
-#undef NUM
-#undef INT
-	return fw_writer_put(w, b->p, b->n);
-}
-
 enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
        O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
        O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_VERSION };
+       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_THREADS, O_VERSION };
 
 static int num_opt(const char *name, const char *arg, double lo, double *out)
 {
@@ -181,172 +125,161 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "skip-bad", no_argument, NULL, O_SKIPBAD },
 		{ "truncate", no_argument, NULL, O_TRUNC },
+		{ "threads", required_argument, NULL, O_THREADS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
-	static char *stdin_only[] = { "-" };
-	struct fw_train_cfg cfg;
-	struct fw_train_state state;
-	struct fw_group_stats gs = { 0 };
-	const char *ckpt_arg = NULL, *out_dir = NULL, *ref_dir = NULL, *mout = NULL;
-	const char *device = NULL;
-	char ckdir[PATH_MAX], path[PATH_MAX + 32], newdir[PATH_MAX], parent[17];
-	int have_lr = 0, have_warm = 0, have_decay = 0, have_min = 0, have_sched = 0;
-	int level = -1, no_std = 0, skip_bad = 0, truncate = 0, keep = 0, have_seed = 0, rc = FW_EXIT_OK;
-	enum fw_dtype dtype = FW_F32;
-	uint64_t steps = 1, bsz = 0, u, seed = 0;
-	double d, dw = -1;
-	long skipped = 0;
-	double t_load = 0, t_save = 0;
-	struct fw_model *m = NULL, *ref = NULL;
-	struct fw_opt *opt = NULL;
-	struct fw_tok *tok = NULL;
-	struct fw_batch *b = NULL;
-	struct fw_step_stats *sts = NULL;
+	struct fw_run_opts ro;
+	struct fw_train_cfg *cfg = &ro.cfg;
+	struct fw_operands ops;
+	struct fw_run *run = NULL;
 	struct fw_writer *w = NULL;
 	struct fw_buf mb = { 0 };
-	int *order = NULL, *idx = NULL, c, rank = fw_dp_rank(dp), size = fw_dp_size(dp);
-	char **files;
-	int nfiles;
+	const char *mout = NULL, *device = NULL;
+	int level = -1, skip_bad = 0, rc = FW_EXIT_OK, c, rank = fw_dp_rank(dp), size = fw_dp_size(dp);
+	uint64_t u;
+	double d, dw = -1;
+	long skipped = 0;
 
-	fw_train_defaults(&cfg);
+	fw_run_opts_defaults(&ro);
 	if (size > 1) {
-		cfg.allreduce = fw_dp_sum_d;
-		cfg.allreduce_f = fw_dp_sum_f;
-		cfg.ctx = dp;
+		cfg->allreduce = fw_dp_sum_d;
+		cfg->allreduce_f = fw_dp_sum_f;
+		cfg->ctx = dp;
 	}
 	while ((c = getopt_long(argc, argv, "ho:zj:", lo, NULL)) != -1) {
 		switch (c) {
-		case O_CKPT: ckpt_arg = optarg; break;
+		case O_CKPT: ro.ckpt = optarg; break;
 		case O_DEVICE: device = optarg; break;
-		case O_OUT: out_dir = optarg; break;
+		case O_OUT: ro.out = optarg; break;
 		case O_OBJ:
-			if (parse_objective(optarg, &cfg))
+			if (parse_objective(optarg, cfg))
 				return usage_error("bad --objective '%s'", optarg);
 			break;
 		case O_LR:
 			if (num_opt("lr", optarg, 0, &d))
 				return FW_EXIT_USAGE;
-			cfg.adamw.lr = (float)d;
-			have_lr = 1;
+			cfg->adamw.lr = (float)d;
+			ro.have_lr = 1;
 			break;
 		case O_STEPS:
-			if (fw_parse_u64(optarg, &steps, 0) || steps < 1 || steps > 1 << 24)
+			if (fw_parse_u64(optarg, &ro.steps, 0) || ro.steps < 1 || ro.steps > 1 << 24)
 				return usage_error("bad --steps '%s'", optarg);
 			break;
 		case O_BSZ:
-			if (fw_parse_u64(optarg, &bsz, 0) || bsz > INT_MAX)
+			if (fw_parse_u64(optarg, &ro.batch_size, 0) || ro.batch_size > INT_MAX)
 				return usage_error("bad --batch-size '%s'", optarg);
 			break;
 		case O_BTOK:
 			if (fw_parse_u64(optarg, &u, 1) || u < 1 || u > (1ull << 32))
 				return usage_error("bad --batch-tokens '%s'", optarg);
-			cfg.batch_tokens = (long)u;
+			cfg->batch_tokens = (long)u;
 			break;
 		case O_WARM:
 			if (fw_parse_u64(optarg, &u, 0) || u > 1ull << 40)
 				return usage_error("bad --warmup '%s'", optarg);
-			cfg.warmup = (long)u;
-			have_warm = 1;
+			cfg->warmup = (long)u;
+			ro.have_warmup = 1;
 			break;
 		case O_DECAY:
 			if (fw_parse_u64(optarg, &u, 0) || u > 1ull << 40)
 				return usage_error("bad --decay-steps '%s'", optarg);
-			cfg.decay_steps = (long)u;
-			have_decay = 1;
+			cfg->decay_steps = (long)u;
+			ro.have_decay = 1;
 			break;
 		case O_MINLR:
-			if (num_opt("min-lr", optarg, 0, &cfg.min_lr))
+			if (num_opt("min-lr", optarg, 0, &cfg->min_lr))
 				return FW_EXIT_USAGE;
-			have_min = 1;
+			ro.have_min_lr = 1;
 			break;
 		case O_SCHED:
 			if (!strcmp(optarg, "cosine"))
-				cfg.sched = FW_SCHED_COSINE;
+				cfg->sched = FW_SCHED_COSINE;
 			else if (!strcmp(optarg, "constant"))
-				cfg.sched = FW_SCHED_CONSTANT;
+				cfg->sched = FW_SCHED_CONSTANT;
 			else
 				return usage_error("bad --schedule '%s'", optarg);
-			have_sched = 1;
+			ro.have_sched = 1;
 			break;
 		case O_CLIPG:
 			if (num_opt("clip-grad", optarg, 0, &d))
 				return FW_EXIT_USAGE;
-			cfg.adamw.clip = (float)d;
+			cfg->adamw.clip = (float)d;
 			break;
 		case O_WD:
 			if (num_opt("weight-decay", optarg, 0, &d))
 				return FW_EXIT_USAGE;
-			cfg.adamw.wd = (float)d;
+			cfg->adamw.wd = (float)d;
 			break;
 		case O_B1:
 			if (num_opt("beta1", optarg, 0, &d) || d >= 1)
 				return FW_EXIT_USAGE;
-			cfg.adamw.b1 = (float)d;
+			cfg->adamw.b1 = (float)d;
 			break;
 		case O_B2:
 			if (num_opt("beta2", optarg, 0, &d) || d >= 1)
 				return FW_EXIT_USAGE;
-			cfg.adamw.b2 = (float)d;
+			cfg->adamw.b2 = (float)d;
 			break;
 		case O_EPS:
 			if (num_opt("eps", optarg, 0, &d))
 				return FW_EXIT_USAGE;
-			cfg.adamw.eps = (float)d;
+			cfg->adamw.eps = (float)d;
 			break;
 		case O_CLOW:
-			if (num_opt("clip-low", optarg, 0, &cfg.clip_low))
+			if (num_opt("clip-low", optarg, 0, &cfg->clip_low))
 				return FW_EXIT_USAGE;
 			break;
 		case O_CHIGH:
-			if (num_opt("clip-high", optarg, 0, &cfg.clip_high))
+			if (num_opt("clip-high", optarg, 0, &cfg->clip_high))
 				return FW_EXIT_USAGE;
 			break;
-		case O_NOSTD: no_std = 1; break;
-		case O_ROUTE: cfg.route = 1; break;
+		case O_NOSTD: ro.no_std = 1; break;
+		case O_ROUTE: cfg->route = 1; break;
 		case O_NORM:
 			if (!strcmp(optarg, "token"))
-				cfg.norm_seq = 0;
+				cfg->norm_seq = 0;
 			else if (!strcmp(optarg, "seq"))
-				cfg.norm_seq = 1;
+				cfg->norm_seq = 1;
 			else
 				return usage_error("bad --norm '%s' (token, seq)", optarg);
 			break;
 		case O_KL:
-			if (num_opt("kl-coef", optarg, 0, &cfg.kl_coef))
+			if (num_opt("kl-coef", optarg, 0, &cfg->kl_coef))
 				return FW_EXIT_USAGE;
 			break;
-		case O_REF: ref_dir = optarg; break;
+		case O_REF: ro.ref = optarg; break;
 		case O_DW:
 			if (num_opt("distill-weight", optarg, 0, &dw))
 				return FW_EXIT_USAGE;
 			break;
 		case O_ISCLIP:
-			if (num_opt("is-clip", optarg, 0, &cfg.is_clip) || !(cfg.is_clip > 0))
+			if (num_opt("is-clip", optarg, 0, &cfg->is_clip) || !(cfg->is_clip > 0))
 				return FW_EXIT_USAGE;
 			break;
 		case O_KEEP:
 			if (fw_parse_u64(optarg, &u, 0) || u > INT_MAX)
 				return usage_error("bad --keep '%s'", optarg);
-			keep = (int)u;
+			ro.keep = (int)u;
 			break;
 		case O_DTYPE:
-			if (fw_dtype_parse(optarg, &dtype))
+			if (fw_dtype_parse(optarg, &ro.dtype))
 				return usage_error("bad --dtype '%s' (f32, bf16, f16)", optarg);
 			break;
 		case O_SEED:
-			if (fw_parse_u64(optarg, &seed, 0))
+			if (fw_parse_u64(optarg, &ro.seed, 0))
 				return usage_error("bad --seed '%s'", optarg);
-			have_seed = 1;
+			ro.have_seed = 1;
 			break;
 		case O_SKIPBAD: skip_bad = 1; break;
-		case O_TRUNC: truncate = 1; break;
+		case O_TRUNC: ro.truncate = 1; break;
 		case 'o': mout = optarg; break;
 		case 'z': level = 3; break;
 		case 'j':
+		case O_THREADS:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1024)
-				return usage_error("bad -j '%s'", optarg);
+				return usage_error(c == 'j' ? "bad -j '%s'" : "bad --threads '%s'", optarg);
 			fw_kernels_set_threads((int)u);
 			break;
 		case 'h':
@@ -360,17 +293,16 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			return FW_EXIT_USAGE;
 		}
 	}
-	if (!ckpt_arg || !out_dir)
+	if (!ro.ckpt || !ro.out)
 		return usage_error("%s", "--ckpt and --out are required");
 	if (dw >= 0) {
-		if (cfg.w_distill == 0)
+		if (cfg->w_distill == 0)
 			return usage_error("%s", "--distill-weight needs the distill objective");
-		cfg.w_distill = dw;
+		cfg->w_distill = dw;
 	}
-	if (cfg.kl_coef > 0 && !ref_dir)
+	if (cfg->kl_coef > 0 && !ro.ref)
 		return usage_error("%s", "--kl-coef needs --ref DIR");
-	files = optind < argc ? argv + optind : stdin_only;
-	nfiles = optind < argc ? argc - optind : 1;
+	fw_operands_init(&ops, argc, argv, optind);
 
 	/* The device (--device, $FW_DEVICE, else a GPU when there is one);
 	 * data-parallel ranks on GPUs sum their gradients with NCCL. */
@@ -379,63 +311,15 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	if (size > 1 && fw_dev_current() == FW_DEV_CUDA) {
 		if (fw_dev_comm_init(rank, size, fw_dp_bcast_bytes, dp, err, sizeof(err)))
 			goto fail;
-		cfg.allreduce_dev = fw_dev_comm_sum;
+		cfg->allreduce_dev = fw_dev_comm_sum;
 	}
 	/* The checkpoint, its optimizer state and where training stands. */
-	t_load = fw_now();
-	if (fw_ckpt_resolve(ckpt_arg, ckdir, sizeof(ckdir), err, sizeof(err)) ||
-	    !(m = fw_model_load(ckdir, err, sizeof(err))) ||
-	    fw_train_state_load(&state, ckdir, err, sizeof(err)))
-		goto fail;
-	if (!(opt = fw_opt_new(m)) || fw_model_grads(m)) {
-		snprintf(err, sizeof(err), "out of memory");
-		goto fail;
-	}
-	snprintf(path, sizeof(path), "%s/optimizer.safetensors", ckdir);
-	if (!access(path, F_OK) && fw_opt_load(opt, m, path, err, sizeof(err)))
-		goto fail;
-	if (state.step != opt->step && !access(path, F_OK)) {
-		snprintf(err, sizeof(err), "%.900s: step %ld, but trainer_state.json says %ld",
-			 path, opt->step, state.step);
-		goto fail;
-	}
-	opt->step = state.step;
-	t_load = fw_now() - t_load;
-	/* The schedule continues as the checkpoint has it unless told. */
-	if (state.have_sched) {
-		if (!have_lr)
-			cfg.adamw.lr = (float)state.lr;
-		if (!have_warm)
-			cfg.warmup = state.warmup;
-		if (!have_decay)
-			cfg.decay_steps = state.decay_steps;
-		if (!have_min)
-			cfg.min_lr = state.min_lr;
-		if (!have_sched)
-			cfg.sched = state.sched;
-	}
-	if (ref_dir) {
-		char rd[PATH_MAX];
-
-		if (fw_ckpt_resolve(ref_dir, rd, sizeof(rd), err, sizeof(err)) ||
-		    !(ref = fw_model_load(rd, err, sizeof(err))))
-			goto fail;
-		if (ref->cfg.vocab != m->cfg.vocab) {
-			snprintf(err, sizeof(err), "%.900s: vocabulary of %d ids, the policy has %d",
-				 rd, ref->cfg.vocab, m->cfg.vocab);
-			goto fail;
-		}
-		ref->no_grad = 1;
-	}
-	snprintf(path, sizeof(path), "%s/tokenizer.json", ckdir);
-	if (!access(path, F_OK) && !(tok = fw_tok_load(path, err, sizeof(err))))
+	if (!(run = fw_run_open(&ro, err, sizeof(err))))
 		goto fail;
 
 	/* The records. */
-	if (!(b = fw_batch_new()))
-		goto oom;
-	for (int f = 0; f < nfiles; f++) {
-		struct fw_reader *r = fw_reader_open(files[f], NULL, err, sizeof(err));
+	for (const char *file; (file = fw_operands_next(&ops));) {
+		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof(err));
 		struct fw_rec rec;
 		int got;
 
@@ -452,9 +336,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 					break;
 				continue;
 			}
-			got = fw_batch_add_record(b, rec.v, tok, m->cfg.vocab, m->cfg.max_pos, truncate,
-						  err, sizeof(err));
-			if (got) {
+			if (fw_run_add(run, rec.v, err, sizeof(err))) {
 				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", err);
 				skipped++;
 				if (!skip_bad)
@@ -467,99 +349,32 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		fw_warn("no step taken: bad input (--skip-bad trains on the rest)");
 		goto out;
 	}
-	if (b->nseq == 0) {
-		snprintf(err, sizeof(err), "no trainable records");
+
+	/* The steps, then the new checkpoint and what each step measured:
+	 * rank 0 writes. */
+	if (fw_run_prepare(run, err, sizeof(err)))
 		goto fail;
+	if (run->gs.no_reward)
+		fw_warn("%d records without a finite 'grade.reward' are left out of pg",
+			run->gs.no_reward);
+	if (fw_run_steps(run, rank, size, err, sizeof(err))) {
+		fw_warn("step %ld: %s; no checkpoint written", run->failed_step, err);
+		rc = FW_EXIT_DATA;
+		goto out;
 	}
-	if (cfg.w_pg > 0) {
-		fw_batch_advantages(b, no_std, &gs);
-		if (gs.no_reward)
-			fw_warn("%d records without a finite 'grade.reward' are left out of pg",
-				gs.no_reward);
-	}
-
-	/* The steps: --batch-size sequences each, cycling through the input
-	 * from the position the checkpoint reached. */
-	if (!(order = malloc(sizeof(int) * b->nseq)) ||
-	    !(idx = malloc(sizeof(int) * (bsz ? bsz : (uint64_t)b->nseq))) ||
-	    !(sts = calloc(steps, sizeof(*sts))))
-		goto oom;
-	for (int i = 0; i < b->nseq; i++)
-		order[i] = i;
-	/* The order continues as the checkpoint drew it unless told. */
-	if (!have_seed && state.have_seed) {
-		seed = state.seed;
-		have_seed = 1;
-	}
-	state.seed = seed;
-	state.have_seed = have_seed;
-	if (have_seed) {
-		uint64_t x = seed;
-
-		for (int i = b->nseq - 1; i > 0; i--) {
-			int j = (int)(fw_rand64(&x) % (uint64_t)(i + 1)), t = order[i];
-
-			order[i] = order[j];
-			order[j] = t;
-		}
-	}
-	if (!bsz || bsz > (uint64_t)b->nseq)
-		bsz = b->nseq;
-	{
-		/* The data position carries over only to the same input. */
-		char did[17];
-		uint64_t h = fw_hash64(b->tok, sizeof(int32_t) * b->ntok) ^
-			     fw_hash64(b->mask, b->ntok) * 31 ^ (uint64_t)b->nseq;
-
-		snprintf(did, sizeof(did), "%016llx", (unsigned long long)h);
-		if (strcmp(did, state.data_id) || state.data_pos >= b->nseq)
-			state.data_pos = 0;
-		memcpy(state.data_id, did, sizeof(did));
-	}
-	snprintf(parent, sizeof(parent), "%s", state.id);
-	if (!parent[0])
-		fw_ckpt_id(m, parent);
-	for (uint64_t s = 0; s < steps; s++) {
-		int nl = 0;
-
-		/* Rank r of N takes every Nth sequence of the step's batch. */
-		for (uint64_t k = rank; k < bsz; k += size)
-			idx[nl++] = order[(state.data_pos + k) % b->nseq];
-		if (fw_train_step(m, opt, ref, &cfg, b, idx, nl, &sts[s], err, sizeof(err))) {
-			fw_warn("step %ld: %s; no checkpoint written", opt->step + 1, err);
-			rc = FW_EXIT_DATA;
-			goto out;
-		}
-		state.data_pos = (long)((state.data_pos + bsz) % b->nseq);
-		state.tokens_seen += sts[s].tokens;
-	}
-
-	/* The new checkpoint, then what each step measured: rank 0 writes. */
 	if (rank != 0)
 		goto out;
-	t_save = fw_now();
-	state.step = opt->step;
-	snprintf(state.parent, sizeof(state.parent), "%s", parent);
-	fw_ckpt_id(m, state.id);
-	state.lr = cfg.adamw.lr;
-	state.min_lr = cfg.min_lr;
-	state.warmup = cfg.warmup;
-	state.decay_steps = cfg.decay_steps;
-	state.sched = cfg.sched;
-	snprintf(path, sizeof(path), "%s/tokenizer.json", ckdir);
-	if (fw_ckpt_write(out_dir, m, opt, &state, path, dtype, keep, newdir,
-			  sizeof(newdir), err, sizeof(err)))
+	if (fw_run_save(run, err, sizeof(err)) || !(w = fw_writer_open(mout, level, err, sizeof(err))))
 		goto fail;
-	t_save = fw_now() - t_save;
-	if (!(w = fw_writer_open(mout, level, err, sizeof(err))))
-		goto fail;
-	for (uint64_t s = 0; s < steps; s++)
-		if (put_metrics(w, &mb, state.step - (long)steps + 1 + (long)s, state.id, newdir,
-				&sts[s], &gs, cfg.w_pg > 0, skipped, t_load, t_save)) {
+	for (long s = 0; s < run->nsteps; s++) {
+		if (fw_run_pack_metrics(run, s, skipped, &mb))
+			goto oom;
+		if (fw_writer_put(w, mb.p, mb.n)) {
 			fw_warn("%s", fw_writer_error(w));
 			rc = FW_EXIT_DATA;
 			goto out;
 		}
+	}
 	if (fw_writer_close(w, err, sizeof(err))) {
 		w = NULL;
 		goto fail;
@@ -574,14 +389,7 @@ fail:
 out:
 	fw_writer_abort(w);
 	fw_buf_free(&mb);
-	free(order);
-	free(idx);
-	free(sts);
-	fw_batch_free(b);
-	fw_tok_free(tok);
-	fw_opt_free(opt);
-	fw_model_free(ref);
-	fw_model_free(m);
+	fw_run_free(run);
 	fw_dev_comm_free();
 	return rc;
 }

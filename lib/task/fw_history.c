@@ -24,6 +24,7 @@
 #include "fw_history.h"
 #include "fw_mutate.h"
 #include "fw_store.h"
+#include "fw_task.h"
 #include "fw_workspace.h"
 
 static const char *gerr(void)
@@ -385,12 +386,6 @@ static int under(const char *path, const char *prefix)
 	return k == 0 || (strncmp(path, prefix, k) == 0 && (path[k] == '\0' || path[k] == '/'));
 }
 
-struct target {
-	char *path;
-	enum fw_lang lang;
-	int start, end;
-};
-
 /* One commit to validate. */
 struct cand {
 	char commit[FW_OID_HEX], parent[FW_OID_HEX];
@@ -398,7 +393,7 @@ struct cand {
 	int64_t time;
 	char *message, *subject;
 	struct fw_buf added;     /* the lines the code change adds, for the audit */
-	struct target *targets;  /* the code files changed */
+	struct fw_target *targets; /* the code files changed (symbol NULL) */
 	size_t ntargets;
 	/* results */
 	int done;
@@ -407,7 +402,7 @@ struct cand {
 	struct fw_buf rec;
 };
 
-static void cand_clear(struct cand *c)
+static void cand_release(struct cand *c)
 {
 	free(c->message);
 	free(c->subject);
@@ -429,13 +424,14 @@ struct change {
 
 static int add_target(struct cand *c, const char *path, int start, int end)
 {
-	struct target *t = realloc(c->targets, (c->ntargets + 1) * sizeof *t);
+	struct fw_target *t = realloc(c->targets, (c->ntargets + 1) * sizeof *t);
 	if (!t)
 		return -1;
 	c->targets = t;
 	t = &t[c->ntargets];
 	if (!(t->path = strdup(path)))
 		return -1;
+	t->symbol = NULL;
 	t->lang = fw_lang_of_path(path);
 	t->start = start;
 	t->end = end;
@@ -732,7 +728,7 @@ static int scan(struct job *j, struct fw_store *s, struct fw_history_tally *t,
 		cd = NULL;
 next:
 		if (cd)
-			cand_clear(cd);
+			cand_release(cd);
 		change_free(&ch);
 		git_diff_free(d);
 		git_tree_free(ct);
@@ -925,20 +921,6 @@ static enum fw_history_reason reject(struct cand *c, enum fw_history_reason r, c
 {
 	snprintf(c->detail, sizeof c->detail, fmt, a);
 	return r;
-}
-
-static const char *split_of(const struct fw_history_opts *o, const char *id)
-{
-	if (!o->split)
-		return "private";
-	uint64_t h = fw_hash64(id, strlen(id));
-	double sum = o->split[0] + o->split[1] + o->split[2];
-	double u = (double)(h >> 11) / 9007199254740992.0 * sum;
-	if (u < o->split[0])
-		return "train";
-	if (u < o->split[0] + o->split[1])
-		return "eval";
-	return "private";
 }
 
 /* The problem statement: the commit message, the context files, the tests. */
@@ -1209,52 +1191,30 @@ static enum fw_history_reason validate(struct job *j, struct fw_store *s, size_t
 	}
 	fw_time_format(c->time, created);
 
+	struct fw_task_context *ctx = ncf ? calloc(ncf, sizeof *ctx) : NULL;
+	if (ncf && !ctx) {
+		reject(c, r, "%s", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < ncf; i++)
+		ctx[i] = (struct fw_task_context){ cf[i].kind, cf[i].name, blobs[i], sizes[i] };
+	struct fw_task t = {
+		.id = id, .repo = j->repo, .base = c->parent, .store = o->store_abs,
+		.orig_tree = c->tree, .tree = c->task_tree, .strategy = "history",
+		.targets = c->targets, .ntargets = c->ntargets, .prompt = prompt,
+		.test_cmd = o->test_cmd, .fmt = o->fmt, .f2p = &f2p, .p2p = &p2p,
+		.xfail = &xfail, .solution = patch, .split = fw_task_split(o->split, id),
+		.lang = c->ntargets ? c->targets[0].lang : FW_LANG_UNKNOWN,
+		.created = created, .commit = c->commit, .env = o->env ? o->env->id : NULL,
+		.with_context = 1, .context = ctx, .ncontext = ncf,
+	};
 	msgpack_packer pk;
 	fw_buf_packer(&pk, &c->rec);
-	msgpack_pack_map(&pk, 22 + (o->env != NULL));
-	fw_pack_cstr(&pk, "kind"); fw_pack_cstr(&pk, "task");
-	fw_pack_cstr(&pk, "id"); fw_pack_cstr(&pk, id);
-	fw_pack_cstr(&pk, "v"); msgpack_pack_int(&pk, 1);
-	fw_pack_cstr(&pk, "repo"); fw_pack_cstr(&pk, j->repo);
-	fw_pack_cstr(&pk, "base"); fw_pack_cstr(&pk, c->parent);
-	fw_pack_cstr(&pk, "store"); fw_pack_cstr(&pk, o->store_abs);
-	fw_pack_cstr(&pk, "orig_tree"); fw_pack_cstr(&pk, c->tree);
-	fw_pack_cstr(&pk, "tree"); fw_pack_cstr(&pk, c->task_tree);
-	fw_pack_cstr(&pk, "strategy"); fw_pack_cstr(&pk, "history");
-	fw_pack_cstr(&pk, "targets");
-	msgpack_pack_array(&pk, c->ntargets);
-	for (size_t i = 0; i < c->ntargets; i++) {
-		const struct target *t = &c->targets[i];
-		msgpack_pack_map(&pk, 5);
-		fw_pack_cstr(&pk, "path"); fw_pack_cstr(&pk, t->path);
-		fw_pack_cstr(&pk, "symbol"); fw_pack_cstr(&pk, "");
-		fw_pack_cstr(&pk, "lang"); fw_pack_cstr(&pk, fw_lang_name(t->lang));
-		fw_pack_cstr(&pk, "start"); msgpack_pack_int(&pk, t->start);
-		fw_pack_cstr(&pk, "end"); msgpack_pack_int(&pk, t->end);
-	}
-	fw_pack_cstr(&pk, "prompt"); fw_pack_cstr(&pk, prompt);
-	fw_pack_cstr(&pk, "test_cmd"); fw_pack_cstr(&pk, o->test_cmd);
-	fw_pack_cstr(&pk, "report"); fw_pack_cstr(&pk, fw_report_format_name(o->fmt));
-	fw_pack_cstr(&pk, "f2p"); fw_pack_strlist(&pk, &f2p);
-	fw_pack_cstr(&pk, "p2p"); fw_pack_strlist(&pk, &p2p);
-	fw_pack_cstr(&pk, "xfail"); fw_pack_strlist(&pk, &xfail);
-	fw_pack_cstr(&pk, "solution"); fw_pack_cstr(&pk, patch);
-	fw_pack_cstr(&pk, "split"); fw_pack_cstr(&pk, split_of(o, id));
-	fw_pack_cstr(&pk, "lang");
-	fw_pack_cstr(&pk, fw_lang_name(c->ntargets ? c->targets[0].lang : FW_LANG_UNKNOWN));
-	fw_pack_cstr(&pk, "created"); fw_pack_cstr(&pk, created);
-	fw_pack_cstr(&pk, "commit"); fw_pack_cstr(&pk, c->commit);
-	if (o->env) {
-		fw_pack_cstr(&pk, "env"); fw_pack_cstr(&pk, o->env->id);
-	}
-	fw_pack_cstr(&pk, "context");
-	msgpack_pack_array(&pk, ncf);
-	for (size_t i = 0; i < ncf; i++) {
-		msgpack_pack_map(&pk, 4);
-		fw_pack_cstr(&pk, "kind"); fw_pack_cstr(&pk, cf[i].kind);
-		fw_pack_cstr(&pk, "name"); fw_pack_cstr(&pk, cf[i].name);
-		fw_pack_cstr(&pk, "blob"); fw_pack_cstr(&pk, blobs[i]);
-		fw_pack_cstr(&pk, "size"); msgpack_pack_uint64(&pk, sizes[i]);
+	k = fw_task_pack(&pk, &t);
+	free(ctx);
+	if (k < 0) {
+		reject(c, r, "%s", "out of memory");
+		goto out;
 	}
 	r = FW_HIST_KEPT;
 out:
@@ -1375,7 +1335,7 @@ int fw_history_run(const struct fw_history_opts *o, const char *repo, fw_history
 	rc = 0;
 out:
 	for (size_t i = 0; i < j.nc; i++)
-		cand_clear(&j.c[i]);
+		cand_release(&j.c[i]);
 	free(j.c);
 	pthread_mutex_destroy(&j.mu);
 	return rc;

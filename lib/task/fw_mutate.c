@@ -123,7 +123,7 @@ static int sym_cmp(const void *a, const void *b)
 	return c ? c : x->start - y->start;
 }
 
-void fw_symbols_free(struct fw_symbols *out)
+void fw_symbols_release(struct fw_symbols *out)
 {
 	if (!out)
 		return;
@@ -367,7 +367,7 @@ static char *lines_text(const char *s, const struct lines *L, int a, int b, size
 	return (char *)buf.p;
 }
 
-void fw_mutation_clear(struct fw_mutation *m)
+void fw_mutation_release(struct fw_mutation *m)
 {
 	if (!m)
 		return;
@@ -782,7 +782,7 @@ int fw_mutate_stub(const struct fw_symbol *sym, const char *src, size_t len,
 			rc = -1;
 	}
 	if (rc != 0)
-		fw_mutation_clear(m);
+		fw_mutation_release(m);
 	return rc;
 }
 
@@ -895,7 +895,7 @@ out:
 	free(sp);
 	free(L.off);
 	if (rc != 0)
-		fw_mutation_clear(m);
+		fw_mutation_release(m);
 	return rc;
 }
 
@@ -920,7 +920,7 @@ int fw_mutate_delete_file(const char *path, const char *src, size_t len,
 			goto fail;
 	return 0;
 fail:
-	fw_mutation_clear(m);
+	fw_mutation_release(m);
 	return -1;
 }
 
@@ -1137,7 +1137,7 @@ int fw_suite_run_env(const char *ws, const char *cmd, enum fw_report_format fmt,
 	char rpath[4200];
 	snprintf(rpath, sizeof rpath, "%s/%s", ws, FW_REPORT_PATH);
 	unlink(rpath);
-	fw_report_clear(rep);
+	fw_report_reset(rep);
 
 	struct fw_sandbox_opts o;
 	fw_sandbox_opts_init(&o);

@@ -32,7 +32,7 @@ struct fw_report *fw_report_new(void)
 	return r;
 }
 
-void fw_report_clear(struct fw_report *r)
+void fw_report_reset(struct fw_report *r)
 {
 	if (!r)
 		return;
@@ -50,7 +50,7 @@ void fw_report_free(struct fw_report *r)
 {
 	if (!r)
 		return;
-	fw_report_clear(r);
+	fw_report_reset(r);
 	free(r->tests);
 	free(r);
 }

@@ -3,6 +3,7 @@
  * objectives, the step with micro-batches, and checkpoint directories.
  * See fw_train.h.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -100,8 +101,10 @@ int fw_batch_add(struct fw_batch *b, const int32_t *tok, const uint8_t *mask,
 		 const float *old, const float *tadv, int n, uint64_t group,
 		 double reward)
 {
-	struct fw_seq *s = add_seq(b, n, group, reward);
+	struct fw_seq *s;
 
+	assert(b && n >= 0 && (tok || n == 0));
+	s = add_seq(b, n, group, reward);
 	if (!s)
 		return -1;
 	memcpy(b->tok + s->off, tok, sizeof(int32_t) * n);
@@ -610,6 +613,11 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 	float *wt = NULL, *lp = NULL, *rlp = NULL;
 	int rc = -1;
 
+	assert(m && o && c && b && st && n >= 0);
+	assert(c->kl_coef <= 0 || ref);
+	for (int i = 0; i < n; i++)
+		assert(idx[i] >= 0 && idx[i] < b->nseq);
+
 	if (c->kl_coef > 0 && !ref) {
 		fw_seterr(err, errlen, "the KL term needs a reference model");
 		return -1;
@@ -1101,15 +1109,103 @@ void fw_ckpt_id(const struct fw_model *m, char id[17])
 	snprintf(id, 17, "%016llx", (unsigned long long)r);
 }
 
-static int sync_path(const char *p)
+int fw_durable_sync(const char *path)
 {
-	int fd = open(p, O_RDONLY), rc;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	if (fd < 0)
 		return -1;
 	rc = fsync(fd);
+	/* some file systems cannot sync a directory: nothing to wait for */
+	if (rc < 0 && errno == EINVAL)
+		rc = 0;
 	close(fd);
 	return rc;
+}
+
+/* Syncs every regular file directly in dir, then dir.  0 or -1 with err. */
+static int sync_dir_files(const char *dir, char *err, size_t errlen)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *e;
+	char p[PATH_MAX + 260];
+	struct stat sb;
+	int rc = 0;
+
+	if (!dp) {
+		fw_seterr(err, errlen, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	while (rc == 0 && (e = readdir(dp))) {
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		if (e->d_name[0] == '.' || lstat(p, &sb) || !S_ISREG(sb.st_mode))
+			continue;
+		if (fw_durable_sync(p)) {
+			fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
+			rc = -1;
+		}
+	}
+	closedir(dp);
+	if (rc == 0 && fw_durable_sync(dir)) {
+		fw_seterr(err, errlen, "%s: %s", dir, strerror(errno));
+		rc = -1;
+	}
+	return rc;
+}
+
+/* The directory that holds path (into out, PATH_MAX bytes). */
+static void parent_of(const char *path, char *out)
+{
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	while (n > 0 && path[n - 1] != '/')
+		n--;
+	if (n == 0)
+		snprintf(out, PATH_MAX, ".");
+	else
+		snprintf(out, PATH_MAX, "%.*s", n > 1 ? (int)n - 1 : 1, path);
+}
+
+char *fw_durable_tmpdir(const char *final, char *err, size_t errlen)
+{
+	char *t;
+	size_t n = strlen(final);
+
+	while (n > 1 && final[n - 1] == '/')
+		n--;
+	if (asprintf(&t, "%.*s.tmp.%ld", (int)n, final, (long)getpid()) < 0) {
+		fw_seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (mkdir(t, 0777) && errno != EEXIST) {
+		fw_seterr(err, errlen, "%s: %s", t, strerror(errno));
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+int fw_durable_publish(const char *tmp, const char *final, char *err, size_t errlen)
+{
+	char up[PATH_MAX];
+
+	if (sync_dir_files(tmp, err, errlen))
+		goto fail;
+	if (rename(tmp, final)) {
+		fw_seterr(err, errlen, "%s: %s", final, strerror(errno));
+		goto fail;
+	}
+	parent_of(final, up);
+	if (fw_durable_sync(up)) {
+		fw_seterr(err, errlen, "%s: %s", up, strerror(errno));
+		return -1;
+	}
+	return 0;
+fail:
+	fw_rmtree(tmp);
+	return -1;
 }
 
 static int cmp_name_desc(const void *a, const void *b)
@@ -1169,9 +1265,6 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 		  const char *tok_from, enum fw_dtype dtype, int keep,
 		  char *out, size_t outlen, char *err, size_t errlen)
 {
-	static const char *files[] = { "config.json", "model.safetensors",
-				       "optimizer.safetensors", "trainer_state.json",
-				       "tokenizer.json" };
 	char tmp[PATH_MAX], name[64], fin[PATH_MAX], p[PATH_MAX + 64], lt[PATH_MAX];
 	struct stat sb;
 
@@ -1200,14 +1293,8 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 		}
 	}
 	/* Data on disk before the names that point at it. */
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", tmp, files[i]);
-		if (!access(p, F_OK) && sync_path(p)) {
-			fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
-			goto fail;
-		}
-	}
-	sync_path(tmp);
+	if (sync_dir_files(tmp, err, errlen))
+		goto fail;
 	if (!stat(fin, &sb)) {
 		/* The same step and content id: that checkpoint is already here. */
 		fw_rmtree(tmp);
@@ -1223,11 +1310,35 @@ int fw_ckpt_write(const char *root, const struct fw_model *m,
 		unlink(lt);
 		return -1;
 	}
-	sync_path(root);
+	if (fw_durable_sync(root)) {
+		fw_seterr(err, errlen, "%s: %s", root, strerror(errno));
+		return -1;
+	}
 	tidy(root, keep, name);
 	snprintf(out, outlen, "%s", fin);
 	return 0;
 fail:
 	fw_rmtree(tmp);
 	return -1;
+}
+
+int fw_ckpt_create(const char *out, const struct fw_model *m, const struct fw_tok *t,
+		   const char *tok_from, enum fw_dtype dtype, char *err, size_t errlen)
+{
+	char *tmp = fw_durable_tmpdir(out, err, errlen), p[PATH_MAX + 32];
+	int rc = -1;
+
+	assert(m);
+	if (!tmp)
+		return -1;
+	snprintf(p, sizeof(p), "%s/tokenizer.json", tmp);
+	if (fw_model_save(m, tmp, dtype, err, errlen) || (t && fw_tok_save(t, p, err, errlen)))
+		fw_rmtree(tmp);
+	else if (!t && tok_from && !access(tok_from, F_OK) && fw_copy_file(tok_from, p)) {
+		fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
+		fw_rmtree(tmp);
+	} else
+		rc = fw_durable_publish(tmp, out, err, errlen);
+	free(tmp);
+	return rc;
 }

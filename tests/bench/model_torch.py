@@ -5,7 +5,7 @@ usage: model_torch.py CKPT_DIR train|decode [--batch B] [--seq T] [--steps N] [-
 
 train: forward+backward tokens/s of the reference model (tests/ref/model_ref.py)
 over random tokens; decode: greedy decoding with a key-value cache after a
-16-token prompt, one sequence.  Prints one line like `ckpt bench`.
+16-token prompt, one sequence.  Prints one line like the bench harness (tests/unit/test_ckpt_harness.c).
 """
 import argparse
 import os

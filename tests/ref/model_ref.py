@@ -7,7 +7,7 @@ usage: model_ref.py CKPT_DIR DUMP.safetensors [--tol-logits R] [--tol-grad R]
 Builds the model described by CKPT_DIR/config.json in plain PyTorch (the
 modules are written here, after the Hugging Face definitions), loads
 CKPT_DIR/model.safetensors with a reader written here from the format's
-description, runs the batch recorded in DUMP (written by `ckpt dump`) and
+description, runs the batch recorded in DUMP (written by the dump harness, tests/unit/test_ckpt_harness.c) and
 compares, in float32:
 
   - logits (B, T, V), relative to the largest logit (max |a - b| / max |b|);
@@ -252,7 +252,7 @@ def main(argv):
         if not ok:
             print(f"FAIL gradient of {name}: {e:.3g}")
             fails.append(name)
-    # one AdamW step as ckpt dump takes it: clip to 0.5, lr 1e-2, betas
+    # one AdamW step as the dump harness takes it: clip to 0.5, lr 1e-2, betas
     # (0.9, 0.95), eps 1e-8, weight decay 0.1 on matrices only
     if "grad_norm" in D:
         params = list(P.values())

@@ -230,8 +230,8 @@ TEST(python_stub_keeps_decorator_signature_and_docstring)
 	CHECK(p && strstr(p, "`greet` in `pkg/mod.py`") && strstr(p, "- tests/test_mod.py::test_greet"));
 	CHECK(p && strstr(p, "Returns a string.") && !strstr(p, "_norm(name)"));
 	free(p);
-	fw_mutation_clear(&m);
-	fw_mutation_clear(NULL);
+	fw_mutation_release(&m);
+	fw_mutation_release(NULL);
 }
 
 TEST(python_stub_of_a_method_and_nothing_to_remove)
@@ -240,7 +240,7 @@ TEST(python_stub_of_a_method_and_nothing_to_remove)
 	struct fw_mutation m;
 	CHECK_EQ_INT(fw_mutate_stub(sym("pkg/mod.py", "size"), py_src, strlen(py_src), &m), 0);
 	CHECK(strstr(m.data, "        '''Size of the box.'''\n        raise NotImplementedError\n"));
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 	CHECK_EQ_INT(fw_mutate_stub(sym("pkg/mod.py", "only_doc"), py_src, strlen(py_src), &m), 1);
 	CHECK_EQ_INT(fw_mutate_stub(sym("pkg/mod.py", "one"), py_src, strlen(py_src), &m), 1);
 }
@@ -268,7 +268,7 @@ TEST(python_delete_feature_takes_the_private_helper)
 	char *p = fw_task_prompt(&m, (const char *[]){ "t" }, 1);
 	CHECK(p && strstr(p, "private helpers only it used (`_norm`)"));
 	free(p);
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 	/* a helper the tests call too is not private to the feature */
 	files[1].data = "mod._norm('x')\n";
 	files[1].len = strlen(files[1].data);
@@ -285,7 +285,7 @@ TEST(c_stub_and_delete_handle_return_type_lines_comments_and_strings)
 	CHECK_STR(m.signature, "int quad(int x)");
 	CHECK_STR(m.doc, "/* Four times x, computed\n * with a helper. */");
 	CHECK_EQ_INT(sh("cc -fsyntax-only -Wall %s", save("stub.c", m.data)), 0);
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 
 	struct fw_text files[] = { { "src/quad.c", c_src, strlen(c_src) } };
 	size_t h[4];
@@ -295,7 +295,7 @@ TEST(c_stub_and_delete_handle_return_type_lines_comments_and_strings)
 				      strlen(c_src), &m), 0);
 	CHECK_STR(m.data, "#include <stdlib.h>\n\n");
 	CHECK(strstr(m.removed, "static int\ntwice(int x)") != NULL);
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 }
 
 TEST(javascript_and_typescript_stubs_throw)
@@ -306,15 +306,15 @@ TEST(javascript_and_typescript_stubs_throw)
 	CHECK(strstr(m.data, "export function add(a, b) {\n  throw new Error(\"not implemented\");\n}\n"));
 	CHECK_STR(m.doc, "// Adds two numbers.");
 	CHECK_EQ_INT(sh("node --check %s", save("stub.mjs", m.data)), 0);
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 	/* a brace inside a template literal does not end the body */
 	CHECK_EQ_INT(fw_mutate_stub(sym("web/add.js", "helper"), js_src, strlen(js_src), &m), 0);
 	CHECK(strstr(m.data, "function helper(s) {\n  throw new Error(\"not implemented\");\n}\n\nexport"));
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 	CHECK_EQ_INT(fw_mutate_stub(sym("web/area.ts", "area"), ts_src, strlen(ts_src), &m), 0);
 	CHECK_STR(m.data, "export function area(w: number, h: number): number {\n"
 			  "    throw new Error(\"not implemented\");\n}\n");
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 	/* exported functions are not private helpers; helper() is */
 	struct fw_text files[] = { { "web/add.js", js_src, strlen(js_src) } };
 	size_t h[4];
@@ -328,11 +328,11 @@ TEST(go_stub_panics_and_delete_takes_the_doc_comment)
 	CHECK_EQ_INT(fw_mutate_stub(sym("geo/geo.go", "Area"), go_src, strlen(go_src), &m), 0);
 	CHECK(strstr(m.data, "func Area(w, h int) int {\n\tpanic(\"not implemented\")\n}\n"));
 	CHECK_STR(m.doc, "// Area of a w by h rectangle.");
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 	CHECK_EQ_INT(fw_mutate_delete(FW_DELETE_FUNCTION, sym("geo/geo.go", "Area"), NULL, 0,
 				      go_src, strlen(go_src), &m), 0);
 	CHECK(strncmp(m.data, "package geo\n\nfunc half(x int) int {", 34) == 0);
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 	struct fw_text files[] = { { "geo/geo.go", go_src, strlen(go_src) } };
 	size_t h[4];
 	CHECK_EQ_INT(fw_private_helpers(&syms, sym_index("geo/geo.go", "Mid"), files, 1, h, 4), 1);
@@ -353,7 +353,7 @@ TEST(go_helpers_named_by_their_own_doc_comment_are_still_private)
 		CHECK_EQ_INT(fw_mutate_delete(FW_DELETE_FEATURE, sym("text/text.go", "Norm"), hp,
 					      2, go_doc_src, strlen(go_doc_src), &m), 0);
 		CHECK_STR(m.data, "package text\n\nimport \"strings\"\n\n");
-		fw_mutation_clear(&m);
+		fw_mutation_release(&m);
 	}
 	/* a mention outside the deleted spans, even in a comment, keeps it */
 	files[1].data = "// trim is tested through Norm\n";
@@ -376,7 +376,7 @@ TEST(delete_file_lists_what_the_file_defined)
 	char *p = fw_task_prompt(&m, (const char *[]){ "TestArea" }, 1);
 	CHECK(p && strstr(p, "file `geo/geo.go` has been removed") && strstr(p, "`Area`, `half`, `Mid`"));
 	free(p);
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 }
 
 TEST(names_languages_and_test_paths)
@@ -397,7 +397,7 @@ TEST(names_languages_and_test_paths)
 
 TEST(cleanup)
 {
-	fw_symbols_free(&syms);
+	fw_symbols_release(&syms);
 	CHECK_EQ_INT(fw_rmtree(dir), 0);
 }
 

@@ -170,7 +170,7 @@ TEST(go_test_json_bad_event_is_an_error_with_its_line_and_keeps_what_came_before
 	CHECK_EQ_INT(fw_report_parse_gotest(r, bad, sizeof bad - 1, err, sizeof err), -1);
 	CHECK(strncmp(err, "line 4: not a go test -json event", 33) == 0);
 	CHECK_EQ_INT(outcome(r, "p::TestA"), FW_PASS);
-	fw_report_clear(r);
+	fw_report_reset(r);
 	CHECK_EQ_INT(fw_report_parse_gotest(r, noaction, sizeof noaction - 1, err, sizeof err), -1);
 	CHECK_STR(err, "line 1: not a go test -json event");
 	fw_report_free(r);

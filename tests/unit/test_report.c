@@ -185,7 +185,7 @@ TEST(junit_counts_its_documents)
 	char err[128];
 	CHECK_EQ_INT(fw_report_parse_junit(r, two, sizeof two - 1, err, sizeof err), 2);
 	CHECK_EQ_INT(r->docs, 2);
-	fw_report_clear(r);
+	fw_report_reset(r);
 	CHECK_EQ_INT(r->docs, 0);
 	int n;
 	fw_report_free(r);
