@@ -154,6 +154,8 @@ int serve_tool_mode(json_t *rq, const char **name, const char **msg);
 int serve_prompt_ids(struct arm *a, json_t *rq, int chat, int special, int mode,
 		     const char *tool, char **prefix, struct fw_tok_ids *ids,
 		     struct fw_serve_reply *r);
+/* the job of rq with the prompt ids (taken: *ids is left empty), or NULL
+ * with buf and *field (NULL: out of memory) */
 struct job *serve_make_job(struct arm *a, json_t *rq, const struct want *w,
 			   struct fw_tok_ids *ids, const char **field, char *buf, size_t blen);
 

@@ -518,8 +518,10 @@ struct job *serve_make_job(struct arm *a, json_t *rq, const struct want *w,
 			goto oom;
 		c->len = c->text.n;
 	}
+	/* the ids move to the job; their mask is not needed */
 	j->ids = ids->ids;
 	j->nids = ids->n;
+	free(ids->mask);
 	memset(ids, 0, sizeof *ids);
 	return j;
 oom:
