@@ -150,8 +150,9 @@ static void *run_client(void *arg)
 
 /* Greedy decoding in a batch runs the same sums as alone in products of
  * more rows; the tokens drawn are the same (a near tie could flip one;
- * the seeded model here has none in the first 12 steps of these
- * prompts, and a flip fails the test rather than passing it). */
+ * the seeded model here has none in the first 40 steps of these
+ * prompts, and a flip fails the test rather than passing it).  40 tokens
+ * a request: long enough that the threads' requests overlap. */
 TEST(concurrent_requests_decode_in_one_batch_to_the_tokens_each_gets_alone)
 {
 	enum { NC = 6 };
@@ -164,7 +165,7 @@ TEST(concurrent_requests_decode_in_one_batch_to_the_tokens_each_gets_alone)
 		goto out;
 	for (int i = 0; i < NC; i++) {
 		snprintf(c[i].body, sizeof c[i].body,
-			 "{\"prompt\": \"def f%d(x): return %d\", \"max_tokens\": 12, "
+			 "{\"prompt\": \"def f%d(x): return %d\", \"max_tokens\": 40, "
 			 "\"temperature\": 0, \"ignore_eos\": true}", i, i * 7);
 		b[i] = c[i];
 		c[i].s = alone;
@@ -178,7 +179,7 @@ TEST(concurrent_requests_decode_in_one_batch_to_the_tokens_each_gets_alone)
 		pthread_join(th[i], NULL);
 	for (int i = 0; i < NC; i++) {
 		CHECK_EQ_INT(b[i].status, 200);
-		CHECK_EQ_INT((int)json_array_size(b[i].ids), 12);
+		CHECK_EQ_INT((int)json_array_size(b[i].ids), 40);
 		CHECK(json_equal(b[i].ids, c[i].ids));
 		json_decref(b[i].ids);
 		json_decref(c[i].ids);
@@ -200,7 +201,7 @@ TEST(concurrent_requests_decode_in_one_batch_to_the_tokens_each_gets_alone)
 		seqs = strtoull(q + 45, NULL, 10);
 	}
 	printf("# %llu sequences over %llu steps\n", seqs, steps);
-	CHECK(seqs == NC * 11 && steps < seqs);
+	CHECK(seqs == NC * 39 && steps < seqs);
 	fw_serve_reply_release(&r);
 out:
 	fw_serve_free(alone);
