@@ -333,14 +333,15 @@ int fw_gen_len(const struct fw_gen *g, int seq);
  * B ids): a batch whose live sequences are kept at the front, as a server
  * that decodes requests together keeps them.  Sequences B.. are untouched.
  * Returns 0, or -1 with err filled (a cache full, a sequence empty, bad
- * id). */
+ * id, a device error). */
 int fw_gen_step_first(struct fw_gen *g, int B, const int32_t *tok, char *err,
 		      size_t errlen);
 
 /* Makes sequence to a copy of sequence from: its cached positions, length
  * and row of fw_gen_logits (a prompt prefilled once for several samples,
- * or a live sequence moved to the front of the batch).  Returns 0, or -1
- * with err filled (no such sequence). */
+ * or a live sequence moved to the front of the batch), on the model's
+ * device.  Returns 0, or -1 with err filled (no such sequence, a device
+ * error). */
 int fw_gen_copy(struct fw_gen *g, int from, int to, char *err, size_t errlen);
 
 /* Sampling settings: temp 0 means greedy; top_k 0 and top_p >= 1 mean no

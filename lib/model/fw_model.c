@@ -1805,13 +1805,14 @@ int fw_gen_step_first(struct fw_gen *g, int B, const int32_t *tok, char *err,
 	gen_run(g, tok, 0, B, 1);
 	for (int b = 0; b < B; b++)
 		g->len[b]++;
-	return 0;
+	return fw_dev_check(g->m->dev, err, errlen);
 }
 
 int fw_gen_copy(struct fw_gen *g, int from, int to, char *err, size_t errlen)
 {
 	const struct fw_config *c = &g->m->cfg;
 	size_t kd = (size_t)c->nkv * c->hd, T = g->maxT;
+	int dev = g->m->dev;
 
 	if (from < 0 || from >= g->nseq || to < 0 || to >= g->nseq) {
 		fw_seterr(err, errlen, "bad copy: sequence %d to %d of %d", from, to, g->nseq);
@@ -1819,18 +1820,23 @@ int fw_gen_copy(struct fw_gen *g, int from, int to, char *err, size_t errlen)
 	}
 	if (from == to)
 		return 0;
+	/* the cache and logits are device memory on a GPU; the host copy
+	 * of the logits (fw_gen_logits) is a buffer of its own there */
 	for (int l = 0; l < c->L; l++) {
 		size_t l0 = (size_t)l * g->nseq * T * kd;
 
-		memcpy(g->kc + l0 + (size_t)to * T * kd, g->kc + l0 + (size_t)from * T * kd,
-		       sizeof(float) * g->len[from] * kd);
-		memcpy(g->vc + l0 + (size_t)to * T * kd, g->vc + l0 + (size_t)from * T * kd,
-		       sizeof(float) * g->len[from] * kd);
+		fw_dev_d2d(dev, g->kc + l0 + (size_t)to * T * kd,
+			   g->kc + l0 + (size_t)from * T * kd, sizeof(float) * g->len[from] * kd);
+		fw_dev_d2d(dev, g->vc + l0 + (size_t)to * T * kd,
+			   g->vc + l0 + (size_t)from * T * kd, sizeof(float) * g->len[from] * kd);
 	}
-	memcpy(g->logits + (size_t)to * c->vocab, g->logits + (size_t)from * c->vocab,
-	       sizeof(float) * c->vocab);
+	fw_dev_d2d(dev, g->logits + (size_t)to * c->vocab, g->logits + (size_t)from * c->vocab,
+		   sizeof(float) * c->vocab);
+	if (g->hlogits != g->logits)
+		memcpy(g->hlogits + (size_t)to * c->vocab, g->hlogits + (size_t)from * c->vocab,
+		       sizeof(float) * c->vocab);
 	g->len[to] = g->len[from];
-	return 0;
+	return fw_dev_check(dev, err, errlen);
 }
 
 /* ---- sampling ---------------------------------------------------------------- */

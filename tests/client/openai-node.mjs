@@ -69,7 +69,9 @@ test('a raw stream of chunks ends at [DONE], with one id throughout', async () =
     n++;
   }
   assert.equal(ids.size, 1);
-  assert.ok(n > 2);
+  // the role's chunk, then the text: one chunk a read of the connection,
+  // so a single one when decoding ends before the first read
+  assert.ok(n >= 2);
 });
 
 test('stop ends the reply before the stop string, streamed or whole', async () => {

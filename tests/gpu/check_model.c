@@ -11,7 +11,10 @@
  *  - sft_curve: 20 SFT steps on a fixed batch, the loss of each step;
  *  - decode: greedy decoding of several sequences (prefill + KV cache) gives
  *    the same tokens, and the logits of every step agree;
- *  - score: fw_gen_score (teach's re-scoring) gives the same log-probs.
+ *  - score: fw_gen_score (teach's re-scoring) gives the same log-probs;
+ *  - batch: serve's continuous batching (fw_gen_score to admit, fw_gen_copy
+ *    to share a prefix and to move a live sequence to the front,
+ *    fw_gen_step_first over the first B sequences) gives the same logits.
  *
  * Tolerances (|gpu - cpu| <= atol + rtol |cpu|), from the arithmetic:
  *  - f32, one step: 1e-4 of max|cpu| of each tensor.  Both sides compute
@@ -508,6 +511,78 @@ static void check_decode(const char *arch, int nseq, int n, int steps)
 	free(prompt), free(tc), free(tg);
 }
 
+/* serve's continuous batching on nseq = 4 sequences: two prompts admitted
+ * (sequence 1 shares sequence 0's first half through fw_gen_copy), a third
+ * copied from the second (a second sample), steps of the first B only,
+ * then sequence 0 retired (the last live one copied into its place) and
+ * steps of the two left.  Logits of the live rows after every call. */
+static void check_batch(const char *arch, int n, int steps)
+{
+	char shape[64];
+	struct fw_model *c, *g;
+	struct fw_gen *gc, *gg;
+	struct fw_gen *gs[2];
+	int V = 97, maxT = n + 2 * steps + 8, same = 1, B = 3;
+	int32_t *p0 = xmalloc(4 * n), *p1 = xmalloc(4 * n), tc[4], tg[4];
+
+	snprintf(shape, sizeof(shape), "%s prompt=%d steps=%d", arch, n, steps);
+	if (pair(arch, 0, 0, &c, &g))
+		return fail("batch", shape, err);
+	fw_dev_set_bf16(0);
+	for (int i = 0; i < n; i++) {
+		p0[i] = (int32_t)(next() % V);
+		p1[i] = i < n / 2 ? p0[i] : (int32_t)(next() % V);
+	}
+	if (!(gc = fw_gen_new(c, 4, maxT, err, sizeof(err))) ||
+	    !(gg = fw_gen_new(g, 4, maxT, err, sizeof(err))))
+		return fail("batch", shape, err);
+	gs[0] = gc, gs[1] = gg;
+	for (int i = 0; i < 2; i++)
+		if (fw_gen_score(gs[i], 0, p0, NULL, n, NULL, err, sizeof(err)) ||
+		    fw_gen_copy(gs[i], 0, 1, err, sizeof(err)) ||
+		    fw_gen_truncate(gs[i], 1, n / 2, err, sizeof(err)) ||
+		    fw_gen_score(gs[i], 1, p1 + n / 2, NULL, n - n / 2, NULL, err,
+				 sizeof(err)) ||
+		    fw_gen_copy(gs[i], 1, 2, err, sizeof(err)))
+			return fail("batch", shape, err);
+	cmp_begin();
+	cmp_scaled("admitted logits", fw_gen_logits(gg), fw_gen_logits(gc), (long)B * V, 1e-4);
+	for (int s = 0; s < 2 * steps; s++) {
+		const float *xc = fw_gen_logits(gc), *xg = fw_gen_logits(gg);
+
+		for (int k = 0; k < B; k++) {
+			tc[k] = (int32_t)argmax(xc + (size_t)k * V, V);
+			tg[k] = (int32_t)argmax(xg + (size_t)k * V, V);
+			if (s == 0)	/* the two samples of p1 part */
+				tc[k] = tg[k] = (int32_t)((tc[k] + k) % V);
+			same &= tc[k] == tg[k];
+		}
+		if (fw_gen_step_first(gc, B, tc, err, sizeof(err)) ||
+		    fw_gen_step_first(gg, B, tg, err, sizeof(err)))
+			return fail("batch", shape, err);
+		cmp_scaled("step logits", fw_gen_logits(gg), fw_gen_logits(gc), (long)B * V,
+			   1e-4);
+		if (s == steps - 1) {	/* sequence 0 ends: 2 moves to its place */
+			if (fw_gen_copy(gc, 2, 0, err, sizeof(err)) ||
+			    fw_gen_copy(gg, 2, 0, err, sizeof(err)))
+				return fail("batch", shape, err);
+			B = 2;
+			cmp_scaled("moved logits", fw_gen_logits(gg), fw_gen_logits(gc),
+				   (long)B * V, 1e-4);
+		}
+	}
+	if (fw_gen_len(gg, 0) != n + 2 * steps || fw_gen_len(gg, 1) != n + 2 * steps)
+		cur.ratio = INFINITY, cur.what = "lengths after the steps";
+	if (!same)
+		cur.ratio = INFINITY, cur.what = "greedy tokens differ";
+	verdict("batch", shape, "same tokens; logits 1e-04 of max|cpu|");
+	fw_gen_free(gc);
+	fw_gen_free(gg);
+	fw_model_free(c);
+	fw_model_free(g);
+	free(p0), free(p1);
+}
+
 int main(int argc, char **argv)
 {
 	int steps = 20;
@@ -538,6 +613,7 @@ int main(int argc, char **argv)
 	check_curve("LlamaForCausalLM", steps);
 	check_decode("Qwen3ForCausalLM", 3, 11, 5);
 	check_decode("LlamaForCausalLM", 2, 6, 4);
+	check_batch("Qwen2ForCausalLM", 10, 4);
 
 	printf("%s: %d ok, %d failed\n", prog, npass, nfail);
 	return nfail ? 1 : 0;
