@@ -23,14 +23,14 @@
 
 static const char usage_text[] =
 	"usage: rollout --policy builtin:DIR | http:URL | exec:CMD [--model NAME] [--store DIR]\n"
-	"               [--mode fill | agent [--tools]]\n"
+	"               [--mode fill | agent [--tools] [--tool-defs FILE]]\n"
 	"               [--samples K] [--seed S] [--temp T] [--top-p P] [--top-k K]\n"
 	"               [--max-tokens N] [--context BYTES] [--max-steps N] [-j N] [--shard K/N]\n"
 	"               [--allow HOST ...]\n"
 	"               [--mount PATH ...] [--env DIR | ID] [--env-store DIR]\n"
 	"               [--timeout SEC] [--ignore-stop] [--no-time]\n"
 	"               [--progress] [--device cpu|cuda[:N]] [-z] [-o OUT] [FILE ...]\n"
-	"       rollout --print-tools\n"
+	"       rollout --print-tools [--tool-defs FILE]\n"
 	"       rollout -h | --help | --version\n";
 
 enum backend { B_BUILTIN, B_EXEC, B_HTTP };
@@ -45,6 +45,8 @@ struct opts {
 	const char **allow, **mounts;
 	size_t nallow, nmounts;
 	const char *env, *env_store; /* --env (in place of task.env), --env-store */
+	const char *tool_defs;       /* --tool-defs */
+	struct fw_toolset *toolset;  /* the tools with --tool-defs, or NULL */
 	char **files;
 	int nfiles;
 };
@@ -128,7 +130,9 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 	fw_buf_append(&j->out, tb.p, tb.n);
 	fw_buf_free(&tb);
 	fw_pack_cstr(&pk, "policy");
-	msgpack_pack_map(&pk, o->backend == B_EXEC ? 3 : 6 + (o->backend == B_HTTP && o->model) + o->tools);
+	msgpack_pack_map(&pk, o->backend == B_EXEC ? 3
+					 : 6 + (o->backend == B_HTTP && o->model) + o->tools +
+						   (o->tool_defs != NULL));
 	fw_pack_cstr(&pk, "backend");
 	fw_pack_cstr(&pk, o->backend == B_BUILTIN ? "builtin" : o->backend == B_HTTP ? "http" : "exec");
 	fw_pack_cstr(&pk, o->backend == B_BUILTIN ? "ckpt" : o->backend == B_HTTP ? "url" : "cmd");
@@ -141,6 +145,10 @@ static int emit(const struct opts *o, struct job *j, struct fw_mpv task, const c
 		/* the agent called tools (fw_agent_tools.h), not bash blocks */
 		fw_pack_cstr(&pk, "tools");
 		msgpack_pack_true(&pk);
+	}
+	if (o->tool_defs) {
+		fw_pack_cstr(&pk, "tool_defs");
+		fw_pack_text(&pk, o->tool_defs, strlen(o->tool_defs));
 	}
 	fw_pack_cstr(&pk, "seed");
 	msgpack_pack_uint64(&pk, o->seed);
@@ -598,7 +606,8 @@ static void run_agent(struct worker *w, struct job *j, struct fw_mpv task, const
 	struct fw_store *st;
 	struct fw_agent_opts ao = { { (float)o->temp, (float)o->top_p, o->top_k },
 				    (int)o->max_steps, (int)o->max_tokens, o->timeout_s, 60,
-				    2048, 2048, w->h, o->mounts, o->allow, NULL, NULL, o->tools };
+				    2048, 2048, w->h, o->mounts, o->allow, NULL, NULL, o->tools,
+				    o->toolset };
 	struct fw_context_mount cm = { 0 };
 	struct fw_env *env = NULL;
 
@@ -922,7 +931,7 @@ int main(int argc, char **argv)
 	enum { O_POLICY = 256, O_STORE, O_MODE, O_SAMPLES, O_SEED, O_TEMP, O_TOP_P, O_TOP_K,
 	       O_MAX_TOKENS, O_CONTEXT, O_SHARD, O_ALLOW, O_MOUNT, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
 	       O_IGNORE_STOP, O_MAX_STEPS, O_MODEL, O_DEVICE, O_VERSION, O_ENV, O_ENV_STORE, O_TOOLS,
-	       O_PRINT_TOOLS };
+	       O_PRINT_TOOLS, O_TOOL_DEFS };
 	static const struct option longopts[] = {
 		{ "policy", required_argument, NULL, O_POLICY },
 		{ "store", required_argument, NULL, O_STORE },
@@ -945,6 +954,7 @@ int main(int argc, char **argv)
 		{ "ignore-stop", no_argument, NULL, O_IGNORE_STOP },
 		{ "tools", no_argument, NULL, O_TOOLS },
 		{ "print-tools", no_argument, NULL, O_PRINT_TOOLS },
+		{ "tool-defs", required_argument, NULL, O_TOOL_DEFS },
 		{ "max-steps", required_argument, NULL, O_MAX_STEPS },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "device", required_argument, NULL, O_DEVICE },
@@ -957,6 +967,7 @@ int main(int argc, char **argv)
 	int ch;
 	uint64_t u;
 	const char *device = NULL;
+	int print_tools = 0;
 
 	while ((ch = getopt_long(argc, argv, "j:o:zh", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -1030,10 +1041,8 @@ int main(int argc, char **argv)
 		case O_MODEL: o.model = optarg; break;
 		case O_IGNORE_STOP: o.ignore_stop = 1; break;
 		case O_TOOLS: o.tools = 1; break;
-		case O_PRINT_TOOLS:
-			/* the tools an agent with --tools is given, as sent */
-			puts(fw_agent_tools_json);
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case O_PRINT_TOOLS: print_tools = 1; break;
+		case O_TOOL_DEFS: o.tool_defs = optarg; break;
 		case O_PROGRESS: o.progress = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
@@ -1041,6 +1050,20 @@ int main(int argc, char **argv)
 		case O_VERSION: fw_print_version(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}
+	}
+	if (o.tool_defs) {
+		char err[1024];
+
+		if (!(o.toolset = fw_toolset_load(o.tool_defs, err, sizeof err))) {
+			fw_warn("%s: %s", o.tool_defs, err);
+			return FW_EXIT_DATA;
+		}
+	}
+	if (print_tools) {
+		/* the tools an agent with --tools is given, as sent */
+		puts(fw_toolset_json(o.toolset));
+		fw_toolset_free(o.toolset);
+		return fw_close_stdout() ? FW_EXIT_DATA : 0;
 	}
 	if (!o.policy)
 		return usage_error("%s", "--policy is required");
@@ -1056,8 +1079,11 @@ int main(int argc, char **argv)
 	} else {
 		return usage_error("unknown policy '%s' (builtin:DIR, http:URL, exec:CMD)", o.policy);
 	}
+	if (o.tool_defs)
+		o.tools = 1;
 	if (o.tools && !o.agent)
-		return usage_error("%s", "--tools needs --mode agent");
+		return usage_error("%s", o.tool_defs ? "--tool-defs needs --mode agent"
+						     : "--tools needs --mode agent");
 	if (o.agent && o.backend == B_EXEC)
 		return usage_error("%s", "--mode agent needs a builtin or http policy");
 	if (o.model && o.backend != B_HTTP)
@@ -1077,6 +1103,7 @@ int main(int argc, char **argv)
 	int status = rollout_main(&o);
 	free(o.allow);
 	free(o.mounts);
+	fw_toolset_free(o.toolset);
 	if (fw_close_stdout() < 0)
 		status = FW_EXIT_DATA;
 	return status;
