@@ -852,3 +852,34 @@ JSON
   run jq -s -c '.[0][1] == .[1][1]' <(sed -n 2p "$T/defs.out") "$T/builtin.out"
   assert_output 'false'
 }
+
+@test "an agent that calls tools finds no history, no remote, no host home and no network, and says so" {
+  # the probe of the exec agent, made through tool calls: bash, read_file
+  # of a host file, and a defined tool that tries the network
+  printf '%s\n' '[{"name": "net", "description": "Connect to 1.1.1.1:80.",
+    "command": "python3 -c '"'"'import socket; s = socket.socket(); s.settimeout(2); s.connect((\"1.1.1.1\", 80))'"'"'"}]' \
+    > "$T/net.json"
+  cat > "$T/script.json" <<'JSON'
+[[["bash", {"command": "echo \"commits: $(git log --all --oneline 2>/dev/null | wc -l)\"; echo \"remotes: $(git remote | wc -l)\"; ls /root"}],
+  ["read_file", {"path": "/etc/shadow"}], ["net", {}]],
+ [["submit", {}]]]
+JSON
+  /usr/bin/python3 "$BATS_TEST_DIRNAME/fixtures/scripted-calls.py" "$T/url" "$T/seen.json" \
+    "$T/script.json" &
+  local pid=$!
+  for _ in $(seq 100); do [ -s "$T/url" ] && break; sleep 0.05; done
+  run --separate-stderr rollout --policy "http:$(cat "$T/url")" --mode agent --tool-defs "$T/net.json" \
+    --max-tokens 300 -o "$T/c.mp" "$F/task1.mp"
+  kill "$pid"
+  assert_success
+  json "$T/c.mp" > "$T/c.json"
+  run jq -r '.turns[] | select(.call_id == "c00") | .text' "$T/c.json"
+  assert_line 'commits: 1'
+  assert_line 'remotes: 0'
+  assert_line --regexp '/root.*No such file'
+  run jq -r '.turns[] | select(.call_id == "c01") | [.is_error, .text] | @json' "$T/c.json"
+  assert_output --regexp '^\[true,"exit: 1\\nstderr:\\ncat: /etc/shadow: No such file'
+  run jq -r '.turns[] | select(.call_id == "c02") | [.is_error, .text] | @json' "$T/c.json"
+  assert_output --partial 'Network is unreachable'
+  assert_output --partial '[true,'
+}
