@@ -28,7 +28,7 @@ VERSION    := 0.1.0
 # missing ones; keep this list the single place they are named.
 DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
 	libjansson-dev libgit2-dev libopenblas-dev libpcre2-dev libcurl4-openssl-dev \
-	bubblewrap git universal-ctags bats bats-support bats-assert jq groff \
+	zlib1g-dev libssl-dev bubblewrap git universal-ctags bats bats-support bats-assert jq groff \
 	clang libclang-rt-14-dev python3-torch python3-pytest python3-numpy gnuplot-nox \
 	nodejs curl socat python3-scipy bc time
 # train-step's data-parallel test (Open MPI's mpirun; the library is loaded at run time)
@@ -44,11 +44,11 @@ DEB_PKGS += slurm-wlm munge
 # srun --mpi=pmix: Slurm's pmix plugin loads libpmix.so
 DEB_PKGS += libpmix-dev
 
-PC_PKGS := msgpack libzstd jansson libgit2 libpcre2-8 openblas libcurl
+PC_PKGS := msgpack libzstd jansson libgit2 libpcre2-8 openblas libcurl zlib libcrypto
 PC_CFLAGS := $(shell pkg-config --cflags $(PC_PKGS) 2>/dev/null)
 PC_LIBS   := $(shell pkg-config --libs $(PC_PKGS) 2>/dev/null)
 ifeq ($(strip $(PC_LIBS)),)
-PC_LIBS := -lmsgpackc -lzstd -ljansson -lgit2 -lpcre2-8 -lopenblas -lcurl
+PC_LIBS := -lmsgpackc -lzstd -ljansson -lgit2 -lpcre2-8 -lopenblas -lcurl -lz -lcrypto
 endif
 
 FW_CPPFLAGS := -Ilib -Ikernels -D_GNU_SOURCE -DFW_VERSION='"$(VERSION)"' $(PC_CFLAGS)

@@ -157,4 +157,19 @@ int fw_env_open_arg(struct fw_env *e, const char *store, const char *arg, char *
 int fw_env_apply(const struct fw_env *e, struct fw_sandbox_opts *o, const char **binds,
 		 size_t nbinds, const char **vars, size_t nvars);
 
+/*
+ * Unpacks the OCI image layout at layout (a directory with oci-layout,
+ * index.json and blobs/sha256/) into dir, made here and not there
+ * before: the image manifest of index.json (through a nested index, the
+ * entry for linux on this machine's architecture), its layers (tar, or
+ * tar+gzip) applied in order, with whiteouts (.wh.NAME removes NAME of
+ * lower layers, .wh..wh..opq empties a directory of them).  Each blob's
+ * size and sha256 digest are checked against its descriptor; a member
+ * whose path has a ".." or goes through a symbolic link is refused;
+ * device nodes and FIFOs are not kept, nor set-ID and sticky bits, nor
+ * owners.  Returns 0, or -1 with a message in err naming the file or the
+ * layer (from 1) and member; dir may then hold part of the image.
+ */
+int fw_env_oci_unpack(const char *layout, const char *dir, char *err, size_t errlen);
+
 #endif

@@ -150,6 +150,7 @@ int fw_exec_episode(const struct fw_exec_opts *o, struct fw_store *s, const char
 /* ---- agent: a model policy in a multi-turn shell episode ---------------- */
 
 struct fw_http;
+struct fw_toolset;
 
 /* Limits and settings of an agent episode.  Pointers are borrowed. */
 struct fw_agent_opts {
@@ -170,6 +171,9 @@ struct fw_agent_opts {
 	const struct fw_env *env;  /* as fw_exec_opts */
 	int tools;                 /* the policy calls tools (fw_agent_tools.h)
 				    * instead of writing bash blocks */
+	const struct fw_toolset *toolset; /* with tools: the builtin ones and
+					   * those a file defines; NULL: the
+					   * builtin ones */
 };
 
 /* What an agent episode left.  Release with fw_agent_result_clear(). */

@@ -740,3 +740,146 @@ PY
               (.messages[2].tool_calls[0].function.name)]' "$T/seen.json"
   assert_output '[5,"c00,c10,c11,c20,c21,c22","write_file"]'
 }
+
+# defs: tool definitions of the tests below, each a program of the clean room
+defs() {
+  mkdir -p "$T/bin"
+  printf '#!/bin/sh\ncat\necho\necho bad >&2\nexit 3\n' > "$T/bin/probe"
+  chmod +x "$T/bin/probe"
+  cat > "$T/defs.json" <<'JSON'
+[{"name": "count_lines", "description": "Count the lines of a file.",
+  "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                 "required": ["path"]},
+  "command": "python3 -c 'import json, sys; print(len(open(json.load(sys.stdin)[\"path\"]).readlines()))'"},
+ {"name": "shout", "description": "Say text loudly.",
+  "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+  "program": "t/shout.sh"},
+ {"name": "probe", "description": "Echo the arguments and fail.", "program": "/tools/probe"},
+ {"name": "sleeper", "command": "sleep 30"}]
+JSON
+}
+
+@test "tools a file defines run in the clean room: arguments on stdin, stdout the result, a failure an error" {
+  defs
+  cat > "$T/script.json" <<'JSON'
+[[["write_file", {"path": "t/shout.sh",
+    "content": "#!/bin/sh\nexec python3 -c 'import json, sys; print(json.load(sys.stdin)[\"text\"].upper())'\n"}],
+  ["bash", {"command": "chmod +x t/shout.sh"}]],
+ [["shout", {"text": "hi there"}], ["count_lines", {"path": "t/shout.sh"}]],
+ [["probe", {"n": 1}], ["count_lines", {}], ["count_lines", {"path": 5}]],
+ [["submit", {}]]]
+JSON
+  /usr/bin/python3 "$BATS_TEST_DIRNAME/fixtures/scripted-calls.py" "$T/url" "$T/seen.json" \
+    "$T/script.json" &
+  local pid=$!
+  for _ in $(seq 100); do [ -s "$T/url" ] && break; sleep 0.05; done
+  run --separate-stderr rollout --policy "http:$(cat "$T/url")" --mode agent --tool-defs "$T/defs.json" \
+    --mount "$T/bin:/tools" --max-tokens 300 -o "$T/c.mp" "$F/task1.mp"
+  kill "$pid"
+  assert_success
+  json "$T/c.mp" > "$T/c.json"
+  run jq -c '[.stop, .steps, .policy.tools, (.policy.tool_defs | endswith("defs.json")),
+              [.turns[] | select(.role == "tool") | [.call_id, .is_error, .text]][2:]]' "$T/c.json"
+  assert_output '["submit",7,true,true,[["c10",false,"HI THERE\n"],["c11",false,"2\n"],["c20",true,"exit: 3\n{\"n\":1}\nstderr:\nbad\n"],["c21",true,"count_lines: no argument '"'path'"'"],["c22",true,"count_lines: argument '"'path'"' is not of type string"]]]'
+  # the server was sent the builtin tools and then the defined ones, as declared
+  run jq -c '.[0].tools | [length, (.[5:] | map(.function.name)), .[5].function.parameters.required]' \
+    "$T/seen.json"
+  assert_output '[9,["count_lines","shout","probe","sleeper"],["path"]]'
+}
+
+@test "a defined tool that outlasts the episode is stopped, answered as an error, and the episode ends" {
+  defs
+  echo '[[["sleeper", {}]]]' > "$T/script.json"
+  /usr/bin/python3 "$BATS_TEST_DIRNAME/fixtures/scripted-calls.py" "$T/url" "$T/seen.json" \
+    "$T/script.json" &
+  local pid=$!
+  for _ in $(seq 100); do [ -s "$T/url" ] && break; sleep 0.05; done
+  SECONDS=0
+  run --separate-stderr rollout --policy "http:$(cat "$T/url")" --mode agent --tool-defs "$T/defs.json" \
+    --mount "$T/bin:/tools" --timeout 2 --max-tokens 300 -o "$T/c.mp" "$F/task1.mp"
+  local took=$SECONDS
+  kill "$pid"
+  json "$T/c.mp" > "$T/c.json"
+  run jq -c '[.stop, .steps, [.turns[] | select(.role == "tool") | [.call_id, .is_error, (.text | split("\n")[0])]]]' "$T/c.json"
+  assert_output '["timeout",1,[["c00",true,"stopped: timeout"]]]'
+  # the sleep of 30 s was cut at the 2 s the episode had
+  [ "$took" -lt 15 ]
+}
+
+@test "tool definitions that are not valid are refused with where they are wrong" {
+  bad() {
+    printf '%s\n' "$1" > "$T/bad.json"
+    run --separate-stderr rollout --policy "builtin:$F/agent-ck" --mode agent \
+      --tool-defs "$T/bad.json" -o "$T/o.mp" "$F/task1.mp"
+    assert_failure 1
+    assert_equal "$stderr" "rollout: $T/bad.json: $2"
+    [ ! -s "$T/o.mp" ]
+  }
+  bad '[{"name": "a", "command": "true"},
+ {"name": "b" "command": "true"}]' "line 2, column 23: '}' expected near '\"command\"'"
+  bad '{"name": "a"}' 'not a JSON array of tool definitions'
+  bad '[{"name": "a", "command": "true"}, {"command": "true"}]' "tool 2: no string 'name'"
+  bad '[{"name": "a b", "command": "true"}]' 'tool 1 (a b): the name is not 1 to 64 of [A-Za-z0-9_-]'
+  bad '[{"name": "bash", "command": "true"}]' "tool 1 (bash): 'bash' is a builtin tool"
+  bad '[{"name": "a", "command": "x"}, {"name": "a", "command": "y"}]' "tool 2 (a): 'a' is defined twice"
+  bad '[{"name": "a"}]' "tool 1 (a): not one of 'program' (a path) and 'command' (a shell command)"
+  bad '[{"name": "a", "program": "p", "command": "c"}]' "tool 1 (a): not one of 'program' (a path) and 'command' (a shell command)"
+  bad '[{"name": "a", "run": "p"}]' "tool 1 (a): unknown key 'run' (name, description, parameters, program, command)"
+  bad '[{"name": "a", "command": "c", "parameters": {"type": "string"}}]' "tool 1 (a): 'parameters' is not of \"type\": \"object\""
+  bad '[{"name": "a", "command": "c", "parameters": {"type": "object", "required": ["x"]}}]' "tool 1 (a): 'parameters.required' names a property it does not define"
+  bad '[{"name": "a", "command": "c", "parameters": {"type": "object", "properties": {"x": {"type": "str"}}}}]' "tool 1 (a): a property's 'type' is not a JSON-schema type name"
+  run --separate-stderr rollout --policy "builtin:$F/agent-ck" --tool-defs "$T/bad.json" "$F/task1.mp"
+  assert_failure 1
+  defs
+  run --separate-stderr rollout --policy "builtin:$F/agent-ck" --tool-defs "$T/defs.json" "$F/task1.mp"
+  assert_failure 2
+  assert_equal "${stderr_lines[0]}" 'rollout: --tool-defs needs --mode agent'
+}
+
+@test "the builtin policy and serve render the defined tools into the chat alike" {
+  defs
+  start_serve --ckpt "agent=$F/agent-ck"
+  for p in "http:$URL/v1" "builtin:$F/agent-ck"; do
+    rollout --policy "$p" --mode agent --tool-defs "$T/defs.json" --temp 0 --max-tokens 24 \
+      "$F/task1.mp" | rec json | jq -c '.turns[2] | [.tokens, .logprobs]'
+  done > "$T/defs.out"
+  rollout --policy "builtin:$F/agent-ck" --mode agent --tools --temp 0 --max-tokens 24 \
+    "$F/task1.mp" | rec json | jq -c '.turns[2] | [.tokens, .logprobs]' > "$T/builtin.out"
+  run jq -s -c '[(.[0][0] | length), .[0][0] == .[1][0], .[0][1] == .[1][1]]' "$T/defs.out"
+  # serve's float log-probs are those of the builtin's, token for token
+  assert_output '[24,true,true]'
+  # the defined tools are in the prompt: without them the same model says otherwise
+  run jq -s -c '.[0][1] == .[1][1]' <(sed -n 2p "$T/defs.out") "$T/builtin.out"
+  assert_output 'false'
+}
+
+@test "an agent that calls tools finds no history, no remote, no host home and no network, and says so" {
+  # the probe of the exec agent, made through tool calls: bash, read_file
+  # of a host file, and a defined tool that tries the network
+  printf '%s\n' '[{"name": "net", "description": "Connect to 1.1.1.1:80.",
+    "command": "python3 -c '"'"'import socket; s = socket.socket(); s.settimeout(2); s.connect((\"1.1.1.1\", 80))'"'"'"}]' \
+    > "$T/net.json"
+  cat > "$T/script.json" <<'JSON'
+[[["bash", {"command": "echo \"commits: $(git log --all --oneline 2>/dev/null | wc -l)\"; echo \"remotes: $(git remote | wc -l)\"; ls /root"}],
+  ["read_file", {"path": "/etc/shadow"}], ["net", {}]],
+ [["submit", {}]]]
+JSON
+  /usr/bin/python3 "$BATS_TEST_DIRNAME/fixtures/scripted-calls.py" "$T/url" "$T/seen.json" \
+    "$T/script.json" &
+  local pid=$!
+  for _ in $(seq 100); do [ -s "$T/url" ] && break; sleep 0.05; done
+  run --separate-stderr rollout --policy "http:$(cat "$T/url")" --mode agent --tool-defs "$T/net.json" \
+    --max-tokens 300 -o "$T/c.mp" "$F/task1.mp"
+  kill "$pid"
+  assert_success
+  json "$T/c.mp" > "$T/c.json"
+  run jq -r '.turns[] | select(.call_id == "c00") | .text' "$T/c.json"
+  assert_line 'commits: 1'
+  assert_line 'remotes: 0'
+  assert_line --regexp '/root.*No such file'
+  run jq -r '.turns[] | select(.call_id == "c01") | [.is_error, .text] | @json' "$T/c.json"
+  assert_output --regexp '^\[true,"exit: 1\\nstderr:\\ncat: /etc/shadow: No such file'
+  run jq -r '.turns[] | select(.call_id == "c02") | [.is_error, .text] | @json' "$T/c.json"
+  assert_output --partial 'Network is unreachable'
+  assert_output --partial '[true,'
+}

@@ -24,6 +24,7 @@ static const char usage_text[] =
 	"       fw-env add [--env-store DIR] [--store DIR] DIR\n"
 	"       fw-env build [--env-store DIR] [--store DIR] [--allow HOST ...] [--timeout SEC]\n"
 	"                    [-v] REPO\n"
+	"       fw-env import [--env-store DIR] [--store DIR] OCI_LAYOUT\n"
 	"       fw-env path [--env-store DIR] [--store DIR] ID\n"
 	"       fw-env -h | --help | --version\n";
 
@@ -186,6 +187,36 @@ out:
 	return rc;
 }
 
+/* Unpacks the OCI image layout into a scratch directory, keeps the tree
+ * in the env store and prints its id. */
+static int import(const char *store, const char *layout)
+{
+	char top[4096], root[4200], err[1024], id[FW_ENV_ID_LEN];
+	const char *tmp = getenv("TMPDIR");
+	int rc = FW_EXIT_DATA;
+
+	snprintf(top, sizeof top, "%s/fw-env.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(top)) {
+		fw_warn("cannot make a temporary directory: %s", strerror(errno));
+		return FW_EXIT_DATA;
+	}
+	snprintf(root, sizeof root, "%s/rootfs", top);
+	if (fw_env_oci_unpack(layout, root, err, sizeof err) < 0)
+		fw_warn("%s: %s", layout, err);
+	else if (fw_env_add(store, root, id, err, sizeof err) < 0)
+		fw_warn("%s: %s", layout, err);
+	else {
+		if (fw_env_kind_of(root) != FW_ENV_ROOTFS)
+			fw_warn("%s: the image is kept as a %s: it has no etc/, usr/ and a shell at "
+				"bin/sh or usr/bin/sh to be a root", layout,
+				fw_env_kind_name(fw_env_kind_of(root)));
+		printf("%s\n", id);
+		rc = FW_EXIT_OK;
+	}
+	fw_rmtree(top);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	fw_cli_init("fw-env");
@@ -215,10 +246,11 @@ int main(int argc, char **argv)
 		return FW_EXIT_USAGE;
 	}
 	if (optind >= argc)
-		return usage_error("%s", "no command given (id, add, build, path)");
+		return usage_error("%s", "no command given (id, add, build, import, path)");
 	const char *cmd = argv[optind++];
-	if (strcmp(cmd, "id") && strcmp(cmd, "add") && strcmp(cmd, "build") && strcmp(cmd, "path"))
-		return usage_error("unknown command '%s' (id, add, build, path)", cmd);
+	if (strcmp(cmd, "id") && strcmp(cmd, "add") && strcmp(cmd, "build") && strcmp(cmd, "path") &&
+	    strcmp(cmd, "import"))
+		return usage_error("unknown command '%s' (id, add, build, import, path)", cmd);
 	while ((ch = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case O_ENV_STORE: o.env_store = optarg; break;
@@ -255,6 +287,8 @@ int main(int argc, char **argv)
 		status = build(&o, arg);
 	} else if (env_store(&o, store, sizeof store) < 0) {
 		status = FW_EXIT_DATA;
+	} else if (!strcmp(cmd, "import")) {
+		status = import(store, arg);
 	} else if (!strcmp(cmd, "add")) {
 		if (fw_env_add(store, arg, id, err, sizeof err) < 0) {
 			fw_warn("%s", err);

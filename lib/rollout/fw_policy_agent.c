@@ -137,11 +137,12 @@ static int add_turn(struct turn **v, size_t *n, size_t *cap, const char *role, c
  * seconds (stdin from stdin_path, or none) and appends its events to pk.
  * The observation (how it stopped, its exit status, the head and tail of
  * its output) goes to *obs (malloc'd, UTF-8), its exit status to *exitc
- * and 1 to *failed when it did not end with status 0.  Returns 0, or -1
- * with err filled.
+ * and 1 to *failed when it did not end with status 0; with plain, the
+ * observation of a command that ended with status 0 is its stdout alone
+ * (a defined tool's result).  Returns 0, or -1 with err filled.
  */
 static int run_obs(const struct fw_agent_opts *o, const char *ws, char *const *argv,
-		   const char *stdin_path, double left, double t0, msgpack_packer *pk, int *nev,
+		   const char *stdin_path, int plain, double left, double t0, msgpack_packer *pk, int *nev,
 		   char **obs_out, size_t *obs_len, int *exitc, int *failed, char *err, size_t errlen)
 {
 	struct fw_sandbox_opts so;
@@ -179,16 +180,21 @@ static int run_obs(const struct fw_agent_opts *o, const char *ws, char *const *a
 	char *eh = fw_head_tail(res.err.data ? res.err.data : "", res.err.len, o->obs_head,
 				o->obs_tail, &en);
 	int bad = !oh || !eh;
+	*failed = res.cause != FW_SANDBOX_OK || res.exit_code != 0;
+	if (plain && !*failed) {
+		en = 0;
+		goto body;
+	}
 	if (res.cause != FW_SANDBOX_OK)
 		bad |= fw_buf_printf(&obs, "stopped: %s\n", fw_sandbox_cause_name(res.cause));
 	bad |= fw_buf_printf(&obs, "exit: %d\n", res.exit_code);
+body:
 	if (!bad && on)
 		bad |= fw_buf_append(&obs, oh, on);
 	if (!bad && en)
 		bad |= fw_buf_printf(&obs, "%sstderr:\n", on && oh[on - 1] != '\n' ? "\n" : "") ||
 		       fw_buf_append(&obs, eh, en);
 	*exitc = res.exit_code;
-	*failed = res.cause != FW_SANDBOX_OK || res.exit_code != 0;
 	free(oh);
 	free(eh);
 	fw_sandbox_result_free(&res);
@@ -352,7 +358,7 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 					snprintf(err, errlen, "a message is not valid UTF-8");
 					goto out;
 				}
-				hr = fw_http_chat_msgs(o->http, msgs, fw_agent_tools_json, sd, &o->s,
+				hr = fw_http_chat_msgs(o->http, msgs, fw_toolset_json(o->toolset), sd, &o->s,
 						       o->max_tokens - used, &c, err, errlen);
 			} else {
 				/* a server: the whole chat each time, tool output
@@ -411,8 +417,10 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 			ct[i].ntokens = tv[i].nt;
 		}
 		ids.n = 0;
-		if (o->tools ? fw_tools_render(b->t, (enum fw_chat_template)tmpl, fw_agent_tools_json,
-					       strlen(fw_agent_tools_json), ct, nt, &ids, err, errlen)
+		if (o->tools ? fw_tools_render(b->t, (enum fw_chat_template)tmpl,
+					       fw_toolset_json(o->toolset),
+					       strlen(fw_toolset_json(o->toolset)), ct, nt, &ids, err,
+					       errlen)
 			     : fw_chat_render(b->t, (enum fw_chat_template)tmpl, ct, nt, 1, &ids, err,
 					      errlen))
 			goto out;
@@ -531,7 +539,8 @@ reply:;
 				char *obs = NULL;
 				size_t ol = 0;
 				int exitc = -1, failed = 1;
-				if (fw_tool_cmd(cname ? cname : "", cargs, top, &tc, err, errlen)) {
+				if (fw_tool_cmd(o->toolset, cname ? cname : "", cargs, top, &tc, err,
+						errlen)) {
 					json_decref(cs);
 					goto out;
 				}
@@ -546,7 +555,7 @@ reply:;
 					obs = strdup(tc.error);
 					ol = obs ? strlen(obs) : 0;
 				} else {
-					if (run_obs(o, ws, tc.argv, tc.stdin_path, left, t0, &pk, &nev, &obs,
+					if (run_obs(o, ws, tc.argv, tc.stdin_path, tc.program, left, t0, &pk, &nev, &obs,
 						    &ol, &exitc, &failed, err, errlen)) {
 						fw_tool_cmd_clear(&tc);
 						json_decref(cs);
@@ -603,7 +612,7 @@ reply:;
 		int exitc, failed;
 		if (!script)
 			goto oom;
-		int ran = run_obs(o, ws, argv, NULL, left, t0, &pk, &nev, &obs, &ol, &exitc, &failed,
+		int ran = run_obs(o, ws, argv, NULL, 0, left, t0, &pk, &nev, &obs, &ol, &exitc, &failed,
 				  err, errlen);
 		free(script);
 		if (ran)

@@ -1,6 +1,6 @@
 /* Unit tests for fw_env (task environments): ids, kinds, the env store,
  * how an environment joins a sandbox's options.  The ids are checked
- * against git itself in tests/env.bats. */
+ * against git itself in tests/fw-env.bats. */
 #include "test.h"
 
 #include <sys/stat.h>

@@ -1,9 +1,15 @@
 #!/usr/bin/env bats
-# Task environments: a repository whose tests need a package that is not
-# on the system.  samples/repos/greeter imports greetlib, which only its
+# fw-env and task environments: a repository whose tests need a package
+# that is not on the system.  samples/repos/greeter imports greetlib, which only its
 # environment holds: a venv made here, offline, with
 # `/usr/bin/python3 -m venv` and `pip install --no-index` from the copy in
 # the repository's vendor/ (or by fw-env build from its flywheel.env).
+#
+# The OCI tests make an image layout here from local files: a base layer
+# (gzipped) of dash as /bin/sh and the system's python3 with its C library
+# and just the stdlib modules a TAP runner imports, and a top layer (plain
+# tar) with a package, shapes, that only the image holds, and whiteouts.
+# The image is the sandbox's root: the system's /usr is not there at all.
 
 bats_require_minimum_version 1.5.0
 
@@ -37,6 +43,99 @@ setup_file() {
     --env "$F/venv" --strategy stub-body -o "$F/tasks.mp" "$F/greeter" 2> "$F/mutate.err"
   json "$F/tasks.mp" | jq -s -c 'map(select(.targets[0].symbol == "farewell"))[0]' \
     > "$F/task.json"
+  image
+}
+
+# image: the repository geo, whose tests import shapes, and the OCI
+# layout $F/oci of an image that holds shapes and a python to run them
+image() {
+  local G="$F/geo" R="$F/base"
+  mkdir -p "$G/geo" "$G/tests"
+  echo '"""Areas, computed with the shapes package of the image."""' > "$G/geo/__init__.py"
+  cat > "$G/geo/area.py" <<'PY'
+"""Areas."""
+import shapes
+
+
+def square(side):
+    """The area of a square."""
+    result = shapes.scale(side, side)
+    return result
+
+
+def rectangle(w, h):
+    """The area of a w by h rectangle."""
+    result = shapes.scale(w, h)
+    return result
+PY
+  : > "$G/tests/__init__.py"
+  cat > "$G/tests/test_area.py" <<'PY'
+from geo import area
+
+
+def test_square():
+    assert area.square(3) == 9
+
+
+def test_rectangle():
+    assert area.rectangle(2, 5) == 10
+PY
+  cat > "$G/run_tests.py" <<'PY'
+"""Runs tests/test_*.py in one process and prints TAP."""
+import importlib
+import pathlib
+import sys
+
+sys.path.insert(0, ".")
+results = []
+for path in sorted(pathlib.Path("tests").glob("test_*.py")):
+    mod = importlib.import_module("tests." + path.stem)
+    for name in sorted(n for n in dir(mod) if n.startswith("test_")):
+        try:
+            getattr(mod, name)()
+            ok = True
+        except Exception:
+            ok = False
+        results.append((ok, path.stem + "::" + name))
+print("1..%d" % len(results))
+for i, (ok, name) in enumerate(results, 1):
+    print("%s %d - %s" % ("ok" if ok else "not ok", i, name))
+PY
+  commit "$G"
+  # the stdlib files the runner imports, from a run here with shapes beside it
+  mkdir -p "$F/shapes/shapes"
+  printf 'def scale(a, b):\n    return a * b\n' > "$F/shapes/shapes/__init__.py"
+  (cd "$G" && PYTHONPATH="$F/shapes" /usr/bin/python3 -c 'import runpy, sys
+sys.argv = ["run_tests.py"]
+runpy.run_path("run_tests.py", run_name="__main__")
+for m in list(sys.modules.values()):
+    f = getattr(m, "__file__", None)
+    if f and f.startswith("/usr/lib/python3"):
+        print(f, file=sys.stderr)' 2> "$F/mods.txt" > /dev/null)
+  mkdir -p "$R/usr/bin" "$R/etc" "$R/opt/data"
+  cp /usr/bin/dash "$R/usr/bin/sh"
+  cp -L /usr/bin/python3 "$R/usr/bin/python3"
+  for lib in $(for b in /usr/bin/dash /usr/bin/python3; do ldd "$b"; done | grep -o '/[^ ]*' | sort -u); do
+    mkdir -p "$R/usr$(dirname "$lib")"
+    cp -L "$lib" "$R/usr$lib"
+  done
+  while read -r f; do
+    mkdir -p "$R$(dirname "$f")"
+    cp -L "$f" "$R$f"
+  done < "$F/mods.txt"
+  ln -s usr/bin "$R/bin"
+  for d in lib lib64; do [ -d "$R/usr/$d" ] && ln -sfn "usr/$d" "$R/$d"; done
+  echo hello > "$R/etc/motd"
+  echo old > "$R/opt/data/old.txt"
+  tar -C "$R" -czf "$F/base.tar.gz" .
+  "$BATS_TEST_DIRNAME/fixtures/oci-layer.py" "$F/top.tar" \
+    dir:usr/lib/python3/dist-packages/shapes \
+    'file:usr/lib/python3/dist-packages/shapes/__init__.py:def scale(a, b):\n    return a * b\n' \
+    'file:etc/image-release:geo 1\n' file:etc/.wh.motd \
+    'file:opt/data/new.txt:new\n' file:opt/data/.wh..wh..opq \
+    'suid:usr/bin/suid:#!/bin/sh\n' chr:usr/share/null fifo:usr/share/fifo \
+    hard:usr/bin/python3.11:usr/bin/python3
+  "$BATS_TEST_DIRNAME/fixtures/oci-layout.sh" "$F/oci" "$F/base.tar.gz" "$F/top.tar"
 }
 
 setup() {
@@ -233,6 +332,105 @@ EOF
   grep -qx "+none" "$T/p"
 }
 
+@test "fw-env import applies an OCI image's layers in order, whiteouts too, into an environment named by its content" {
+  run --separate-stderr fw-env import --env-store "$T/envs" "$F/oci"
+  assert_success
+  id=$output
+  E="$T/envs/$id"
+  [ "$(fw-env id "$E")" = "$id	rootfs" ]
+  # the top layer's whiteouts: etc/motd gone, opt/data made opaque
+  [ ! -e "$E/etc/motd" ] && [ -f "$E/etc/image-release" ]
+  [ "$(ls "$E/opt/data")" = new.txt ]
+  # no set-ID bit, no device node, no FIFO; a hard link to the file it names
+  [ "$(stat -c %a "$E/usr/bin/suid")" = 555 ]
+  [ -z "$(ls "$E/usr/share")" ]
+  cmp "$E/usr/bin/python3.11" /usr/bin/python3
+  # the same image again: the same id, stored once
+  run --separate-stderr fw-env import --env-store "$T/envs" "$F/oci"
+  assert_output "$id"
+  [ "$(ls "$T/envs" | grep -c .)" = 1 ]
+}
+
+# rollout_of PATCHFILE ID: a rollout of the task in $T/task1.json
+rollout_of() {
+  jq -c --arg id "$2" --rawfile p "$1" '{kind: "rollout", id: $id, v: 1, task: del(.solution),
+      policy: {backend: "test", ckpt: "c1"}, sample: 0, patch: $p,
+      turns: [{role: "user", text: "fix it"}]}' "$T/task1.json"
+}
+
+@test "in an image's root the tasks run: solutions score 1, empty patches 0; without the image refused" {
+  id=$(fw-env import --env-store "$F/img-envs" "$F/oci")
+  run --separate-stderr task-mutate --test-cmd 'python3 run_tests.py' --report tap \
+    --store "$F/st.git" --env-store "$F/img-envs" --env "$id" --strategy stub-body -o "$T/t.mp" "$F/geo"
+  assert_success
+  run jq -s -c --arg id "$id" 'map([.env == $id, .targets[0].symbol, .f2p])' <(json "$T/t.mp")
+  assert_output '[[true,"square",["test_area::test_square"]],[true,"rectangle",["test_area::test_rectangle"]]]'
+  rec head -n 1 "$T/t.mp" | rec json > "$T/task1.json"
+  jq -r .solution "$T/task1.json" > "$T/solution.diff"
+  : > "$T/empty.diff"
+  { rollout_of "$T/solution.diff" sol; rollout_of "$T/empty.diff" empty; } |
+    rec from-json > "$T/r.mp"
+  run --separate-stderr grade --no-time --env-store "$F/img-envs" -o "$T/g.mp" "$T/r.mp"
+  assert_success
+  run jq -r -c '[.id, .grade.reward, .grade.f2p_pass, .grade.f2p_total]' <(json "$T/g.mp")
+  assert_output - <<'OUT'
+["sol",1,1,1]
+["empty",0,0,1]
+OUT
+  # in the image's root a policy finds the image's files and not the system's
+  rec from-json < "$T/task1.json" > "$T/task1.mp"
+  run --separate-stderr rollout --policy 'exec:read l < /etc/image-release; echo "$l" > seen.txt; [ -e /usr/bin/git ] || echo none >> seen.txt' \
+    --env-store "$F/img-envs" --timeout 60 -o "$T/x.mp" "$T/task1.mp"
+  assert_success
+  run jq -r .patch <(json "$T/x.mp")
+  assert_line '+geo 1'
+  assert_line '+none'
+  # on the system alone the suite cannot import shapes: refused, and -v says why
+  run -1 --separate-stderr task-mutate --test-cmd 'python3 run_tests.py' --report tap \
+    --store "$T/st.git" --strategy stub-body -v "$F/geo"
+  [[ "$stderr" == *"geo: | ModuleNotFoundError: No module named 'shapes'"* ]]
+  echo "$stderr" | grep -F "task-mutate: $F/geo: not used: no-tests"
+}
+
+@test "fw-env import refuses a layout with a wrong digest or size, a path out of the root or a bad index" {
+  refused() {
+    run -1 --separate-stderr fw-env import --env-store "$T/envs" "$T/bad"
+    [[ "$stderr" == "fw-env: $T/bad: "*"$1"* ]] || { echo "$stderr"; return 1; }
+    [ -z "$output" ] && [ -z "$(ls "$T/envs" 2>/dev/null)" ]
+  }
+  layout() { rm -rf "$T/bad"; "$BATS_TEST_DIRNAME/fixtures/oci-layout.sh" "$T/bad" "$@"; }
+  "$BATS_TEST_DIRNAME/fixtures/oci-layer.py" "$T/one.tar" 'file:etc/ok:1'
+  # a blob whose bytes are not its digest's
+  layout "$T/one.tar"
+  m=$(jq -r '.manifests[0].digest | ltrimstr("sha256:")' "$T/bad/index.json")
+  l=$(jq -r '.layers[0].digest | ltrimstr("sha256:")' "$T/bad/blobs/sha256/$m")
+  printf 'x' | dd of="$T/bad/blobs/sha256/$l" bs=1 seek=3 conv=notrunc 2>/dev/null
+  refused "layer 1: sha256:$l: the blob's sha256 is "
+  # a layer cut short: the size is not the descriptor's
+  layout "$T/one.tar"
+  truncate -s 1024 "$T/bad/blobs/sha256/$l"
+  refused "layer 1: sha256:$l: the blob has 1024 bytes, the descriptor says"
+  # members that leave the root: by "..", and through a link an earlier one made
+  "$BATS_TEST_DIRNAME/fixtures/oci-layer.py" "$T/up.tar" 'file:etc/ok:1' 'file:../evil:x'
+  layout "$T/up.tar"
+  refused "layer 1: '../evil': a path that leaves the root"
+  "$BATS_TEST_DIRNAME/fixtures/oci-layer.py" "$T/link.tar" "link:esc:$T" 'file:esc/evil:x'
+  layout "$T/one.tar" "$T/link.tar"
+  refused "layer 2: 'esc/evil': a path through a symbolic link or a file"
+  [ ! -e "$T/evil" ]
+  # an index that does not parse, a layout without oci-layout, a digest that is a path
+  layout "$T/one.tar"
+  printf '{"manifests": [}\n' > "$T/bad/index.json"
+  refused "index.json: line 1, column 16: "
+  layout "$T/one.tar"
+  rm "$T/bad/oci-layout"
+  refused "oci-layout: "
+  layout "$T/one.tar"
+  jq -c '.manifests[0].digest = "sha256:../../../etc/passwd"' "$T/bad/index.json" > "$T/i.json"
+  mv "$T/i.json" "$T/bad/index.json"
+  refused "digest 'sha256:../../../etc/passwd' is not sha256: and 64 lowercase hex digits"
+}
+
 @test "fw-env --help prints the usage of fw-env(1) on stdout; bad use exits 2" {
   run --separate-stderr fw-env --help
   assert_success
@@ -241,7 +439,7 @@ EOF
     <(man -l "$BATS_TEST_DIRNAME/../man/fw-env.1" 2>/dev/null |
       sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
   run -2 --separate-stderr fw-env frobnicate x
-  [[ "$stderr" == *"unknown command 'frobnicate' (id, add, build, path)"* ]]
+  [[ "$stderr" == *"unknown command 'frobnicate' (id, add, build, import, path)"* ]]
   run -2 --separate-stderr fw-env add --allow pypi.org "$F/venv"
   [[ "$stderr" == *"--allow, --timeout and -v go with build"* ]]
   run -2 --separate-stderr fw-env id
