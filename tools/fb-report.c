@@ -22,7 +22,8 @@
 
 static const char usage_text[] =
 	"usage: fb-report [--by PATH] [--paired-by PATH] [--records] [--seed S]\n"
-	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [FILE...]\n"
+	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [--shard K/N]\n"
+	"                 [--progress] [FILE...]\n"
 	"       fb-report --judge LABELS [--seed S] [--resamples N] [FILE...]\n";
 
 static const struct fw_opt_doc options[] = {
@@ -34,6 +35,8 @@ static const struct fw_opt_doc options[] = {
 	{ "-o OUT", "write to OUT instead of standard output" },
 	{ "-z", "compress the records with zstd" },
 	{ "--skip-bad", "skip records that cannot be read, and count them" },
+	{ "--shard K/N", "report on the records whose id hashes to K modulo N only" },
+	{ "--progress", "a progress meter on standard error even when it is not a terminal" },
 	{ "--judge LABELS", "measure how well a judge agrees with people instead" },
 	{ "-h, --help", "print this help and exit" },
 	{ "--version", "print the version and exit" },
@@ -611,7 +614,7 @@ out:
 }
 
 enum { OPT_BY = 256, OPT_PAIRED, OPT_RECORDS, OPT_SEED, OPT_RESAMPLES, OPT_SKIP_BAD, OPT_VERSION,
-       OPT_JUDGE };
+       OPT_JUDGE, OPT_PROGRESS, OPT_SHARD };
 
 /*
  * fb-report --judge: the agreement of the judge verdicts in the records'
@@ -676,6 +679,18 @@ static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed
 	return status;
 }
 
+/* The record loop's call: a record one() refuses is skipped with
+ * --skip-bad, and stops the report without. */
+static int each_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+{
+	if (one(e->arg, rec->v, file, rec->index, rec->offset) == 0)
+		return 0;
+	if (!e->skip_bad)
+		return -1;
+	e->skipped++;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	fw_cli_init("fb-report");
@@ -691,13 +706,15 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{"judge", required_argument, NULL, OPT_JUDGE},
+		{"progress", no_argument, NULL, OPT_PROGRESS},
+		{"shard", required_argument, NULL, OPT_SHARD},
 		{NULL, 0, NULL, 0},
 	};
 	static struct state st;
 	const char *judge_labels = NULL;
 	const char *out = NULL;
-	int level = -1, skip_bad = 0, c;
-	uint64_t u;
+	int level = -1, skip_bad = 0, progress = 0, c;
+	uint64_t u, shard_k = 0, shard_n = 0;
 	char err[512];
 	st.by_src = ".model";
 	while ((c = getopt_long(argc, argv, "o:zh", longopts, NULL)) != -1) {
@@ -717,6 +734,11 @@ int main(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'z': level = 3; break;
 		case OPT_SKIP_BAD: skip_bad = 1; break;
+		case OPT_PROGRESS: progress = 1; break;
+		case OPT_SHARD:
+			if (fw_parse_shard(optarg, &shard_k, &shard_n) < 0)
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
 		case OPT_JUDGE: judge_labels = optarg; break;
 		case 'h':
 			fw_help();
@@ -746,41 +768,12 @@ int main(int argc, char **argv)
 		return FW_EXIT_DATA;
 	}
 
-	int status = 0, stop = 0;
-	uint64_t skipped = 0;
-	for (const char *file; !stop && (file = fw_operands_next(&ops));) {
-		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
-		if (!r) {
-			fw_warn("%s", err);
-			status = FW_EXIT_DATA;
-			continue;
-		}
-		struct fw_rec rec;
-		int rc;
-		while ((rc = fw_reader_next(r, &rec)) != 0) {
-			if (rc < 0) {
-				if (fw_reader_recoverable(r) && skip_bad) {
-					skipped++;
-					continue;
-				}
-				fw_warn_reader(r);
-				status = FW_EXIT_DATA;
-				break;
-			}
-			if (one(&st, rec.v, fw_reader_name(r), rec.index, rec.offset) < 0) {
-				if (!skip_bad) {
-					status = FW_EXIT_DATA;
-					stop = 1;
-					break;
-				}
-				skipped++;
-			}
-		}
-		fw_reader_close(r);
-	}
-	if (skipped)
-		fw_warn("skipped %llu bad record%s", (unsigned long long)skipped,
-			skipped == 1 ? "" : "s");
+	struct fw_each e = {
+		.skip_bad = skip_bad, .progress = progress,
+		.shard_k = shard_k, .shard_n = shard_n, .arg = &st,
+	};
+	int status = fw_each_record(&e, argc, argv, optind, each_one);
+	int stop = e.stopped;
 	if (!stop && finish(&st, out, level) < 0)
 		status = FW_EXIT_DATA;
 	for (size_t i = 0; i < st.ncats; i++) {
