@@ -56,7 +56,8 @@ void fw_usage(FILE *f);
 
 /* What --help prints, to stdout: the synopsis, then (when options were
  * registered) an empty line, "options:" and one line per option, the
- * option padded to a column and its text after it.  Cannot fail. */
+ * option padded to a column (up to 24 wide) and its text after it.
+ * Cannot fail. */
 void fw_help(void);
 
 /* As fw_usage_error() with the registered synopsis. */
@@ -215,6 +216,7 @@ struct fw_progress {
 	uint64_t records, bytes;
 	uint64_t total;   /* input bytes expected; 0: not known */
 	int unknown;      /* an input whose size cannot be known */
+	uint64_t steps;   /* fw_progress_steps(): the count of steps, else 0 */
 };
 
 /* Starts a meter: on when force (--progress) or stderr is a terminal. */
@@ -224,6 +226,12 @@ void fw_progress_start(struct fw_progress *p, int force);
  * a regular file's size, or makes the total unknown (a pipe, a terminal).
  * Call once per operand after fw_progress_start().  Cannot fail. */
 void fw_progress_expect(struct fw_progress *p, const char *path);
+
+/* Makes the meter count n steps instead of records and bytes (a training
+ * run: the records are read before the first step): fw_progress_tick()'s
+ * records are the steps done, and the share and ETA are of n.  Cannot
+ * fail. */
+void fw_progress_steps(struct fw_progress *p, uint64_t n);
 
 /* Counts records and input bytes (compressed bytes read, as
  * fw_reader_bytes_in() gives them, summed over the inputs); redraws at

@@ -59,6 +59,7 @@ static const struct fw_opt_doc options[] = {
 	{ "--seq T", "bench: tokens per row" },
 	{ "--steps N", "bench: timed forward+backward steps" },
 	{ "-j THREADS", "threads of the kernels" },
+	{ "--device cpu|cuda[:N]", "score, sample and bench: where the model runs" },
 	{ "-h, --help", "print this help and exit" },
 	{ "--version", "print the version and exit" },
 	{ NULL, NULL },

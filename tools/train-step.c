@@ -31,8 +31,49 @@ static const char usage_text[] =
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X] [--route]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
 	"                  [--device cpu|cuda[:N]]\n"
-	"                  [-o OUT] [-z] [-j THREADS] [FILE...]\n"
+	"                  [--progress] [-o OUT] [-z] [-j THREADS] [FILE...]\n"
 	"                  [-h | --help] [--version]\n";
+
+static const struct fw_opt_doc options[] = {
+	{ "--ckpt DIR", "the checkpoint to start from" },
+	{ "--out DIR", "where the new checkpoint goes" },
+	{ "--objective sft|pg|distill[:W][,...]", "the objectives and their weights (default sft)" },
+	{ "--lr X", "peak learning rate" },
+	{ "--steps N", "optimizer steps" },
+	{ "--batch-size N", "sequences per step (all of them when 0, the default)" },
+	{ "--batch-tokens N", "rows times padded length of a micro-batch at most (8192)" },
+	{ "--warmup N", "steps of linear warmup" },
+	{ "--decay-steps N", "steps over which the rate decays" },
+	{ "--min-lr F", "the floor of the cosine, times --lr (default 0.1)" },
+	{ "--schedule cosine|constant", "the shape of the learning rate" },
+	{ "--clip-grad X", "clip the gradient to norm X" },
+	{ "--weight-decay X", "AdamW weight decay" },
+	{ "--beta1 X", "AdamW beta1" },
+	{ "--beta2 X", "AdamW beta2" },
+	{ "--eps X", "AdamW epsilon" },
+	{ "--clip-low X", "pg: lower clip of the ratio" },
+	{ "--clip-high X", "pg: upper clip of the ratio" },
+	{ "--no-std", "pg: do not divide advantages by their spread" },
+	{ "--norm token|seq", "pg: average the loss over tokens or over sequences" },
+	{ "--kl-coef X", "pg: weight of the KL term to --ref" },
+	{ "--ref DIR", "the reference checkpoint of the KL term" },
+	{ "--distill-weight X", "the weight of the distill term" },
+	{ "--is-clip X", "distill: bound of the importance weight" },
+	{ "--route", "with distill: train a rollout a hint gave credit by distill" },
+	{ "--keep N", "remove all but the N newest step directories" },
+	{ "--dtype f32|bf16|f16", "the precision of the model on a GPU" },
+	{ "--seed S", "seed of the data order (default the checkpoint's)" },
+	{ "--skip-bad", "skip records that cannot be trained on, and count them" },
+	{ "--truncate", "cut a sequence longer than max_position_embeddings instead of refusing it" },
+	{ "--device cpu|cuda[:N]", "where the step runs" },
+	{ "--progress", "a progress meter of steps on standard error even when it is not a terminal" },
+	{ "-o OUT", "write the metrics records, one per step, to OUT" },
+	{ "-z", "compress the metrics with zstd" },
+	{ "-j THREADS", "threads of the kernels (as FW_THREADS)" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 static char err[1024];
 
@@ -135,7 +176,7 @@ static int put_metrics(struct fw_writer *w, struct fw_buf *b, long step,
 enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
        O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
        O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_VERSION };
+       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_VERSION, O_PROGRESS };
 
 static int num_opt(const char *name, const char *arg, double lo, double *out)
 {
@@ -181,6 +222,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "skip-bad", no_argument, NULL, O_SKIPBAD },
 		{ "truncate", no_argument, NULL, O_TRUNC },
+		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -193,7 +235,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	const char *device = NULL;
 	char ckdir[PATH_MAX], path[PATH_MAX + 32], newdir[PATH_MAX], parent[17];
 	int have_lr = 0, have_warm = 0, have_decay = 0, have_min = 0, have_sched = 0;
-	int level = -1, no_std = 0, skip_bad = 0, truncate = 0, keep = 0, have_seed = 0, rc = FW_EXIT_OK;
+	int progress = 0, level = -1, no_std = 0, skip_bad = 0, truncate = 0, keep = 0, have_seed = 0, rc = FW_EXIT_OK;
 	enum fw_dtype dtype = FW_F32;
 	uint64_t steps = 1, bsz = 0, u, seed = 0;
 	double d, dw = -1;
@@ -342,6 +384,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			break;
 		case O_SKIPBAD: skip_bad = 1; break;
 		case O_TRUNC: truncate = 1; break;
+		case O_PROGRESS: progress = 1; break;
 		case 'o': mout = optarg; break;
 		case 'z': level = 3; break;
 		case 'j':
@@ -350,7 +393,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			fw_kernels_set_threads((int)u);
 			break;
 		case 'h':
-			usage(stdout);
+			fw_help();
 			return FW_EXIT_OK;
 		case O_VERSION:
 			fw_print_version();
@@ -519,6 +562,10 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	snprintf(parent, sizeof(parent), "%s", state.id);
 	if (!parent[0])
 		fw_ckpt_id(m, parent);
+	struct fw_progress meter;
+	fw_progress_start(&meter, progress);
+	meter.on = meter.on && rank == 0;
+	fw_progress_steps(&meter, steps);
 	for (uint64_t s = 0; s < steps; s++) {
 		int nl = 0;
 
@@ -526,13 +573,16 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		for (uint64_t k = rank; k < bsz; k += size)
 			idx[nl++] = order[(state.data_pos + k) % b->nseq];
 		if (fw_train_step(m, opt, ref, &cfg, b, idx, nl, &sts[s], err, sizeof(err))) {
+			fw_progress_pause(&meter);
 			fw_warn("step %ld: %s; no checkpoint written", opt->step + 1, err);
 			rc = FW_EXIT_DATA;
 			goto out;
 		}
 		state.data_pos = (long)((state.data_pos + bsz) % b->nseq);
 		state.tokens_seen += sts[s].tokens;
+		fw_progress_tick(&meter, s + 1, 0);
 	}
+	fw_progress_end(&meter);
 
 	/* The new checkpoint, then what each step measured: rank 0 writes. */
 	if (rank != 0)
@@ -592,6 +642,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	fw_cli_init("train-step");
+	fw_usage_init(usage_text, options);
 	if (!(dp = fw_dp_init(&argc, &argv, err, sizeof(err)))) {
 		fw_warn("%s", err);
 		return FW_EXIT_DATA;

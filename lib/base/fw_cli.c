@@ -76,8 +76,10 @@ void fw_help(void)
 	fw_usage(stdout);
 	if (!usage_opts || !usage_opts[0].opt)
 		return;
+	/* the column fits the options up to 24 wide; a longer one pushes
+	 * its own text right rather than every other option's */
 	for (const struct fw_opt_doc *o = usage_opts; o->opt; o++)
-		if ((int)strlen(o->opt) > w)
+		if ((int)strlen(o->opt) > w && strlen(o->opt) <= 24)
 			w = (int)strlen(o->opt);
 	fputs("\noptions:\n", stdout);
 	for (const struct fw_opt_doc *o = usage_opts; o->opt; o++)
@@ -283,24 +285,34 @@ static void human(char *out, size_t n, double v, const char *unit)
 	snprintf(out, n, "%.*f%s%s", i ? 1 : 0, v, pre[i], unit);
 }
 
+void fw_progress_steps(struct fw_progress *p, uint64_t n)
+{
+	p->steps = n;
+}
+
 static void draw(struct fw_progress *p, double t, int last)
 {
-	char r[32], b[32], rate[32], tail[64] = "";
+	char r[32], b[48], rate[32], tail[64] = "";
 	double el = t - p->t0 > 1e-9 ? t - p->t0 : 1e-9;
 	human(r, sizeof r, (double)p->records, "");
 	human(b, sizeof b, (double)p->bytes, "B");
 	human(rate, sizeof rate, (double)p->records / el, "/s");
-	if (p->total && !p->unknown) {
-		double f = p->bytes >= p->total ? 1 : (double)p->bytes / (double)p->total;
+	if (p->steps)
+		snprintf(b, sizeof b, "of %llu", (unsigned long long)p->steps);
+	uint64_t done = p->steps ? p->records : p->bytes;
+	uint64_t total = p->steps ? p->steps : p->unknown ? 0 : p->total;
+	if (total) {
+		double f = done >= total ? 1 : (double)done / (double)total;
 		if (last || f <= 0)
 			snprintf(tail, sizeof tail, ", %.0f%%", f * 100);
 		else
 			snprintf(tail, sizeof tail, ", %.0f%%, ETA %.0fs", f * 100, el * (1 - f) / f);
 	}
+	const char *what = p->steps ? "steps" : "records";
 	if (p->tty)
-		fprintf(stderr, "\r%s: %s records, %s, %s, %.1fs%s\033[K", fw_prog, r, b, rate, el, tail);
+		fprintf(stderr, "\r%s: %s %s, %s, %s, %.1fs%s\033[K", fw_prog, r, what, b, rate, el, tail);
 	else
-		fprintf(stderr, "%s: %s records, %s, %s, %.1fs%s\n", fw_prog, r, b, rate, el, tail);
+		fprintf(stderr, "%s: %s %s, %s, %s, %.1fs%s\n", fw_prog, r, what, b, rate, el, tail);
 }
 
 void fw_progress_tick(struct fw_progress *p, uint64_t records, uint64_t bytes)
