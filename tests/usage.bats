@@ -80,3 +80,15 @@ setup() {
   [[ "$stderr" == *"teach: 8 records, "*", 100%"* ]]
   run -2 teach --shard 2/2 "$T/in.mp"
 }
+
+@test "train-step --progress: steps done of --steps, plain lines off a terminal" {
+  T="$BATS_TEST_TMPDIR"
+  printf 'hello world, hello flywheel. ' | od -An -tu1 -v | tr -s ' \n' '  ' |
+    awk '{ printf "{\"kind\":\"seq\",\"tokens\":[256"; for (i = 1; i <= NF; i++) printf ",%s", $i; print "]}" }' |
+    rec from-json > "$T/corpus.mp"
+  ckpt init "$BATS_TEST_DIRNAME/../samples/models/tiny-llama.json" "$T/m0" --seed 1
+  run -0 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --steps 3 --progress "$T/corpus.mp"
+  [[ "$stderr" != *$'\r'* ]]
+  [ "${stderr_lines[-1]}" = "${stderr_lines[-1]%%,*}, ${stderr_lines[-1]#*, }" ]
+  [[ "${stderr_lines[-1]}" == "train-step: 3/3 steps, "*"/s, "*"s, 100%" ]]
+}

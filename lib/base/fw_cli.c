@@ -292,13 +292,13 @@ void fw_progress_steps(struct fw_progress *p, uint64_t n)
 
 static void draw(struct fw_progress *p, double t, int last)
 {
-	char r[32], b[48], rate[32], tail[64] = "";
+	char r[48], b[32], rate[32], tail[64] = "";
 	double el = t - p->t0 > 1e-9 ? t - p->t0 : 1e-9;
 	human(r, sizeof r, (double)p->records, "");
 	human(b, sizeof b, (double)p->bytes, "B");
 	human(rate, sizeof rate, (double)p->records / el, "/s");
-	if (p->steps)
-		snprintf(b, sizeof b, "of %llu", (unsigned long long)p->steps);
+	if (p->steps) /* "30/100 steps": no bytes are read while stepping */
+		snprintf(r + strlen(r), sizeof r - strlen(r), "/%llu", (unsigned long long)p->steps);
 	uint64_t done = p->steps ? p->records : p->bytes;
 	uint64_t total = p->steps ? p->steps : p->unknown ? 0 : p->total;
 	if (total) {
@@ -308,11 +308,13 @@ static void draw(struct fw_progress *p, double t, int last)
 		else
 			snprintf(tail, sizeof tail, ", %.0f%%, ETA %.0fs", f * 100, el * (1 - f) / f);
 	}
-	const char *what = p->steps ? "steps" : "records";
+	char what[64] = "steps";
+	if (!p->steps)
+		snprintf(what, sizeof what, "records, %s", b);
 	if (p->tty)
-		fprintf(stderr, "\r%s: %s %s, %s, %s, %.1fs%s\033[K", fw_prog, r, what, b, rate, el, tail);
+		fprintf(stderr, "\r%s: %s %s, %s, %.1fs%s\033[K", fw_prog, r, what, rate, el, tail);
 	else
-		fprintf(stderr, "%s: %s %s, %s, %s, %.1fs%s\n", fw_prog, r, what, b, rate, el, tail);
+		fprintf(stderr, "%s: %s %s, %s, %.1fs%s\n", fw_prog, r, what, rate, el, tail);
 }
 
 void fw_progress_tick(struct fw_progress *p, uint64_t records, uint64_t bytes)
