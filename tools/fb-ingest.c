@@ -451,6 +451,6 @@ done:
 	json_decref(st.seen);
 	json_decref(st.meta);
 	json_decref(st.scales);
-	fw_buf_free(&st.mp);
+	fw_buf_release(&st.mp);
 	return st.status;
 }

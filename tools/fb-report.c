@@ -438,8 +438,8 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 	}
 	rc = 0;
 out:
-	fw_buf_free(&r.body);
-	fw_buf_free(&r.rec);
+	fw_buf_release(&r.body);
+	fw_buf_release(&r.rec);
 	return rc;
 }
 
@@ -674,7 +674,7 @@ static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed
 			status = FW_EXIT_DATA;
 		}
 	}
-	fw_buf_free(&text);
+	fw_buf_release(&text);
 	fw_agree_set_free(set);
 	return status;
 }
@@ -790,7 +790,7 @@ int main(int argc, char **argv)
 	fw_path_free(st.by);
 	fw_path_free(st.paired_by);
 	fw_fbcat_free(st.cat);
-	fw_buf_free(&st.tmp);
+	fw_buf_release(&st.tmp);
 	if (fw_close_stdout() < 0 && !status)
 		status = FW_EXIT_DATA;
 	return status;

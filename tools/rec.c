@@ -245,7 +245,7 @@ static int cmd_json(struct opts *o, const char *path)
 	}
 	int st = each_record(&ps, json_one, &a);
 	flush_text(&a.buf, 1);
-	fw_buf_free(&a.buf);
+	fw_buf_release(&a.buf);
 	fw_path_free(a.path);
 	return st;
 }

@@ -451,7 +451,7 @@ static int load_decontam(struct state *st, int f, const char *path)
 				for (size_t j = pos; j < pos + e.at && j < n; j++)
 					line += p[j] == '\n';
 				fw_warn("%s: line %llu: %s", path, (unsigned long long)line, e.msg);
-				fw_buf_free(&mp);
+				fw_buf_release(&mp);
 				goto out;
 			}
 			for (size_t j = pos; j < pos + used; j++)
@@ -461,14 +461,14 @@ static int load_decontam(struct state *st, int f, const char *path)
 							   base | (texts + 1));
 			if (g < 0) {
 				fw_warn("out of memory");
-				fw_buf_free(&mp);
+				fw_buf_release(&mp);
 				goto out;
 			}
 			texts++;
 			shorts += g == 0;
 			grams += (uint64_t)g;
 		}
-		fw_buf_free(&mp);
+		fw_buf_release(&mp);
 	} else {
 		int64_t g = fw_decontam_add(st->dc, (const char *)p, n, base);
 		if (g < 0) {
@@ -491,7 +491,7 @@ static int load_decontam(struct state *st, int f, const char *path)
 	}
 	rc = 0;
 out:
-	fw_buf_free(&b);
+	fw_buf_release(&b);
 	return rc;
 }
 
@@ -755,7 +755,7 @@ done:
 	fw_path_free(st.dedup_path);
 	free(st.seen.k);
 	fw_decontam_free(st.dc);
-	fw_buf_free(&st.msg);
+	fw_buf_release(&st.msg);
 	if (fw_close_stdout() < 0 && !status)
 		status = FW_EXIT_DATA;
 	return status;

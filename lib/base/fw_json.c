@@ -585,7 +585,7 @@ static int special(struct dec *d, size_t at, size_t pos)
 		if (fw_base64_decode(&raw, s, n) == 0) {
 			ok = msgpack_pack_bin_with_body(&pk, raw.p, raw.n) == 0;
 		}
-		fw_buf_free(&raw);
+		fw_buf_release(&raw);
 	} else if (fw_mp_str_eq(k, "$ext", 4) && fw_mp_type(v) == FW_MP_ARRAY) {
 		struct fw_mp_iter ai;
 		struct fw_mpv t, b;
@@ -596,7 +596,7 @@ static int special(struct dec *d, size_t at, size_t pos)
 			struct fw_buf raw = {0};
 			if (fw_base64_decode(&raw, s, n) == 0)
 				ok = msgpack_pack_ext_with_body(&pk, raw.p, raw.n, (int8_t)et) == 0;
-			fw_buf_free(&raw);
+			fw_buf_release(&raw);
 		}
 	} else if (fw_mp_str_eq(k, "$float", 6) && fw_mp_str(v, &s, &n) == 0) {
 		double x = n == 3 && !memcmp(s, "nan", 3) ? NAN
@@ -619,12 +619,12 @@ static int special(struct dec *d, size_t at, size_t pos)
 		}
 	}
 	if (!ok) {
-		fw_buf_free(&tmp);
+		fw_buf_release(&tmp);
 		DFAIL(d, pos, "malformed %.*s form", (int)(k.n - 1), (const char *)k.p + 1);
 	}
 	d->out->n = at;
 	int rc = fw_buf_append(d->out, tmp.p, tmp.n);
-	fw_buf_free(&tmp);
+	fw_buf_release(&tmp);
 	return rc < 0 ? oom(d) : 0;
 }
 
@@ -899,6 +899,6 @@ void fw_json_reader_close(struct fw_json_reader *r)
 		close(r->fd);
 	free(r->name);
 	free(r->buf);
-	fw_buf_free(&r->out);
+	fw_buf_release(&r->out);
 	free(r);
 }
