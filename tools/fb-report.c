@@ -391,11 +391,9 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 		r_u64(&r, "external", c->ext);
 		r_u64(&r, "internal", c->internal);
 		r_key(&r, "examples");
-		msgpack_pack_array(&r.pk, (size_t)c->nex);
-		for (int k = 0; k < c->nex; k++) {
-			msgpack_pack_str(&r.pk, strlen(c->examples[k]));
-			msgpack_pack_str_body(&r.pk, c->examples[k], strlen(c->examples[k]));
-		}
+		r.failed |= msgpack_pack_array(&r.pk, (size_t)c->nex);
+		for (int k = 0; k < c->nex; k++)
+			r.failed |= fw_pack_cstr(&r.pk, c->examples[k]);
 		if (r_end(&r, w, "category") < 0)
 			goto out;
 	}
