@@ -60,6 +60,14 @@ void fw_usage(FILE *f);
  * Cannot fail. */
 void fw_help(void);
 
+/* The ends of option parsing, for main to return: --help (fw_help(),
+ * then standard output closed: 0, or FW_EXIT_DATA when it was lost),
+ * --version (likewise with fw_print_version()), and a bad option (the
+ * synopsis on stderr, FW_EXIT_USAGE; getopt has said what was wrong). */
+int fw_help_exit(void);
+int fw_version_exit(void);
+int fw_usage_exit(void);
+
 /* As fw_usage_error() with the registered synopsis. */
 int fw_usage_fail(const char *fmt, const char *arg);
 

@@ -371,13 +371,9 @@ int main(int argc, char **argv)
 			break;
 		case 'o': out = optarg; break;
 		case 'z': level = 3; break;
-		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
-		case 'V':
-			fw_print_version();
-			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
-		default: fw_usage(stderr); return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case 'V': return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	st.status = FW_EXIT_DATA;

@@ -738,15 +738,9 @@ int main(int argc, char **argv)
 				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
 			break;
 		case OPT_JUDGE: judge_labels = optarg; break;
-		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		case OPT_VERSION:
-			fw_print_version();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		default:
-			fw_usage(stderr);
-			return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case OPT_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	struct fw_operands ops;

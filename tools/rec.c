@@ -607,19 +607,13 @@ int main(int argc, char **argv)
 {
 	fw_cli_init("rec");
 	fw_usage_init(usage_text, options);
-	if (argc < 2) {
-		fw_usage(stderr);
-		return FW_EXIT_USAGE;
-	}
+	if (argc < 2)
+		return fw_usage_exit();
 	const char *cmd = argv[1];
-	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
-		fw_help();
-		return fw_close_stdout() ? FW_EXIT_DATA : 0;
-	}
-	if (!strcmp(cmd, "--version")) {
-		fw_print_version();
-		return fw_close_stdout() ? FW_EXIT_DATA : 0;
-	}
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help"))
+		return fw_help_exit();
+	if (!strcmp(cmd, "--version"))
+		return fw_version_exit();
 	static const char *cmds[] = {"cat", "json", "from-json", "head", "count",
 				     "get", "stats", "sample", "split"};
 	int known = 0;
@@ -683,15 +677,9 @@ int main(int argc, char **argv)
 			o.ropts.max_record = (size_t)u;
 			break;
 		case OPT_PROGRESS: o.progress = 1; break;
-		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		case OPT_VERSION:
-			fw_print_version();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		default:
-			fw_usage(stderr);
-			return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case OPT_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	const char *path = NULL;

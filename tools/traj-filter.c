@@ -625,15 +625,9 @@ int main(int argc, char **argv)
 		case 'v': st.verbose = 1; break;
 		case OPT_SKIP_BAD: st.skip_bad = 1; break;
 		case OPT_PROGRESS: st.progress = 1; break;
-		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		case OPT_VERSION:
-			fw_print_version();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		default:
-			fw_usage(stderr);
-			return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case OPT_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	for (int i = 0; i < st.nex; i++) {

@@ -86,6 +86,24 @@ void fw_help(void)
 		printf("  %-*s  %s\n", w, o->opt, o->doc);
 }
 
+int fw_help_exit(void)
+{
+	fw_help();
+	return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
+}
+
+int fw_version_exit(void)
+{
+	fw_print_version();
+	return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
+}
+
+int fw_usage_exit(void)
+{
+	fw_usage(stderr);
+	return FW_EXIT_USAGE;
+}
+
 int fw_usage_fail(const char *fmt, const char *arg)
 {
 	return fw_usage_error(usage_synopsis, fmt, arg);

@@ -469,6 +469,14 @@ static int parse_string(struct dec *d)
 	return 0;
 }
 
+/* The end of the run of decimal digits from i. */
+static size_t digits(const struct dec *d, size_t i)
+{
+	while (i < d->n && d->s[i] >= '0' && d->s[i] <= '9')
+		i++;
+	return i;
+}
+
 static int parse_number(struct dec *d)
 {
 	size_t st = d->i, i = d->i;
@@ -478,8 +486,7 @@ static int parse_number(struct dec *d)
 		i++;
 	}
 	size_t ds = i;
-	while (i < d->n && d->s[i] >= '0' && d->s[i] <= '9')
-		i++;
+	i = digits(d, i);
 	if (i == ds) {
 		if (i == d->n)
 			return cut(d);
@@ -490,8 +497,7 @@ static int parse_number(struct dec *d)
 	if (i < d->n && d->s[i] == '.') {
 		isfloat = 1;
 		size_t f = ++i;
-		while (i < d->n && d->s[i] >= '0' && d->s[i] <= '9')
-			i++;
+		i = digits(d, i);
 		if (i == f) {
 			if (i == d->n)
 				return cut(d);
@@ -504,8 +510,7 @@ static int parse_number(struct dec *d)
 		if (i < d->n && (d->s[i] == '+' || d->s[i] == '-'))
 			i++;
 		size_t f = i;
-		while (i < d->n && d->s[i] >= '0' && d->s[i] <= '9')
-			i++;
+		i = digits(d, i);
 		if (i == f) {
 			if (i == d->n)
 				return cut(d);
