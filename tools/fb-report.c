@@ -619,7 +619,23 @@ enum { OPT_BY = 256, OPT_PAIRED, OPT_RECORDS, OPT_SEED, OPT_RESAMPLES, OPT_SKIP_
  * grade.judge with the human labels of the file `labels`.  Prints one block
  * per criterion; exit 1 when a criterion is no better than chance.
  */
-static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed,
+struct judged_arg {
+	struct fw_agree_set *set;
+	int bad; /* a record's verdicts could not be read */
+};
+
+static int judged_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+{
+	struct judged_arg *a = e->arg;
+	char err[512];
+	if (fw_agree_set_judged(a->set, rec->v, err, sizeof err) < 0) {
+		fw_warn_rec(file, rec->index, rec->offset, "%s", err);
+		a->bad = 1;
+	}
+	return 0;
+}
+
+static int judge_main(const char *labels, int argc, char **argv, int first, uint64_t seed,
 		      unsigned resamples)
 {
 	struct fw_agree_set *set = fw_agree_set_new();
@@ -637,26 +653,11 @@ static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed
 		fw_agree_set_free(set);
 		return FW_EXIT_DATA;
 	}
-	for (const char *file; (file = fw_operands_next(ops));) {
-		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
-		struct fw_rec rec;
-		int rc;
-		if (!r) {
-			fw_warn("%s", err);
-			status = FW_EXIT_DATA;
-			continue;
-		}
-		while ((rc = fw_reader_next(r, &rec)) == 1)
-			if (fw_agree_set_judged(set, rec.v, err, sizeof err) < 0) {
-				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", err);
-				status = FW_EXIT_DATA;
-			}
-		if (rc < 0) {
-			fw_warn_reader(r);
-			status = FW_EXIT_DATA;
-		}
-		fw_reader_close(r);
-	}
+	struct judged_arg ja = { set, 0 };
+	struct fw_each e = { .arg = &ja };
+	status = fw_each_record(&e, argc, argv, first, judged_one);
+	if (ja.bad)
+		status = FW_EXIT_DATA;
 	k = fw_agree_set_report(set, resamples, seed, &text, &flagged, err, sizeof err);
 	if (k < 0) {
 		fw_warn("%s", err);
@@ -743,10 +744,8 @@ int main(int argc, char **argv)
 		default: return fw_usage_exit();
 		}
 	}
-	struct fw_operands ops;
-	fw_operands_init(&ops, argc, argv, optind);
 	if (judge_labels) {
-		int js = judge_main(judge_labels, &ops, st.seed, st.resamples ? st.resamples : 2000);
+		int js = judge_main(judge_labels, argc, argv, optind, st.seed, st.resamples ? st.resamples : 2000);
 		if (fw_close_stdout() < 0)
 			js = FW_EXIT_DATA;
 		return js;
