@@ -52,9 +52,17 @@ struct fw_strlist {
  * unchanged). */
 int fw_strlist_add(struct fw_strlist *l, const char *s);
 
-/* Frees the strings and the array; the list is empty and reusable
- * afterwards.  fw_strlist_free(NULL) does nothing. */
-void fw_strlist_free(struct fw_strlist *l);
+/* Frees the strings and the array (not the struct, which the caller
+ * owns); the list is empty and reusable afterwards.
+ * fw_strlist_release(NULL) does nothing. */
+void fw_strlist_release(struct fw_strlist *l);
+
+/* The older name of fw_strlist_release(), kept for its callers in
+ * lib/task, lib/rollout, lib/grade and task-mutate. */
+static inline void fw_strlist_free(struct fw_strlist *l)
+{
+	fw_strlist_release(l);
+}
 
 /* ---- string interner ------------------------------------------------------- */
 

@@ -27,8 +27,8 @@
 
 /* ---- byte buffer ------------------------------------------------------ */
 
-/* A growable byte buffer.  Zero-initialise it ({0}); fw_buf_free() releases
- * it.  p is NULL until the first append. */
+/* A growable byte buffer.  Zero-initialise it ({0}); fw_buf_release() frees
+ * its memory.  p is NULL until the first append. */
 struct fw_buf {
 	uint8_t *p;
 	size_t n;   /* bytes used */
@@ -51,9 +51,16 @@ int fw_buf_printf(struct fw_buf *b, const char *fmt, ...)
 /* Empties the buffer, keeping its memory. */
 void fw_buf_reset(struct fw_buf *b);
 
-/* Releases the memory; the buffer is empty and reusable afterwards.
- * fw_buf_free(NULL) does nothing. */
-void fw_buf_free(struct fw_buf *b);
+/* Releases the memory (the buffer's contents, not the struct, which the
+ * caller owns); the buffer is empty and reusable afterwards.
+ * fw_buf_release(NULL) does nothing. */
+void fw_buf_release(struct fw_buf *b);
+
+/* The older name of fw_buf_release(), kept for its many callers. */
+static inline void fw_buf_free(struct fw_buf *b)
+{
+	fw_buf_release(b);
+}
 
 /* Initialises a msgpack-c packer that appends to b.  Allocation failures
  * inside the packer surface as a non-zero return of msgpack_pack_*(). */

@@ -304,6 +304,10 @@ struct fw_run {
 	char parent[17];              /* the id of the checkpoint resumed */
 	char newdir[PATH_MAX];        /* the checkpoint written */
 	double t_load, t_save;        /* seconds */
+	/* Called after each step fw_run_steps takes, with the steps done;
+	 * NULL for none.  Set by the caller after fw_run_open. */
+	void (*on_step)(void *ctx, long done);
+	void *on_step_ctx;
 };
 
 /*

@@ -504,3 +504,26 @@ all_samples() {
   run -0 bash -c "fb-ingest -q '$T/r.jsonl' | rec json | jq -c '.turns[1] | [.text, .thinking]'"
   assert_output '["4","Add them."]'
 }
+
+@test "--shard K/N writes the trajectories rec --shard K/N keeps, and the shards add up" {
+  all_samples -q > "$T/all" 2> /dev/null || true
+  total=$(rec count "$T/all")
+  sum=0
+  for k in 0 1 2; do
+    all_samples -q --shard $k/3 > "$T/s$k" 2> /dev/null || true
+    [ "$(rec get .id "$T/s$k")" = "$(rec get .id --shard $k/3 "$T/all")" ]
+    sum=$((sum + $(rec count "$T/s$k")))
+  done
+  [ "$sum" -eq "$total" ]
+  run -2 fb-ingest --shard 3/3 "$S/sharegpt.jsonl"
+}
+
+@test "--progress off a terminal: plain lines with the log bytes read and the share done" {
+  run --separate-stderr fb-ingest -q --progress "$S/sharegpt.jsonl"
+  [[ "$stderr" != *$'\r'* ]]
+  bytes=$(wc -c < "$S/sharegpt.jsonl")
+  last=$(printf '%s\n' "$stderr" | tail -1)
+  [[ "$last" == "fb-ingest: "*" records, "*", 100%" ]]
+  # the byte count is the log's size (between 1 kB and 1 MB)
+  [[ "$last" == *", $(awk -v b="$bytes" 'BEGIN { printf "%.1fkB", b / 1000 }'), "* ]]
+}

@@ -201,3 +201,14 @@ OUT
   load usage
   usage_is_synopsis fb-report
 }
+
+@test "--shard K/N reports on one shard's records, --progress draws plain lines off a terminal" {
+  run -0 --separate-stderr fb-report --records --shard 1/3 "$BATS_FILE_TMPDIR/traj.msgpack"
+  n=$(rec count --shard 1/3 "$BATS_FILE_TMPDIR/traj.msgpack")
+  [ "$(fb-report --records --shard 1/3 "$BATS_FILE_TMPDIR/traj.msgpack" | rec json |
+       jq -r 'select(.report == "summary") | .trajectories')" = "$n" ]
+  run -0 --separate-stderr fb-report --progress "$BATS_FILE_TMPDIR/traj.msgpack"
+  [[ "$stderr" != *$'\r'* ]]
+  [[ "$stderr" == "fb-report: "*" records, "*", 100%" ]]
+  run -2 fb-report --shard 1
+}

@@ -435,9 +435,8 @@ OUT
   run --separate-stderr fw-env --help
   assert_success
   [ -z "$stderr" ]
-  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
-    <(man -l "$BATS_TEST_DIRNAME/../man/fw-env.1" 2>/dev/null |
-      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
+  load usage
+  usage_is_synopsis fw-env
   run -2 --separate-stderr fw-env frobnicate x
   [[ "$stderr" == *"unknown command 'frobnicate' (id, add, build, import, path)"* ]]
   run -2 --separate-stderr fw-env add --allow pypi.org "$F/venv"

@@ -317,3 +317,22 @@ setup() {
   load usage
   usage_is_synopsis rec
 }
+
+@test "a subcommand's bad option names the subcommand: rec json --bogus says 'rec json:'" {
+  run --separate-stderr -2 rec json --bogus
+  [[ "${stderr_lines[0]}" == "rec json: unrecognized option '--bogus'" ]]
+  [[ "$stderr" == *"usage: rec cat"* ]]
+}
+
+@test "--progress off a terminal: plain lines, the share done for files, none for a pipe" {
+  run --separate-stderr rec count --progress "$T/in.msgpack" "$T/in.msgpack"
+  assert_output "8"
+  [[ "$stderr" != *$'\r'* ]]
+  # the bytes read are the two files' sizes, in kB under 1 MB
+  b=$(( 2 * $(wc -c < "$T/in.msgpack") ))
+  kb=$(awk -v b="$b" 'BEGIN { if (b < 1000) printf "%dB", b; else printf "%.1fkB", b / 1000 }')
+  [[ "$stderr" == "rec: 8 records, $kb, "*", 100%" ]]
+  run --separate-stderr bash -c "cat '$T/in.msgpack' | rec count --progress"
+  [[ "$stderr" == "rec: 4 records, "*"s" ]]
+  [[ "$stderr" != *"%"* ]]
+}

@@ -161,9 +161,8 @@ start_serve() {
   assert_success
   [ -z "$stderr" ]
   # word for word the SYNOPSIS of rollout(1)
-  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
-    <(man -l "$BATS_TEST_DIRNAME/../man/rollout.1" 2>/dev/null |
-      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
+  load usage
+  usage_is_synopsis rollout
 }
 
 @test "a missing or unknown policy and bad options are usage errors (exit 2)" {

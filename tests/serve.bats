@@ -60,9 +60,8 @@ sse() { curl -sN "$URL$1" -d "$2" | sed -n 's/^data: //p'; }
   run --separate-stderr serve --help
   assert_success
   [ -z "$stderr" ]
-  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
-    <(man -l "$BATS_TEST_DIRNAME/../man/serve.1" 2>/dev/null |
-      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
+  load usage
+  usage_is_synopsis serve
 }
 
 @test "a missing or malformed --ckpt and a bad host are usage errors; a bad checkpoint is exit 1" {

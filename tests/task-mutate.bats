@@ -204,9 +204,8 @@ json() { rec json "$1"; }
   assert_success
   [ -z "$stderr" ]
   # word for word the SYNOPSIS of task-mutate(1)
-  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
-    <(man -l "$BATS_TEST_DIRNAME/../man/task-mutate.1" 2>/dev/null |
-      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
+  load usage
+  usage_is_synopsis task-mutate
 }
 
 @test "a bad option, strategy or missing --test-cmd is a usage error (exit 2)" {

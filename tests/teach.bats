@@ -73,9 +73,8 @@ fill() {
   run --separate-stderr teach --help
   assert_success
   [ -z "$stderr" ]
-  diff <(echo "$output" | sed 's/^usage: //' | tr -s '[:space:]' ' ') \
-    <(man -l "$BATS_TEST_DIRNAME/../man/teach.1" 2>/dev/null |
-      sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' | sed '1d;$d' | tr -s '[:space:]' ' ' | sed 's/^ //')
+  load usage
+  usage_is_synopsis teach
 }
 
 @test "env hints: failed command on the turn that ran it, tests, hacks, denied network on the last reply" {

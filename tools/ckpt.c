@@ -54,6 +54,7 @@ static const struct fw_opt_doc options[] = {
 	{ "--count C", "sample: continuations to draw" },
 	{ "--threads N", "threads of the kernels" },
 	{ "-j N", "the same as --threads (ckpt runs no parallel workers)" },
+	{ "--device cpu|cuda[:N]", "score and sample: where the model runs" },
 	{ "-h, --help", "print this help and exit" },
 	{ "--version", "print the version and exit" },
 	{ NULL, NULL },

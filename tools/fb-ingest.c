@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_ingest.h"
 #include "fw_json.h"
@@ -23,7 +25,7 @@
 static const char usage_text[] =
 	"usage: fb-ingest [--format F] [--model NAME] [--meta KEY=VALUE]... [--feedback FILE]...\n"
 	"                 [--rating-scale S] [--orphans FILE] [--no-redact] [--strict] [-q] [-z]\n"
-	"                 [-o OUT] [--progress] [LOG...]\n";
+	"                 [-o OUT] [--shard K/N] [--progress] [LOG...]\n";
 
 static const struct fw_opt_doc options[] = {
 	{ "--format F", "read every LOG as F: openai-chat, openai-responses, anthropic, claude-code," },
@@ -38,7 +40,8 @@ static const struct fw_opt_doc options[] = {
 	{ "-q", "no summary" },
 	{ "-z", "compress the output with zstd" },
 	{ "-o OUT", "write to OUT instead of standard output" },
-	{ "--progress", "a meter of records written on standard error" },
+	{ "--shard K/N", "write only the trajectories whose id hashes to K modulo N" },
+	{ "--progress", "a meter of records written and log bytes read on standard error" },
 	{ "-h, --help", "print this help and exit" },
 	{ "--version", "print the version and exit" },
 	{ NULL, NULL },
@@ -60,7 +63,8 @@ struct state {
 	unsigned long fb_bad;
 	struct fw_redact_counts red;
 	struct fw_progress prog;
-	uint64_t written, bytes;
+	uint64_t written, bytes_in; /* records out; bytes of the logs read */
+	uint64_t shard_k, shard_n;  /* --shard; shard_n == 0: every trajectory */
 	int stop;   /* --strict saw a bad line */
 	int fatal;  /* output failed: stop everything */
 	int status;
@@ -140,13 +144,18 @@ static int emit(struct state *st, enum fw_fmt f, json_t *traj, const char *file,
 		goto out;
 	if (fw_feedback_join(st->fb, id, traj) < 0)
 		goto out;
+	if (st->shard_n && fw_hash64(id, strlen(id)) % st->shard_n != st->shard_k) {
+		/* another shard's: its feedback is joined all the same, so
+		 * --orphans keeps meaning "no trajectory" */
+		rc = 0;
+		goto out;
+	}
 	if (st->redact && fw_ingest_redact(traj, st->rd, &st->red) < 0)
 		goto out;
 	if (put_json(st, st->w, traj))
 		goto out;
 	st->recs[f]++;
-	st->bytes += st->mp.n;
-	fw_progress_tick(&st->prog, ++st->written, st->bytes);
+	fw_progress_tick(&st->prog, ++st->written, st->bytes_in);
 	rc = 0;
 out:
 	if (rc) {
@@ -187,7 +196,7 @@ static int on_bad(void *ctx, enum fw_fmt f, const char *where, const char *why)
 	struct file_sink *fs = ctx;
 	struct state *st = fs->st;
 
-	fw_progress_end(&st->prog); /* the meter redraws itself on the next record */
+	fw_progress_pause(&st->prog); /* the meter redraws itself on the next record */
 	fw_warn("%s: %s: %s", fs->name, where, why);
 	st->bad[f]++;
 	if (st->strict) {
@@ -202,7 +211,7 @@ static int on_warn(void *ctx, enum fw_fmt f, const char *where, const char *msg)
 	struct file_sink *fs = ctx;
 
 	(void)f;
-	fw_progress_end(&fs->st->prog);
+	fw_progress_pause(&fs->st->prog);
 	fw_warn("%s: %s: %s", fs->name, where, msg);
 	return 0;
 }
@@ -216,6 +225,10 @@ static int ingest_file(struct state *st, const char *path)
 	char err[512];
 
 	int rc = fw_ingest_file_ex(path, st->force, &sink, on_warn, &f, err, sizeof err);
+	struct stat sb;
+	if (strcmp(path, "-") && stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+		st->bytes_in += (uint64_t)sb.st_size;
+	fw_progress_tick(&st->prog, st->written, st->bytes_in);
 	if (f)
 		st->files[f]++;
 	if (rc != 0) {
@@ -291,6 +304,7 @@ int main(int argc, char **argv)
 		{"strict", no_argument, NULL, 'S'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"progress", no_argument, NULL, 'P'},
+		{"shard", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -351,15 +365,15 @@ int main(int argc, char **argv)
 		case 'S': st.strict = 1; break;
 		case 'q': st.quiet = 1; break;
 		case 'P': progress = 1; break;
+		case 'K':
+			if (fw_parse_shard(optarg, &st.shard_k, &st.shard_n) < 0)
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
 		case 'o': out = optarg; break;
 		case 'z': level = 3; break;
-		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
-		case 'V':
-			fw_print_version();
-			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
-		default: fw_usage(stderr); return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case 'V': return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	st.status = FW_EXIT_DATA;
@@ -392,6 +406,9 @@ int main(int argc, char **argv)
 	st.status = FW_EXIT_OK;
 	fw_progress_start(&st.prog, progress);
 	struct fw_operands ops;
+	fw_operands_init(&ops, argc, argv, optind);
+	for (const char *file; st.prog.on && (file = fw_operands_next(&ops));)
+		fw_progress_expect(&st.prog, file);
 	fw_operands_init(&ops, argc, argv, optind);
 	for (const char *file; !st.stop && (file = fw_operands_next(&ops));)
 		if (ingest_file(&st, file))
@@ -430,6 +447,6 @@ done:
 	json_decref(st.seen);
 	json_decref(st.meta);
 	json_decref(st.scales);
-	fw_buf_free(&st.mp);
+	fw_buf_release(&st.mp);
 	return st.status;
 }

@@ -22,7 +22,8 @@
 
 static const char usage_text[] =
 	"usage: fb-report [--by PATH] [--paired-by PATH] [--records] [--seed S]\n"
-	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [FILE...]\n"
+	"                 [--resamples N] [-o OUT] [-z] [--skip-bad] [--shard K/N]\n"
+	"                 [--progress] [FILE...]\n"
 	"       fb-report --judge LABELS [--seed S] [--resamples N] [FILE...]\n";
 
 static const struct fw_opt_doc options[] = {
@@ -34,6 +35,8 @@ static const struct fw_opt_doc options[] = {
 	{ "-o OUT", "write to OUT instead of standard output" },
 	{ "-z", "compress the records with zstd" },
 	{ "--skip-bad", "skip records that cannot be read, and count them" },
+	{ "--shard K/N", "report on the records whose id hashes to K modulo N only" },
+	{ "--progress", "a progress meter on standard error even when it is not a terminal" },
 	{ "--judge LABELS", "measure how well a judge agrees with people instead" },
 	{ "-h, --help", "print this help and exit" },
 	{ "--version", "print the version and exit" },
@@ -388,11 +391,9 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 		r_u64(&r, "external", c->ext);
 		r_u64(&r, "internal", c->internal);
 		r_key(&r, "examples");
-		msgpack_pack_array(&r.pk, (size_t)c->nex);
-		for (int k = 0; k < c->nex; k++) {
-			msgpack_pack_str(&r.pk, strlen(c->examples[k]));
-			msgpack_pack_str_body(&r.pk, c->examples[k], strlen(c->examples[k]));
-		}
+		r.failed |= msgpack_pack_array(&r.pk, (size_t)c->nex);
+		for (int k = 0; k < c->nex; k++)
+			r.failed |= fw_pack_cstr(&r.pk, c->examples[k]);
 		if (r_end(&r, w, "category") < 0)
 			goto out;
 	}
@@ -435,8 +436,8 @@ static int write_records(struct state *st, struct fw_writer *w, const uint32_t *
 	}
 	rc = 0;
 out:
-	fw_buf_free(&r.body);
-	fw_buf_free(&r.rec);
+	fw_buf_release(&r.body);
+	fw_buf_release(&r.rec);
 	return rc;
 }
 
@@ -611,14 +612,30 @@ out:
 }
 
 enum { OPT_BY = 256, OPT_PAIRED, OPT_RECORDS, OPT_SEED, OPT_RESAMPLES, OPT_SKIP_BAD, OPT_VERSION,
-       OPT_JUDGE };
+       OPT_JUDGE, OPT_PROGRESS, OPT_SHARD };
 
 /*
  * fb-report --judge: the agreement of the judge verdicts in the records'
  * grade.judge with the human labels of the file `labels`.  Prints one block
  * per criterion; exit 1 when a criterion is no better than chance.
  */
-static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed,
+struct judged_arg {
+	struct fw_agree_set *set;
+	int bad; /* a record's verdicts could not be read */
+};
+
+static int judged_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+{
+	struct judged_arg *a = e->arg;
+	char err[512];
+	if (fw_agree_set_judged(a->set, rec->v, err, sizeof err) < 0) {
+		fw_warn_rec(file, rec->index, rec->offset, "%s", err);
+		a->bad = 1;
+	}
+	return 0;
+}
+
+static int judge_main(const char *labels, int argc, char **argv, int first, uint64_t seed,
 		      unsigned resamples)
 {
 	struct fw_agree_set *set = fw_agree_set_new();
@@ -636,26 +653,11 @@ static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed
 		fw_agree_set_free(set);
 		return FW_EXIT_DATA;
 	}
-	for (const char *file; (file = fw_operands_next(ops));) {
-		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
-		struct fw_rec rec;
-		int rc;
-		if (!r) {
-			fw_warn("%s", err);
-			status = FW_EXIT_DATA;
-			continue;
-		}
-		while ((rc = fw_reader_next(r, &rec)) == 1)
-			if (fw_agree_set_judged(set, rec.v, err, sizeof err) < 0) {
-				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", err);
-				status = FW_EXIT_DATA;
-			}
-		if (rc < 0) {
-			fw_warn_reader(r);
-			status = FW_EXIT_DATA;
-		}
-		fw_reader_close(r);
-	}
+	struct judged_arg ja = { set, 0 };
+	struct fw_each e = { .arg = &ja };
+	status = fw_each_record(&e, argc, argv, first, judged_one);
+	if (ja.bad)
+		status = FW_EXIT_DATA;
 	k = fw_agree_set_report(set, resamples, seed, &text, &flagged, err, sizeof err);
 	if (k < 0) {
 		fw_warn("%s", err);
@@ -671,9 +673,21 @@ static int judge_main(const char *labels, struct fw_operands *ops, uint64_t seed
 			status = FW_EXIT_DATA;
 		}
 	}
-	fw_buf_free(&text);
+	fw_buf_release(&text);
 	fw_agree_set_free(set);
 	return status;
+}
+
+/* The record loop's call: a record one() refuses is skipped with
+ * --skip-bad, and stops the report without. */
+static int each_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+{
+	if (one(e->arg, rec->v, file, rec->index, rec->offset) == 0)
+		return 0;
+	if (!e->skip_bad)
+		return -1;
+	e->skipped++;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -691,13 +705,15 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{"judge", required_argument, NULL, OPT_JUDGE},
+		{"progress", no_argument, NULL, OPT_PROGRESS},
+		{"shard", required_argument, NULL, OPT_SHARD},
 		{NULL, 0, NULL, 0},
 	};
 	static struct state st;
 	const char *judge_labels = NULL;
 	const char *out = NULL;
-	int level = -1, skip_bad = 0, c;
-	uint64_t u;
+	int level = -1, skip_bad = 0, progress = 0, c;
+	uint64_t u, shard_k = 0, shard_n = 0;
 	char err[512];
 	st.by_src = ".model";
 	while ((c = getopt_long(argc, argv, "o:zh", longopts, NULL)) != -1) {
@@ -717,22 +733,19 @@ int main(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'z': level = 3; break;
 		case OPT_SKIP_BAD: skip_bad = 1; break;
+		case OPT_PROGRESS: progress = 1; break;
+		case OPT_SHARD:
+			if (fw_parse_shard(optarg, &shard_k, &shard_n) < 0)
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
 		case OPT_JUDGE: judge_labels = optarg; break;
-		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		case OPT_VERSION:
-			fw_print_version();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		default:
-			fw_usage(stderr);
-			return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case OPT_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
-	struct fw_operands ops;
-	fw_operands_init(&ops, argc, argv, optind);
 	if (judge_labels) {
-		int js = judge_main(judge_labels, &ops, st.seed, st.resamples ? st.resamples : 2000);
+		int js = judge_main(judge_labels, argc, argv, optind, st.seed, st.resamples ? st.resamples : 2000);
 		if (fw_close_stdout() < 0)
 			js = FW_EXIT_DATA;
 		return js;
@@ -746,41 +759,12 @@ int main(int argc, char **argv)
 		return FW_EXIT_DATA;
 	}
 
-	int status = 0, stop = 0;
-	uint64_t skipped = 0;
-	for (const char *file; !stop && (file = fw_operands_next(&ops));) {
-		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
-		if (!r) {
-			fw_warn("%s", err);
-			status = FW_EXIT_DATA;
-			continue;
-		}
-		struct fw_rec rec;
-		int rc;
-		while ((rc = fw_reader_next(r, &rec)) != 0) {
-			if (rc < 0) {
-				if (fw_reader_recoverable(r) && skip_bad) {
-					skipped++;
-					continue;
-				}
-				fw_warn_reader(r);
-				status = FW_EXIT_DATA;
-				break;
-			}
-			if (one(&st, rec.v, fw_reader_name(r), rec.index, rec.offset) < 0) {
-				if (!skip_bad) {
-					status = FW_EXIT_DATA;
-					stop = 1;
-					break;
-				}
-				skipped++;
-			}
-		}
-		fw_reader_close(r);
-	}
-	if (skipped)
-		fw_warn("skipped %llu bad record%s", (unsigned long long)skipped,
-			skipped == 1 ? "" : "s");
+	struct fw_each e = {
+		.skip_bad = skip_bad, .progress = progress,
+		.shard_k = shard_k, .shard_n = shard_n, .arg = &st,
+	};
+	int status = fw_each_record(&e, argc, argv, optind, each_one);
+	int stop = e.stopped;
 	if (!stop && finish(&st, out, level) < 0)
 		status = FW_EXIT_DATA;
 	for (size_t i = 0; i < st.ncats; i++) {
@@ -797,7 +781,7 @@ int main(int argc, char **argv)
 	fw_path_free(st.by);
 	fw_path_free(st.paired_by);
 	fw_fbcat_free(st.cat);
-	fw_buf_free(&st.tmp);
+	fw_buf_release(&st.tmp);
 	if (fw_close_stdout() < 0 && !status)
 		status = FW_EXIT_DATA;
 	return status;

@@ -28,6 +28,17 @@ static const char usage_text[] =
 	"       fw-env path [--env-store DIR] [--store DIR] ID\n"
 	"       fw-env -h | --help | --version\n";
 
+static const struct fw_opt_doc options[] = {
+	{ "--env-store DIR", "the env store (made when missing)" },
+	{ "--store DIR", "the task store whose envs/ is the env store by default" },
+	{ "--allow HOST", "build: a host the build may reach" },
+	{ "--timeout SEC", "build: wall-clock limit of the build" },
+	{ "-v", "build: show the build's output" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
+
 struct opts {
 	const char *env_store, *store;
 	const char *allow[MAX_ALLOW + 1];
@@ -220,6 +231,7 @@ static int import(const char *store, const char *layout)
 int main(int argc, char **argv)
 {
 	fw_cli_init("fw-env");
+	fw_usage_init(usage_text, options);
 	struct opts o = { .store = "tasks.git", .timeout = 1800 };
 	enum { O_ENV_STORE = 256, O_STORE, O_ALLOW, O_TIMEOUT, O_VERSION };
 	static const struct option longopts[] = {
@@ -235,7 +247,7 @@ int main(int argc, char **argv)
 	int ch;
 	while ((ch = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
 		if (ch == 'h') {
-			fputs(usage_text, stdout);
+			fw_help();
 			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
 		}
 		if (ch == O_VERSION) {
@@ -265,7 +277,7 @@ int main(int argc, char **argv)
 				return usage_error("bad timeout '%s'", optarg);
 			break;
 		case 'v': o.verbose = 1; break;
-		case 'h': fputs(usage_text, stdout); return FW_EXIT_OK;
+		case 'h': fw_help(); return FW_EXIT_OK;
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}
 	}

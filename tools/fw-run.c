@@ -264,7 +264,7 @@ int main(int argc, char **argv)
 	}
 	st = r.cause == FW_SANDBOX_OK && r.exit_code == 0 ? FW_EXIT_OK : FW_EXIT_DATA;
 	fw_sandbox_result_free(&r);
-	fw_buf_free(&b);
-	fw_buf_free(&j);
+	fw_buf_release(&b);
+	fw_buf_release(&j);
 	return fw_close_stdout() ? FW_EXIT_DATA : st;
 }

@@ -28,6 +28,34 @@ static const char usage_text[] =
 	"             [FILE...]\n"
 	"       grade -h | --help | --version\n";
 
+static const struct fw_opt_doc options[] = {
+	{ "--store DIR", "the task store, a bare git repository made by task-mutate(1)" },
+	{ "--reward resolved|f2p|shaped|mix:...", "how the reward is computed (see Rewards in grade(1))" },
+	{ "--hacks zero|warn", "zero (the default) sets the reward of a rollout with findings to 0" },
+	{ "-j N", "grade N rollouts at a time (1 to 64, default 1)" },
+	{ "--shard K/N", "grade only the rollouts whose id hashes to K modulo N" },
+	{ "--timeout SEC", "wall-clock limit of one test run (default 300)" },
+	{ "--no-time", "leave grade.time out, so that two gradings are identical byte for byte" },
+	{ "-o OUT", "write to OUT (replaced atomically) instead of standard output" },
+	{ "-z", "compress the output with zstd" },
+	{ "--progress", "a progress meter on standard error even when it is not a terminal" },
+	{ "--judge SPEC", "score each rollout with this judge on the criteria of --rubric" },
+	{ "--rubric FILE", "a record stream holding the rubric" },
+	{ "--judge-tokenizer DIR", "the checkpoint whose tokenizer an http judge's records use" },
+	{ "--judge-only", "judge records without running tests" },
+	{ "--distil OUT", "write the student's SFT examples to OUT" },
+	{ "--student DIR", "the checkpoint the examples of --distil are fitted to" },
+	{ "--env DIR | ID", "run every task's tests in this environment (a directory or an env id)" },
+	{ "--env-store DIR", "where task environments are found" },
+	{ "--summary", "summarize graded rollouts instead of grading" },
+	{ "--retire-at X", "pass rate (0 to 1) at which a task or split is listed for retirement" },
+	{ "--recent N", "how many of the latest checkpoints the retirement rate looks at" },
+	{ "--records", "write the summary as records" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
+
 struct opts {
 	struct fw_grade_opts g;
 	uint64_t jobs;
@@ -467,6 +495,7 @@ static int usage_error(const char *fmt, const char *arg)
 int main(int argc, char **argv)
 {
 	fw_cli_init("grade");
+	fw_usage_init(usage_text, options);
 	struct opts o = { .jobs = 1, .level = -1, .retire_at = 0.9, .recent = 3 };
 	o.g.reward = FW_REWARD_RESOLVED;
 	enum { O_STORE = 256, O_REWARD, O_HACKS, O_SHARD, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
@@ -568,7 +597,7 @@ int main(int argc, char **argv)
 			summary_only = 1;
 			break;
 		case O_RECORDS: o.records = 1; summary_only = 1; break;
-		case 'h': fputs(usage_text, stdout); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case 'h': fw_help(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case O_VERSION: fw_print_version(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}

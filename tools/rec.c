@@ -69,70 +69,35 @@ struct opts {
 /* State of one pass over all inputs. */
 struct pass {
 	struct opts *o;
-	struct fw_progress prog;
-	uint64_t records, bytes_before;
-	uint64_t skipped;
-	int status;
+	uint64_t records;
 };
 
 /* Calls fn for every record of every input.  fn returns 0 to go on, 1 to
- * stop early, -1 on a fatal error.  Returns the exit status so far. */
+ * stop early, -1 on a fatal error. */
 typedef int (*rec_fn)(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg);
 
+struct each_arg {
+	struct pass *ps;
+	rec_fn fn;
+	void *arg;
+};
+
+static int each_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+{
+	struct each_arg *a = e->arg;
+	a->ps->records = e->records;
+	return a->fn(a->ps, rec, file, a->arg);
+}
+
+/* Returns the exit status of the pass. */
 static int each_record(struct pass *ps, rec_fn fn, void *arg)
 {
-	struct fw_operands ops;
-	fw_operands_init(&ops, ps->o->nfiles, ps->o->files, 0);
-	fw_progress_start(&ps->prog, ps->o->progress);
-	for (const char *file; (file = fw_operands_next(&ops));) {
-		char err[512];
-		struct fw_reader *r = fw_reader_open(file, &ps->o->ropts, err, sizeof err);
-		if (!r) {
-			fw_warn("%s", err);
-			ps->status = FW_EXIT_DATA;
-			continue;
-		}
-		struct fw_rec rec;
-		int rc, stop = 0;
-		for (;;) {
-			rc = fw_reader_next(r, &rec);
-			if (rc == 0)
-				break;
-			if (rc < 0) {
-				if (fw_reader_recoverable(r) && ps->o->skip_bad) {
-					ps->skipped++;
-					continue;
-				}
-				fw_warn_reader(r);
-				ps->status = FW_EXIT_DATA;
-				break;
-			}
-			if (ps->o->shard_n && !fw_shard_keep(rec.v, ps->o->shard_k, ps->o->shard_n))
-				continue;
-			ps->records++;
-			fw_progress_tick(&ps->prog, ps->records,
-					 ps->bytes_before + fw_reader_bytes_in(r));
-			int f = fn(ps, &rec, fw_reader_name(r), arg);
-			if (f < 0) {
-				ps->status = FW_EXIT_DATA;
-				stop = 1;
-				break;
-			}
-			if (f > 0) {
-				stop = 1;
-				break;
-			}
-		}
-		ps->bytes_before += fw_reader_bytes_in(r);
-		fw_reader_close(r);
-		if (stop)
-			break;
-	}
-	fw_progress_end(&ps->prog);
-	if (ps->skipped)
-		fw_warn("skipped %llu bad record%s", (unsigned long long)ps->skipped,
-			ps->skipped == 1 ? "" : "s");
-	return ps->status;
+	struct each_arg a = {ps, fn, arg};
+	struct fw_each e = {
+		.ropts = &ps->o->ropts, .skip_bad = ps->o->skip_bad, .progress = ps->o->progress,
+		.shard_k = ps->o->shard_k, .shard_n = ps->o->shard_n, .arg = &a,
+	};
+	return fw_each_record(&e, ps->o->nfiles, ps->o->files, 0, each_one);
 }
 
 /* ---- output ---------------------------------------------------------------- */
@@ -280,7 +245,7 @@ static int cmd_json(struct opts *o, const char *path)
 	}
 	int st = each_record(&ps, json_one, &a);
 	flush_text(&a.buf, 1);
-	fw_buf_free(&a.buf);
+	fw_buf_release(&a.buf);
 	fw_path_free(a.path);
 	return st;
 }
@@ -294,7 +259,7 @@ static int from_json_file(const char *path, struct fw_writer *w, struct opts *o,
 	char err[512];
 	struct fw_json_reader *jr = fw_json_reader_open(path, maxrec, err, sizeof err);
 	struct fw_mpv v;
-	uint64_t line, col;
+	uint64_t line, col, prog_base = prog->bytes; /* the files before this one */
 	int rc, st = 0;
 
 	if (!jr) {
@@ -327,8 +292,9 @@ static int from_json_file(const char *path, struct fw_writer *w, struct opts *o,
 			break;
 		}
 		(*total)++;
-		fw_progress_tick(prog, *total, fw_json_reader_offset(jr));
+		fw_progress_tick(prog, *total, prog_base + fw_json_reader_offset(jr));
 	}
+	fw_progress_tick(prog, *total, prog_base + fw_json_reader_offset(jr));
 	if (rc < 0) {
 		fw_warn("%s: %s", name, fw_json_reader_error(jr));
 		st = FW_EXIT_DATA;
@@ -347,6 +313,9 @@ static int cmd_from_json(struct opts *o)
 		return FW_EXIT_DATA;
 	fw_progress_start(&prog, o->progress);
 	struct fw_operands ops;
+	fw_operands_init(&ops, o->nfiles, o->files, 0);
+	for (const char *file; prog.on && (file = fw_operands_next(&ops));)
+		fw_progress_expect(&prog, file);
 	fw_operands_init(&ops, o->nfiles, o->files, 0);
 	for (const char *file; (file = fw_operands_next(&ops));) {
 		int s = from_json_file(file, w, o, &prog, &total);
@@ -638,19 +607,13 @@ int main(int argc, char **argv)
 {
 	fw_cli_init("rec");
 	fw_usage_init(usage_text, options);
-	if (argc < 2) {
-		fw_usage(stderr);
-		return FW_EXIT_USAGE;
-	}
+	if (argc < 2)
+		return fw_usage_exit();
 	const char *cmd = argv[1];
-	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
-		fw_help();
-		return fw_close_stdout() ? FW_EXIT_DATA : 0;
-	}
-	if (!strcmp(cmd, "--version")) {
-		fw_print_version();
-		return fw_close_stdout() ? FW_EXIT_DATA : 0;
-	}
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help"))
+		return fw_help_exit();
+	if (!strcmp(cmd, "--version"))
+		return fw_version_exit();
 	static const char *cmds[] = {"cat", "json", "from-json", "head", "count",
 				     "get", "stats", "sample", "split"};
 	int known = 0;
@@ -674,8 +637,12 @@ int main(int argc, char **argv)
 	struct opts o = {.level = -1};
 	int c;
 	uint64_t u;
+	/* getopt's own messages name argv[0]: "rec json: unrecognized option" */
+	char self[64];
+	snprintf(self, sizeof self, "%s %s", fw_prog, cmd);
 	argv++;
 	argc--;
+	argv[0] = self;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:zl:n:h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -710,15 +677,9 @@ int main(int argc, char **argv)
 			o.ropts.max_record = (size_t)u;
 			break;
 		case OPT_PROGRESS: o.progress = 1; break;
-		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		case OPT_VERSION:
-			fw_print_version();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		default:
-			fw_usage(stderr);
-			return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case OPT_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	const char *path = NULL;

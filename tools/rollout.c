@@ -30,6 +30,40 @@ static const char usage_text[] =
 	"       rollout --print-tools [--tool-defs FILE]\n"
 	"       rollout -h | --help | --version\n";
 
+static const struct fw_opt_doc options[] = {
+	{ "--policy SPEC", "the policy: builtin:DIR, http:URL or exec:CMD" },
+	{ "--model NAME", "http: the model name sent to the server" },
+	{ "--store DIR", "the task store" },
+	{ "--mode fill | agent", "the episode of a builtin or http policy (default fill)" },
+	{ "--tools", "agent: offer the tool-calling tools" },
+	{ "--tool-defs FILE", "agent: tools defined by the user, run as programs in the clean room (implies --tools)" },
+	{ "--print-tools", "print the tools of --tools as the JSON array sent to servers, and exit" },
+	{ "--samples K", "rollouts per task (default 1)" },
+	{ "--seed S", "base seed (default 0)" },
+	{ "--temp T", "sampling temperature" },
+	{ "--top-p P", "nucleus sampling mass" },
+	{ "--top-k K", "sample among the K likeliest tokens" },
+	{ "--max-tokens N", "fill: tokens generated at most" },
+	{ "--context BYTES", "fill: bytes of context around the site" },
+	{ "--max-steps N", "agent: steps at most" },
+	{ "-j N", "tasks run at once (1 to 64)" },
+	{ "--shard K/N", "run only the tasks whose id hashes to K modulo N" },
+	{ "--allow HOST", "exec and agent: a host the sandbox may reach" },
+	{ "--mount PATH", "exec and agent: a path mounted read-only in the sandbox" },
+	{ "--env DIR | ID", "exec and agent: the environment the episode runs in" },
+	{ "--env-store DIR", "exec and agent: where environments are found" },
+	{ "--timeout SEC", "exec and agent: wall-clock limit of one episode" },
+	{ "--ignore-stop", "fill: generate past the stop sequence" },
+	{ "--no-time", "leave time out" },
+	{ "--progress", "a progress meter on standard error even when it is not a terminal" },
+	{ "--device cpu|cuda[:N]", "where builtin policies run" },
+	{ "-z", "compress the output with zstd" },
+	{ "-o OUT", "write to OUT (replaced atomically) instead of standard output" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
+
 struct opts {
 	struct fw_rollout_cfg c; /* what an episode needs */
 	const char *out;
@@ -270,6 +304,7 @@ static int push(const char ***v, size_t *n, const char *s)
 int main(int argc, char **argv)
 {
 	fw_cli_init("rollout");
+	fw_usage_init(usage_text, options);
 	struct opts o = { .c = { .samples = 1, .max_tokens = 256, .temp = 1.0, .top_p = 1.0,
 				.timeout_s = 600, .max_steps = 20 },
 			  .jobs = 1, .level = -1 };
@@ -391,7 +426,7 @@ int main(int argc, char **argv)
 		case O_PROGRESS: o.progress = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
-		case 'h': fputs(usage_text, stdout); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case 'h': fw_help(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case O_VERSION: fw_print_version(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}

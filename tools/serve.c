@@ -38,6 +38,19 @@ static const char usage_text[] =
 	"             [--api-key KEY] [--max-seqs N] [--device cpu|cuda[:N]]\n"
 	"       serve -h | --help | --version\n";
 
+static const struct fw_opt_doc options[] = {
+	{ "--ckpt NAME=DIR", "a checkpoint and its model name (repeat for more)" },
+	{ "--host ADDR", "the IPv4 address to listen on (default 127.0.0.1)" },
+	{ "--port P", "the port" },
+	{ "--max-body BYTES", "the largest request body accepted" },
+	{ "--api-key KEY", "answer /v1/* and /tokenize only with this bearer key" },
+	{ "--max-seqs N", "sequences each checkpoint decodes at once (default 16, 1 to 1024)" },
+	{ "--device cpu|cuda[:N]", "where the checkpoints run (default FW_DEVICE, else a GPU when there is one)" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
+
 static struct {
 	struct MHD_Daemon *(*start_daemon)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *,
 					   MHD_AccessHandlerCallback, void *, ...);
@@ -211,6 +224,7 @@ static int usage_error(const char *fmt, const char *arg)
 int main(int argc, char **argv)
 {
 	fw_cli_init("serve");
+	fw_usage_init(usage_text, options);
 	enum { O_CKPT = 256, O_HOST, O_PORT, O_MAX_BODY, O_API_KEY, O_MAX_SEQS, O_DEVICE, O_VERSION };
 	static const struct option longopts[] = {
 		{ "ckpt", required_argument, NULL, O_CKPT },
@@ -266,7 +280,7 @@ int main(int argc, char **argv)
 			if (fw_parse_u64(optarg, &seqs, 0) || seqs < 1 || seqs > 1024)
 				return usage_error("bad sequence count '%s' (1 to 1024)", optarg);
 			break;
-		case 'h': fputs(usage_text, stdout); return fw_close_stdout() ? FW_EXIT_DATA : 0;
+		case 'h': fw_help(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		case O_VERSION: fw_print_version(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}

@@ -42,6 +42,39 @@ static const char usage_text[] =
 	"                   REPO ...\n"
 	"       task-mutate -h | --help | --version\n";
 
+static const struct fw_opt_doc options[] = {
+	{ "--test-cmd CMD", "the command that runs the suite" },
+	{ "--strategy S", "which mutations to try (history: tasks from the commit history)" },
+	{ "--report junit | tap | gotest", "how the suite reports results (default junit)" },
+	{ "--lang L", "mutate only files of language L" },
+	{ "--store DIR", "the task store, a bare git repository created when missing" },
+	{ "--max N", "stop after N validated tasks (over all repositories)" },
+	{ "--seed S", "order in which candidates are tried (default 0)" },
+	{ "-j N", "validate N candidates at a time (default 1)" },
+	{ "--shard K/N", "try only the candidates whose key hashes to K modulo N" },
+	{ "--split train=F,eval=F,private=F", "weights of the splits a task falls in by the hash of its id" },
+	{ "--timeout SEC", "wall-clock limit of one suite run (default 300)" },
+	{ "--env DIR | ID", "run every suite in this environment" },
+	{ "--env-store DIR", "where environments are kept" },
+	{ "--allow-dirty", "accept a work tree with uncommitted changes" },
+	{ "-o OUT", "write records to OUT (replaced atomically) instead of standard output" },
+	{ "-z", "compress the output with zstd" },
+	{ "-v", "say on standard error why each rejected candidate was rejected" },
+	{ "--progress", "a progress meter on standard error even when it is not a terminal" },
+	{ "--range A..B", "history: the commits reachable from B and not from A" },
+	{ "--path P", "history: only commits that change code below P" },
+	{ "--test-path P", "history: only commits that change tests below P" },
+	{ "--since DATE", "history: only commits dated at or after DATE" },
+	{ "--until DATE", "history: only commits dated at or before DATE" },
+	{ "--grep RE", "history: only commits whose message matches RE, ignoring case" },
+	{ "--max-files N", "history: only commits that change at most N code files" },
+	{ "--max-lines N", "history: only commits that change at most N code lines" },
+	{ "--context DIR", "history: attach the context bundles of DIR/context.json" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
+
 struct opts {
 	struct fw_task_opts t; /* what validation needs */
 	uint64_t max, jobs;
@@ -487,7 +520,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'z': o->level = 3; break;
 		case 'v': o->verbose = 1; break;
 		case O_PROGRESS: o->progress = 1; break;
-		case 'h': fputs(usage_text, stdout); return FW_EXIT_OK;
+		case 'h': fw_help(); return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
 		case O_VERSION: fw_print_version(); return FW_EXIT_OK;
 		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
 		}
@@ -594,6 +627,7 @@ static void summary(const struct opts *o, const struct fw_strlist *lines, const 
 int main(int argc, char **argv)
 {
 	fw_cli_init("task-mutate");
+	fw_usage_init(usage_text, options);
 	struct opts o = {
 		.t = { .fmt = FW_REPORT_JUNIT, .store = "tasks.git", .split = { 0.8, 0.1, 0.1 },
 		       .timeout_s = 300 },

@@ -28,8 +28,31 @@ static const char usage_text[] =
 	"             [--teacher builtin:DIR | http:URL | none] [--tokenizer FILE]\n"
 	"             [--clip X] [--max-chars N] [--hint-tokens N] [--hint-prompt N]\n"
 	"             [--hint-temp X] [--seed N] [--timeout SEC] [--device cpu|cuda[:N]]\n"
-	"             [-j N] [-o OUT] [FILE ...]\n"
+	"             [-j N] [-o OUT] [-z] [--shard K/N] [--progress] [FILE ...]\n"
 	"       teach -h | --help | --version\n";
+
+static const struct fw_opt_doc options[] = {
+	{ "--hints SOURCE[,SOURCE ...]", "where hints come from: env, rules, demo, model:TEACHER (default env)" },
+	{ "--rules FILE", "the rules file of --hints rules" },
+	{ "--teacher builtin:DIR | http:URL | none", "the teacher that re-scores the rollouts" },
+	{ "--tokenizer FILE", "the tokenizer.json of the rollouts' tokens, for an http teacher" },
+	{ "--clip X", "bound of each advantage (default 5)" },
+	{ "--max-chars N", "bytes of an environment or model hint (default 400)" },
+	{ "--hint-tokens N", "tokens a model hint may take (1 to 4096, default 48)" },
+	{ "--hint-prompt N", "bytes of the hint prompt at most" },
+	{ "--hint-temp X", "temperature of a model hint" },
+	{ "--seed N", "base seed of the model hints drawn (default 0)" },
+	{ "--timeout SEC", "seconds an http request may take (default 120)" },
+	{ "--device cpu|cuda[:N]", "where builtin teachers score (default FW_DEVICE, else a GPU when there is one)" },
+	{ "-j N", "records taught at once, by N threads (1 to 64, default 1)" },
+	{ "-o OUT", "write there (via a temporary file, renamed at the end)" },
+	{ "-z", "compress the output with zstd" },
+	{ "--shard K/N", "teach only the records whose id hashes to K modulo N" },
+	{ "--progress", "a progress meter on standard error even when it is not a terminal" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 enum { NCACHE = 4, NOMIT = 8 };
 
@@ -558,7 +581,7 @@ int main(int argc, char **argv)
 {
 	enum { OPT_HINTS = 256, OPT_RULES, OPT_TEACHER, OPT_TOKENIZER, OPT_CLIP, OPT_MAX_CHARS,
 	       OPT_HINT_TOKENS, OPT_HINT_PROMPT, OPT_HINT_TEMP, OPT_SEED, OPT_TIMEOUT,
-	       OPT_DEVICE, OPT_VERSION };
+	       OPT_DEVICE, OPT_VERSION, OPT_SHARD, OPT_PROGRESS };
 	static const struct option longopts[] = {
 		{ "hints", required_argument, NULL, OPT_HINTS },
 		{ "device", required_argument, NULL, OPT_DEVICE },
@@ -573,6 +596,8 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "jobs", required_argument, NULL, 'j' },
+		{ "shard", required_argument, NULL, OPT_SHARD },
+		{ "progress", no_argument, NULL, OPT_PROGRESS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -585,9 +610,12 @@ int main(int argc, char **argv)
 	int c, status = FW_EXIT_OK;
 	char err[512], *hints_arg = NULL;
 	const char *device = NULL;
+	int level = -1, progress = 0;
+	uint64_t shard_k = 0, shard_n = 0;
 
 	fw_cli_init("teach");
-	while ((c = getopt_long(argc, argv, "j:o:h", longopts, NULL)) != -1) {
+	fw_usage_init(usage_text, options);
+	while ((c = getopt_long(argc, argv, "j:o:zh", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_HINTS: {
 			char *save = NULL;
@@ -689,14 +717,24 @@ int main(int argc, char **argv)
 		case OPT_DEVICE:
 			device = optarg;
 			break;
+		case 'z':
+			level = 3;
+			break;
+		case OPT_SHARD:
+			if (fw_parse_shard(optarg, &shard_k, &shard_n) < 0)
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
+		case OPT_PROGRESS:
+			progress = 1;
+			break;
 		case 'h':
-			fputs(usage_text, stdout);
-			return FW_EXIT_OK;
+			fw_help();
+			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
 		case OPT_VERSION:
 			fw_print_version();
 			return FW_EXIT_OK;
 		default:
-			fputs(usage_text, stderr);
+			fw_usage(stderr);
 			return FW_EXIT_USAGE;
 		}
 	}
@@ -716,7 +754,7 @@ int main(int argc, char **argv)
 	C.max_chars = max_chars;
 	C.demo_chars = 5 * max_chars;
 	C.ho.max_chars = max_chars;
-	struct fw_writer *w = fw_writer_open(out, -1, err, sizeof err);
+	struct fw_writer *w = fw_writer_open(out, level, err, sizeof err);
 
 	if (!w) {
 		fw_warn("%s", err);
@@ -757,6 +795,12 @@ int main(int argc, char **argv)
 	}
 	int nfiles = argc - optind;
 	struct group G = { 0 };
+	struct fw_progress meter;
+	uint64_t nread = 0, bytes_before = 0;
+
+	fw_progress_start(&meter, progress);
+	for (int fi = 0; meter.on && fi < (nfiles ? nfiles : 1); fi++)
+		fw_progress_expect(&meter, nfiles ? argv[optind + fi] : "-");
 
 	for (int fi = 0; fi < (nfiles ? nfiles : 1); fi++) {
 		const char *path = nfiles ? argv[optind + fi] : "-";
@@ -773,6 +817,9 @@ int main(int argc, char **argv)
 
 		while (!oom && (got = fw_reader_next(r, &rec)) == 1) {
 			uint64_t key = 0;
+			if (shard_n && !fw_shard_keep(rec.v, shard_k, shard_n))
+				continue;
+			fw_progress_tick(&meter, ++nread, bytes_before + fw_reader_bytes_in(r));
 			int has = use_demo && fw_teach_group_key(rec.v, &key);
 
 			if (!use_demo) {
@@ -794,6 +841,7 @@ int main(int argc, char **argv)
 		}
 		/* the jobs name the reader's file: write them before it closes */
 		drain(&P, 1);
+		bytes_before += fw_reader_bytes_in(r);
 		fw_reader_close(r);
 		if (oom)
 			break;
@@ -804,6 +852,7 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&P.mu);
 	for (int i = 0; i < started; i++)
 		pthread_join(P.th[i], NULL);
+	fw_progress_end(&meter);
 	if (P.status)
 		status = P.status;
 	if (P.hinted) {

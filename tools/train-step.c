@@ -31,8 +31,50 @@ static const char usage_text[] =
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X] [--route]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
 	"                  [--device cpu|cuda[:N]]\n"
-	"                  [-o OUT] [-z] [--threads N] [-j N] [FILE...]\n"
+	"                  [--progress] [-o OUT] [-z] [--threads N] [-j N] [FILE...]\n"
 	"                  [-h | --help] [--version]\n";
+
+static const struct fw_opt_doc options[] = {
+	{ "--ckpt DIR", "the checkpoint to start from" },
+	{ "--out DIR", "where the new checkpoint goes" },
+	{ "--objective sft|pg|distill[:W][,...]", "the objectives and their weights (default sft)" },
+	{ "--lr X", "peak learning rate" },
+	{ "--steps N", "optimizer steps" },
+	{ "--batch-size N", "sequences per step (all of them when 0, the default)" },
+	{ "--batch-tokens N", "rows times padded length of a micro-batch at most (8192)" },
+	{ "--warmup N", "steps of linear warmup" },
+	{ "--decay-steps N", "steps over which the rate decays" },
+	{ "--min-lr F", "the floor of the cosine, times --lr (default 0.1)" },
+	{ "--schedule cosine|constant", "the shape of the learning rate" },
+	{ "--clip-grad X", "clip the gradient to norm X" },
+	{ "--weight-decay X", "AdamW weight decay" },
+	{ "--beta1 X", "AdamW beta1" },
+	{ "--beta2 X", "AdamW beta2" },
+	{ "--eps X", "AdamW epsilon" },
+	{ "--clip-low X", "pg: lower clip of the ratio" },
+	{ "--clip-high X", "pg: upper clip of the ratio" },
+	{ "--no-std", "pg: do not divide advantages by their spread" },
+	{ "--norm token|seq", "pg: average the loss over tokens or over sequences" },
+	{ "--kl-coef X", "pg: weight of the KL term to --ref" },
+	{ "--ref DIR", "the reference checkpoint of the KL term" },
+	{ "--distill-weight X", "the weight of the distill term" },
+	{ "--is-clip X", "distill: bound of the importance weight" },
+	{ "--route", "with distill: train a rollout a hint gave credit by distill" },
+	{ "--keep N", "remove all but the N newest step directories" },
+	{ "--dtype f32|bf16|f16", "the precision of the model on a GPU" },
+	{ "--seed S", "seed of the data order (default the checkpoint's)" },
+	{ "--skip-bad", "skip records that cannot be trained on, and count them" },
+	{ "--truncate", "cut a sequence longer than max_position_embeddings instead of refusing it" },
+	{ "--device cpu|cuda[:N]", "where the step runs" },
+	{ "--progress", "a progress meter of steps on standard error even when it is not a terminal" },
+	{ "-o OUT", "write the metrics records, one per step, to OUT" },
+	{ "-z", "compress the metrics with zstd" },
+	{ "--threads N", "threads of the kernels (as FW_THREADS)" },
+	{ "-j N", "the same as --threads (train-step runs no parallel workers)" },
+	{ "-h, --help", "print this help and exit" },
+	{ "--version", "print the version and exit" },
+	{ NULL, NULL },
+};
 
 static char err[1024];
 
@@ -79,7 +121,13 @@ static int parse_objective(const char *s, struct fw_train_cfg *c)
 enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
        O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
        O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_THREADS, O_VERSION };
+       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_THREADS, O_VERSION, O_PROGRESS };
+
+/* fw_run's step callback: the meter counts steps. */
+static void tick_step(void *ctx, long done)
+{
+	fw_progress_tick(ctx, (uint64_t)done, 0);
+}
 
 static int num_opt(const char *name, const char *arg, double lo, double *out)
 {
@@ -126,6 +174,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		{ "skip-bad", no_argument, NULL, O_SKIPBAD },
 		{ "truncate", no_argument, NULL, O_TRUNC },
 		{ "threads", required_argument, NULL, O_THREADS },
+		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -134,6 +183,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	struct fw_train_cfg *cfg = &ro.cfg;
 	struct fw_operands ops;
 	struct fw_run *run = NULL;
+	int progress = 0;
 	struct fw_writer *w = NULL;
 	struct fw_buf mb = { 0 };
 	const char *mout = NULL, *device = NULL;
@@ -274,6 +324,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			break;
 		case O_SKIPBAD: skip_bad = 1; break;
 		case O_TRUNC: ro.truncate = 1; break;
+		case O_PROGRESS: progress = 1; break;
 		case 'o': mout = optarg; break;
 		case 'z': level = 3; break;
 		case 'j':
@@ -283,7 +334,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			fw_kernels_set_threads((int)u);
 			break;
 		case 'h':
-			usage(stdout);
+			fw_help();
 			return FW_EXIT_OK;
 		case O_VERSION:
 			fw_print_version();
@@ -357,7 +408,18 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	if (run->gs.no_reward)
 		fw_warn("%d records without a finite 'grade.reward' are left out of pg",
 			run->gs.no_reward);
-	if (fw_run_steps(run, rank, size, err, sizeof(err))) {
+	struct fw_progress meter;
+	fw_progress_start(&meter, progress);
+	meter.on = meter.on && rank == 0;
+	fw_progress_steps(&meter, run->o->steps);
+	run->on_step = tick_step;
+	run->on_step_ctx = &meter;
+	int failed = fw_run_steps(run, rank, size, err, sizeof(err));
+	if (failed)
+		fw_progress_pause(&meter);
+	else
+		fw_progress_end(&meter);
+	if (failed) {
 		fw_warn("step %ld: %s; no checkpoint written", run->failed_step, err);
 		rc = FW_EXIT_DATA;
 		goto out;
@@ -400,6 +462,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	fw_cli_init("train-step");
+	fw_usage_init(usage_text, options);
 	if (!(dp = fw_dp_init(&argc, &argv, err, sizeof(err)))) {
 		fw_warn("%s", err);
 		return FW_EXIT_DATA;

@@ -451,7 +451,7 @@ static int load_decontam(struct state *st, int f, const char *path)
 				for (size_t j = pos; j < pos + e.at && j < n; j++)
 					line += p[j] == '\n';
 				fw_warn("%s: line %llu: %s", path, (unsigned long long)line, e.msg);
-				fw_buf_free(&mp);
+				fw_buf_release(&mp);
 				goto out;
 			}
 			for (size_t j = pos; j < pos + used; j++)
@@ -461,14 +461,14 @@ static int load_decontam(struct state *st, int f, const char *path)
 							   base | (texts + 1));
 			if (g < 0) {
 				fw_warn("out of memory");
-				fw_buf_free(&mp);
+				fw_buf_release(&mp);
 				goto out;
 			}
 			texts++;
 			shorts += g == 0;
 			grams += (uint64_t)g;
 		}
-		fw_buf_free(&mp);
+		fw_buf_release(&mp);
 	} else {
 		int64_t g = fw_decontam_add(st->dc, (const char *)p, n, base);
 		if (g < 0) {
@@ -491,7 +491,7 @@ static int load_decontam(struct state *st, int f, const char *path)
 	}
 	rc = 0;
 out:
-	fw_buf_free(&b);
+	fw_buf_release(&b);
 	return rc;
 }
 
@@ -530,6 +530,12 @@ enum {
 	OPT_INVERT = 256, OPT_DEDUP, OPT_SAMPLE, OPT_SEED, OPT_SPLIT, OPT_DECONTAM, OPT_SHARD,
 	OPT_SKIP_BAD, OPT_PROGRESS, OPT_VERSION, OPT_AFTER, OPT_BEFORE,
 };
+
+/* The record loop's call: one() with the record's place; > 0 never. */
+static int each_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+{
+	return one(e->arg, rec->v, file, rec->index, rec->offset) < 0 ? -1 : 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -619,15 +625,9 @@ int main(int argc, char **argv)
 		case 'v': st.verbose = 1; break;
 		case OPT_SKIP_BAD: st.skip_bad = 1; break;
 		case OPT_PROGRESS: st.progress = 1; break;
-		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		case OPT_VERSION:
-			fw_print_version();
-			return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		default:
-			fw_usage(stderr);
-			return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case OPT_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	for (int i = 0; i < st.nex; i++) {
@@ -689,48 +689,13 @@ int main(int argc, char **argv)
 		return FW_EXIT_DATA;
 	}
 
-	struct fw_operands ops;
-	const char *file;
-	struct fw_progress prog;
-	uint64_t bytes_before = 0, skipped = 0;
-	int stop = 0;
-	fw_progress_start(&prog, st.progress);
-	fw_operands_init(&ops, argc, argv, optind);
-	while (!stop && (file = fw_operands_next(&ops))) {
-		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
-		if (!r) {
-			fw_warn("%s", err);
-			status = FW_EXIT_DATA;
-			continue;
-		}
-		struct fw_rec rec;
-		int rc;
-		while ((rc = fw_reader_next(r, &rec)) != 0) {
-			if (rc < 0) {
-				if (fw_reader_recoverable(r) && st.skip_bad) {
-					skipped++;
-					continue;
-				}
-				fw_warn_reader(r);
-				status = FW_EXIT_DATA;
-				break;
-			}
-			if (st.shard_n && !fw_shard_keep(rec.v, st.shard_k, st.shard_n))
-				continue;
-			fw_progress_tick(&prog, st.nin + 1, bytes_before + fw_reader_bytes_in(r));
-			if (one(&st, rec.v, fw_reader_name(r), rec.index, rec.offset) < 0) {
-				status = FW_EXIT_DATA;
-				stop = 1;
-				break;
-			}
-		}
-		bytes_before += fw_reader_bytes_in(r);
-		fw_reader_close(r);
-	}
-	fw_progress_end(&prog);
-	if (skipped)
-		fw_warn("skipped %llu bad record%s", (unsigned long long)skipped,
-			skipped == 1 ? "" : "s");
+	struct fw_each e = {
+		.skip_bad = st.skip_bad, .progress = st.progress,
+		.shard_k = st.shard_k, .shard_n = st.shard_n, .arg = &st,
+	};
+	if (fw_each_record(&e, argc, argv, optind, each_one) != FW_EXIT_OK)
+		status = FW_EXIT_DATA;
+	int stop = e.stopped;
 	if (st.sample == 1 && !stop) {
 		qsort(st.heap, st.heap_n, sizeof *st.heap, by_order);
 		for (uint64_t i = 0; i < st.heap_n; i++) {
@@ -784,7 +749,7 @@ done:
 	fw_path_free(st.dedup_path);
 	free(st.seen.k);
 	fw_decontam_free(st.dc);
-	fw_buf_free(&st.msg);
+	fw_buf_release(&st.msg);
 	if (fw_close_stdout() < 0 && !status)
 		status = FW_EXIT_DATA;
 	return status;

@@ -82,7 +82,7 @@ int fw_strlist_add(struct fw_strlist *l, const char *s)
 	return 0;
 }
 
-void fw_strlist_free(struct fw_strlist *l)
+void fw_strlist_release(struct fw_strlist *l)
 {
 	if (!l)
 		return;

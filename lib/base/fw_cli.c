@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,12 +76,32 @@ void fw_help(void)
 	fw_usage(stdout);
 	if (!usage_opts || !usage_opts[0].opt)
 		return;
+	/* the column fits the options up to 24 wide; a longer one pushes
+	 * its own text right rather than every other option's */
 	for (const struct fw_opt_doc *o = usage_opts; o->opt; o++)
-		if ((int)strlen(o->opt) > w)
+		if ((int)strlen(o->opt) > w && strlen(o->opt) <= 24)
 			w = (int)strlen(o->opt);
 	fputs("\noptions:\n", stdout);
 	for (const struct fw_opt_doc *o = usage_opts; o->opt; o++)
 		printf("  %-*s  %s\n", w, o->opt, o->doc);
+}
+
+int fw_help_exit(void)
+{
+	fw_help();
+	return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
+}
+
+int fw_version_exit(void)
+{
+	fw_print_version();
+	return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
+}
+
+int fw_usage_exit(void)
+{
+	fw_usage(stderr);
+	return FW_EXIT_USAGE;
 }
 
 int fw_usage_fail(const char *fmt, const char *arg)
@@ -113,6 +134,68 @@ void fw_warn_reader(const struct fw_reader *r)
 {
 	fw_warn_rec(fw_reader_name(r), fw_reader_index(r), fw_reader_offset(r), "%s",
 		    fw_reader_error(r));
+}
+
+int fw_each_record(struct fw_each *e, int argc, char **argv, int first,
+		   int (*fn)(struct fw_each *e, const struct fw_rec *rec, const char *file))
+{
+	struct fw_operands ops;
+	struct fw_progress meter;
+	uint64_t bytes_before = 0;
+	int status = FW_EXIT_OK;
+
+	e->records = e->skipped = 0;
+	e->stopped = 0;
+	e->meter = &meter;
+	fw_progress_start(&meter, e->progress);
+	fw_operands_init(&ops, argc, argv, first);
+	for (const char *file; meter.on && (file = fw_operands_next(&ops));)
+		fw_progress_expect(&meter, file);
+	fw_operands_init(&ops, argc, argv, first);
+	for (const char *file; !e->stopped && (file = fw_operands_next(&ops));) {
+		char err[512];
+		struct fw_reader *r = fw_reader_open(file, e->ropts, err, sizeof err);
+		if (!r) {
+			fw_progress_pause(&meter);
+			fw_warn("%s", err);
+			status = FW_EXIT_DATA;
+			continue;
+		}
+		struct fw_rec rec;
+		int rc;
+		while ((rc = fw_reader_next(r, &rec)) != 0) {
+			if (rc < 0) {
+				if (fw_reader_recoverable(r) && e->skip_bad) {
+					e->skipped++;
+					continue;
+				}
+				fw_progress_pause(&meter);
+				fw_warn_reader(r);
+				status = FW_EXIT_DATA;
+				break;
+			}
+			if (e->shard_n && !fw_shard_keep(rec.v, e->shard_k, e->shard_n))
+				continue;
+			e->records++;
+			fw_progress_tick(&meter, e->records, bytes_before + fw_reader_bytes_in(r));
+			int f = fn(e, &rec, fw_reader_name(r));
+			if (f) {
+				e->stopped = 1;
+				if (f < 0)
+					status = FW_EXIT_DATA;
+				break;
+			}
+		}
+		bytes_before += fw_reader_bytes_in(r);
+		fw_reader_close(r);
+	}
+	fw_progress_tick(&meter, e->records, bytes_before);
+	fw_progress_end(&meter);
+	e->meter = NULL;
+	if (e->skipped)
+		fw_warn("skipped %llu bad record%s", (unsigned long long)e->skipped,
+			e->skipped == 1 ? "" : "s");
+	return status;
 }
 
 void fw_print_version(void)
@@ -194,8 +277,19 @@ double fw_now(void)
 void fw_progress_start(struct fw_progress *p, int force)
 {
 	memset(p, 0, sizeof *p);
-	p->on = force || isatty(2);
+	p->tty = isatty(2);
+	p->on = force || p->tty;
 	p->t0 = p->last = fw_now();
+}
+
+void fw_progress_expect(struct fw_progress *p, const char *path)
+{
+	struct stat st;
+	int rc = strcmp(path, "-") ? stat(path, &st) : fstat(0, &st);
+	if (rc == 0 && S_ISREG(st.st_mode))
+		p->total += (uint64_t)st.st_size;
+	else
+		p->unknown = 1;
 }
 
 static void human(char *out, size_t n, double v, const char *unit)
@@ -209,6 +303,38 @@ static void human(char *out, size_t n, double v, const char *unit)
 	snprintf(out, n, "%.*f%s%s", i ? 1 : 0, v, pre[i], unit);
 }
 
+void fw_progress_steps(struct fw_progress *p, uint64_t n)
+{
+	p->steps = n;
+}
+
+static void draw(struct fw_progress *p, double t, int last)
+{
+	char r[48], b[32], rate[32], tail[64] = "";
+	double el = t - p->t0 > 1e-9 ? t - p->t0 : 1e-9;
+	human(r, sizeof r, (double)p->records, "");
+	human(b, sizeof b, (double)p->bytes, "B");
+	human(rate, sizeof rate, (double)p->records / el, "/s");
+	if (p->steps) /* "30/100 steps": no bytes are read while stepping */
+		snprintf(r + strlen(r), sizeof r - strlen(r), "/%llu", (unsigned long long)p->steps);
+	uint64_t done = p->steps ? p->records : p->bytes;
+	uint64_t total = p->steps ? p->steps : p->unknown ? 0 : p->total;
+	if (total) {
+		double f = done >= total ? 1 : (double)done / (double)total;
+		if (last || f <= 0)
+			snprintf(tail, sizeof tail, ", %.0f%%", f * 100);
+		else
+			snprintf(tail, sizeof tail, ", %.0f%%, ETA %.0fs", f * 100, el * (1 - f) / f);
+	}
+	char what[64] = "steps";
+	if (!p->steps)
+		snprintf(what, sizeof what, "records, %s", b);
+	if (p->tty)
+		fprintf(stderr, "\r%s: %s %s, %s, %.1fs%s\033[K", fw_prog, r, what, rate, el, tail);
+	else
+		fprintf(stderr, "%s: %s %s, %s, %.1fs%s\n", fw_prog, r, what, rate, el, tail);
+}
+
 void fw_progress_tick(struct fw_progress *p, uint64_t records, uint64_t bytes)
 {
 	p->records = records;
@@ -216,21 +342,27 @@ void fw_progress_tick(struct fw_progress *p, uint64_t records, uint64_t bytes)
 	if (!p->on)
 		return;
 	double t = fw_now();
-	if (t - p->last < 0.1)
+	if (t - p->last < (p->tty ? 0.1 : 1.0))
 		return;
 	p->last = t;
-	char r[32], b[32], rate[32];
-	double el = t - p->t0 > 1e-9 ? t - p->t0 : 1e-9;
-	human(r, sizeof r, (double)records, "");
-	human(b, sizeof b, (double)bytes, "B");
-	human(rate, sizeof rate, (double)records / el, "/s");
-	fprintf(stderr, "\r%s: %s records, %s, %s, %.1fs\033[K", fw_prog, r, b, rate, el);
+	draw(p, t, 0);
+}
+
+void fw_progress_pause(struct fw_progress *p)
+{
+	if (p->on && p->tty)
+		fprintf(stderr, "\r\033[K");
 }
 
 void fw_progress_end(struct fw_progress *p)
 {
-	if (p->on)
+	if (!p->on)
+		return;
+	if (p->tty)
 		fprintf(stderr, "\r\033[K");
+	else
+		draw(p, fw_now(), 1);
+	p->on = 0;
 }
 
 int fw_close_stdout(void)

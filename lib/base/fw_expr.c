@@ -163,7 +163,7 @@ static void node_free(struct node *n)
 		pcre2_match_data_free(n->md);
 	if (n->re)
 		pcre2_code_free(n->re);
-	fw_buf_free(&n->scratch);
+	fw_buf_release(&n->scratch);
 	free(n);
 }
 
@@ -469,7 +469,7 @@ static struct node *string_lit(struct parser *p)
 			uint32_t cp, lo;
 			if (hexval(s + i + 2, &cp) < 0) {
 				fail(p, i, "bad \\u escape");
-				fw_buf_free(&b);
+				fw_buf_release(&b);
 				return NULL;
 			}
 			i += 6;
@@ -479,7 +479,7 @@ static struct node *string_lit(struct parser *p)
 				i += 6;
 			} else if (cp >= 0xd800 && cp < 0xe000) {
 				fail(p, i - 6, "lone surrogate in \\u escape");
-				fw_buf_free(&b);
+				fw_buf_release(&b);
 				return NULL;
 			}
 			if (put_utf8(&b, cp) < 0)
@@ -497,12 +497,12 @@ static struct node *string_lit(struct parser *p)
 	}
 	struct node *n = mk(p, N_LIT, NULL, NULL);
 	if (!n) {
-		fw_buf_free(&b);
+		fw_buf_release(&b);
 		return NULL;
 	}
 	/* The node owns the bytes; keep a NUL after them for PCRE2 messages. */
 	if (fw_buf_append(&b, "", 1) < 0) {
-		fw_buf_free(&b);
+		fw_buf_release(&b);
 		node_free(n);
 		goto oom;
 	}
@@ -512,7 +512,7 @@ static struct node *string_lit(struct parser *p)
 	n->lit.n = b.n - 1;
 	return n;
 oom:
-	fw_buf_free(&b);
+	fw_buf_release(&b);
 	fail(p, p->pos, "out of memory");
 	return NULL;
 }

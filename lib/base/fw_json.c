@@ -469,6 +469,14 @@ static int parse_string(struct dec *d)
 	return 0;
 }
 
+/* The end of the run of decimal digits from i. */
+static size_t digits(const struct dec *d, size_t i)
+{
+	while (i < d->n && d->s[i] >= '0' && d->s[i] <= '9')
+		i++;
+	return i;
+}
+
 static int parse_number(struct dec *d)
 {
 	size_t st = d->i, i = d->i;
@@ -478,8 +486,7 @@ static int parse_number(struct dec *d)
 		i++;
 	}
 	size_t ds = i;
-	while (i < d->n && d->s[i] >= '0' && d->s[i] <= '9')
-		i++;
+	i = digits(d, i);
 	if (i == ds) {
 		if (i == d->n)
 			return cut(d);
@@ -490,8 +497,7 @@ static int parse_number(struct dec *d)
 	if (i < d->n && d->s[i] == '.') {
 		isfloat = 1;
 		size_t f = ++i;
-		while (i < d->n && d->s[i] >= '0' && d->s[i] <= '9')
-			i++;
+		i = digits(d, i);
 		if (i == f) {
 			if (i == d->n)
 				return cut(d);
@@ -504,8 +510,7 @@ static int parse_number(struct dec *d)
 		if (i < d->n && (d->s[i] == '+' || d->s[i] == '-'))
 			i++;
 		size_t f = i;
-		while (i < d->n && d->s[i] >= '0' && d->s[i] <= '9')
-			i++;
+		i = digits(d, i);
 		if (i == f) {
 			if (i == d->n)
 				return cut(d);
@@ -585,7 +590,7 @@ static int special(struct dec *d, size_t at, size_t pos)
 		if (fw_base64_decode(&raw, s, n) == 0) {
 			ok = msgpack_pack_bin_with_body(&pk, raw.p, raw.n) == 0;
 		}
-		fw_buf_free(&raw);
+		fw_buf_release(&raw);
 	} else if (fw_mp_str_eq(k, "$ext", 4) && fw_mp_type(v) == FW_MP_ARRAY) {
 		struct fw_mp_iter ai;
 		struct fw_mpv t, b;
@@ -596,7 +601,7 @@ static int special(struct dec *d, size_t at, size_t pos)
 			struct fw_buf raw = {0};
 			if (fw_base64_decode(&raw, s, n) == 0)
 				ok = msgpack_pack_ext_with_body(&pk, raw.p, raw.n, (int8_t)et) == 0;
-			fw_buf_free(&raw);
+			fw_buf_release(&raw);
 		}
 	} else if (fw_mp_str_eq(k, "$float", 6) && fw_mp_str(v, &s, &n) == 0) {
 		double x = n == 3 && !memcmp(s, "nan", 3) ? NAN
@@ -619,12 +624,12 @@ static int special(struct dec *d, size_t at, size_t pos)
 		}
 	}
 	if (!ok) {
-		fw_buf_free(&tmp);
+		fw_buf_release(&tmp);
 		DFAIL(d, pos, "malformed %.*s form", (int)(k.n - 1), (const char *)k.p + 1);
 	}
 	d->out->n = at;
 	int rc = fw_buf_append(d->out, tmp.p, tmp.n);
-	fw_buf_free(&tmp);
+	fw_buf_release(&tmp);
 	return rc < 0 ? oom(d) : 0;
 }
 
@@ -899,6 +904,6 @@ void fw_json_reader_close(struct fw_json_reader *r)
 		close(r->fd);
 	free(r->name);
 	free(r->buf);
-	fw_buf_free(&r->out);
+	fw_buf_release(&r->out);
 	free(r);
 }

@@ -70,10 +70,11 @@ int fw_buf_printf(struct fw_buf *b, const char *fmt, ...)
 
 void fw_buf_reset(struct fw_buf *b)
 {
+	assert(b);
 	b->n = 0;
 }
 
-void fw_buf_free(struct fw_buf *b)
+void fw_buf_release(struct fw_buf *b)
 {
 	if (!b)
 		return;
@@ -640,10 +641,10 @@ ident:;
 			PATH_ERR(i, "unexpected '%c'", s[i]);
 		}
 	}
-	fw_buf_free(&key);
+	fw_buf_release(&key);
 	return p;
 fail:
-	fw_buf_free(&key);
+	fw_buf_release(&key);
 	fw_path_free(p);
 	return NULL;
 }

@@ -80,7 +80,7 @@ struct fw_feedback *fw_feedback_new(void)
 	return fb;
 }
 
-static void ev_clear(struct ev *e)
+static void ev_release(struct ev *e)
 {
 	free(e->trace);
 	free(e->user);
@@ -94,7 +94,7 @@ void fw_feedback_free(struct fw_feedback *fb)
 	if (!fb)
 		return;
 	for (size_t i = 0; i < fb->n; i++)
-		ev_clear(&fb->ev[i]);
+		ev_release(&fb->ev[i]);
 	free(fb->ev);
 	json_decref(fb->by_trace);
 	free(fb);
@@ -637,7 +637,7 @@ static int row_event(struct fw_feedback *fb, struct load *L, struct row *r, cons
 	e.file = strdup(path);
 	e.raw = json_incref(r->f[F_RATING]);
 	if (!e.trace || !e.user || !e.comment || !e.file || add_event(fb, &e)) {
-		ev_clear(&e);
+		ev_release(&e);
 		return -1;
 	}
 	return 0;

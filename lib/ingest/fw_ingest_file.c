@@ -405,7 +405,7 @@ static int do_flywheel(struct in *in, const char *path, const char *mem, size_t 
 		}
 		give(in, traj, (long)rec.index + 1);
 	}
-	fw_buf_free(&js);
+	fw_buf_release(&js);
 	fw_reader_close(r);
 	return 0;
 }

@@ -208,6 +208,8 @@ int fw_run_steps(struct fw_run *r, int rank, int size, char *err, size_t errlen)
 		}
 		r->state.data_pos = (long)((r->state.data_pos + bsz) % b->nseq);
 		r->state.tokens_seen += r->sts[s].tokens;
+		if (r->on_step)
+			r->on_step(r->on_step_ctx, (long)s + 1);
 	}
 	r->nsteps = (long)steps;
 	return 0;

@@ -12,6 +12,14 @@
 
 #include "test.h"
 #include "fw_base.h"
+#include "fw_cli.h"
+#include "fw_decontam.h"
+#include "fw_expr.h"
+#include "fw_fbcat.h"
+#include "fw_ingest.h"
+#include "fw_json.h"
+#include "fw_redact.h"
+#include "fw_stream.h"
 #include "fw_judge.h"
 #include "fw_mp.h"
 #include "fw_mutate.h"
@@ -56,10 +64,11 @@ TEST(strlist_copies_and_frees_null_safely)
 		CHECK_EQ_INT(fw_strlist_add(&l, "more"), 0);
 	CHECK(l.n == 41);
 	CHECK_STR(l.v[0], "one");
-	fw_strlist_free(&l);
+	fw_strlist_release(&l);
 	CHECK(l.n == 0 && l.v == NULL);
-	fw_strlist_free(&l);
-	fw_strlist_free(NULL);
+	fw_strlist_release(&l);
+	fw_strlist_release(NULL);
+	fw_strlist_free(NULL); /* the older name */
 	/* the other frees and clears of the library take NULL too */
 	fw_symbols_free(NULL);
 	fw_report_clear(NULL);
@@ -67,6 +76,26 @@ TEST(strlist_copies_and_frees_null_safely)
 	fw_mix_clear(NULL);
 	fw_intern_release(NULL);
 	fw_buf_free(NULL);
+	fw_buf_release(NULL);
+	/* and those of the base layer and the ingest area */
+	fw_pool_free(NULL);
+	fw_expr_free(NULL);
+	fw_path_free(NULL);
+	fw_json_reader_close(NULL);
+	fw_reader_close(NULL);
+	CHECK_EQ_INT(fw_writer_close(NULL, NULL, 0), 0);
+	fw_decontam_free(NULL);
+	fw_fbcat_free(NULL);
+	fw_feedback_free(NULL);
+	fw_redact_free(NULL);
+	/* a released buffer is empty and takes appends again */
+	struct fw_buf b = { 0 };
+	CHECK_EQ_INT(fw_buf_puts(&b, "abc"), 0);
+	fw_buf_release(&b);
+	CHECK(b.p == NULL && b.n == 0 && b.cap == 0);
+	CHECK_EQ_INT(fw_buf_puts(&b, "de"), 0);
+	CHECK(b.n == 2 && !memcmp(b.p, "de", 2));
+	fw_buf_release(&b);
 }
 
 TEST(interner_gives_dense_indices_in_first_seen_order)
