@@ -12,9 +12,16 @@
 # iteration's seed 1000 * SEED + N draws its tasks, its samples and its
 # batches, the same in both arms), each followed by the held-out eval
 # (eval.sh, sampling seed 1, as the demo's table).  Iteration 0 is the
-# bootstrap's eval.
+# bootstrap's eval.  The loop goes iteration by iteration over every seed
+# and arm.
 #
-# Environment: ABLATE_SEEDS (training seeds, "1 2 3"); DEMO_ITERS (5),
+# ABLATE_ARMS adds a third arm, route: teach's credit as in the teach arm,
+# with train-step --route (a failed rollout that has credit is trained by
+# the distill term alone, the successes by pg: SRPO's routing, the guard
+# against collapse it proposes).
+#
+# Environment: ABLATE_SEEDS (training seeds, "1 2 3"); ABLATE_ARMS (the
+# arms, "teach reward"; "teach reward route" adds the third); DEMO_ITERS (5),
 # DEMO_TASKS (80), DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (1), DEMO_LR (1e-4),
 # DEMO_STEPS (8), DEMO_DISTILL (0.1), DEMO_MODEL, DEMO_DRILLS_MAX,
 # DEMO_SFT_STEPS: as in demo.sh.
@@ -22,12 +29,14 @@
 # Outputs in OUTDIR: ablate.json
 #   {"seeds": [..], "iterations": N,
 #    "arms": {"teach": {"eval": [[per iteration] per seed]}, "reward": {...}},
+#    (and "route": {...} when it ran)
 #    "spread": X, "teach_ahead": true|false, "iters_to_match": K}
 # (spread: the pooled seed-to-seed standard deviation of the final pass
 # rate, sqrt of the mean of the two arms' sample variances; teach_ahead:
 # the teach arm's mean final pass rate beats the reward arm's by more than
 # spread; iters_to_match: the first iteration at which the teach arm's mean
-# reaches the reward arm's final mean, or null), stats.json (per arm, seed
+# reaches the reward arm's final mean, or null; all three from the teach
+# and reward arms), stats.json (per arm, seed
 # and iteration: iter-stats.sh's line, the eval pass rate), table.txt (what
 # is printed), ablate.png (both curves, mean and seed-to-seed range;
 # gnuplot), ablate.log.
@@ -38,6 +47,7 @@ FW_BIN=${FW_BIN:-$here/bin}
 PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 seeds=${ABLATE_SEEDS:-1 2 3}
+arms=${ABLATE_ARMS:-teach reward}
 iters=${DEMO_ITERS:-5}
 ntasks=${DEMO_TASKS:-80}
 k=${DEMO_SAMPLES:-4}
@@ -46,6 +56,11 @@ lr=${DEMO_LR:-1e-4}
 steps=${DEMO_STEPS:-8}
 distill=${DEMO_DISTILL:-0.1}
 [ "$iters" -ge 1 ] 2> /dev/null || { echo "ablate: DEMO_ITERS must be 1 or more" >&2; exit 2; }
+case " $arms " in *" teach "*) ;; *) echo "ablate: ABLATE_ARMS must hold teach" >&2; exit 2 ;; esac
+case " $arms " in *" reward "*) ;; *) echo "ablate: ABLATE_ARMS must hold reward" >&2; exit 2 ;; esac
+for a in $arms; do
+  case $a in teach|reward|route) ;; *) echo "ablate: ABLATE_ARMS: teach, reward or route, not '$a'" >&2; exit 2 ;; esac
+done
 for s in $seeds; do
   [ "$s" -ge 1 ] 2> /dev/null || { echo "ablate: ABLATE_SEEDS: want positive integers, not '$s'" >&2; exit 2; }
 done
@@ -70,39 +85,49 @@ boot=$(cat "$out/base/boot/ckpt")
 b0=$(jq .pass "$out/base/boot/eval-s1/pass.json")
 
 : > "$out/stats.jsonl"
-for s in $seeds; do
-  for arm in teach reward; do
-    if [ $arm = teach ]; then args="--objective pg,distill:$distill"; else args=--no-teach; fi
-    ck=$boot
-    for i in $(seq 1 "$iters"); do
+# iteration by iteration over every seed and arm, so that a run stopped
+# early has whole iterations of every arm, rerun with DEMO_ITERS at that
+# many to make the outputs of what ran
+for i in $(seq 1 "$iters"); do
+  for s in $seeds; do
+    for arm in $arms; do
+      case $arm in
+        teach) args="--objective pg,distill:$distill" ;;
+        route) args="--objective pg,distill:$distill --route" ;;
+        *) args=--no-teach ;;
+      esac
+      if [ "$i" = 1 ]; then ck=$boot; else ck=$(cat "$out/$arm-s$s/iter-$(( i - 1 ))/ckpt"); fi
       d=$out/$arm-s$s/iter-$i
-      "$here/pipelines/inner-loop.sh" -c "$ck" -t "$tasks" -s "$store" -o "$d" \
-        --seed $(( 1000 * s + i )) --samples "$k" --tasks "$ntasks" --lr "$lr" --steps "$steps" \
-        --context 80 $args >> "$log" 2>&1 \
-        || { echo "ablate: $arm, seed $s, iteration $i failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
-      ck=$(cat "$d/ckpt")
-      "$here/pipelines/eval.sh" -c "$ck" -t "$tasks" -s "$store" -o "$d/eval" --samples "$ek" \
-        --context 80 --seed 1 >> "$log" 2>&1 \
-        || { echo "ablate: eval of $arm, seed $s, iteration $i failed (see $log)" >&2; exit 1; }
+      if ! { [ -s "$d/ckpt" ] && [ -s "$d/eval/pass.json" ]; }; then
+        "$here/pipelines/inner-loop.sh" -c "$ck" -t "$tasks" -s "$store" -o "$d" \
+          --seed $(( 1000 * s + i )) --samples "$k" --tasks "$ntasks" --lr "$lr" --steps "$steps" \
+          --context 80 $args >> "$log" 2>&1 \
+          || { echo "ablate: $arm, seed $s, iteration $i failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
+        "$here/pipelines/eval.sh" -c "$(cat "$d/ckpt")" -t "$tasks" -s "$store" -o "$d/eval" \
+          --samples "$ek" --context 80 --seed 1 >> "$log" 2>&1 \
+          || { echo "ablate: eval of $arm, seed $s, iteration $i failed (see $log)" >&2; exit 1; }
+      fi
       "$here/pipelines/iter-stats.sh" "$d" | jq -c --arg arm $arm --argjson s "$s" --argjson i "$i" \
         --slurpfile e "$d/eval/pass.json" '{arm: $arm, seed: $s, iter: $i, eval: $e[0].pass} + .' \
         >> "$out/stats.jsonl"
     done
-    say "$arm, seed $s: eval $(jq -rs --arg arm $arm --argjson s "$s" \
-      '[.[] | select(.arm == $arm and .seed == $s) | .eval * 1000 | round / 1000] | map(tostring) | join(" ")' \
-      "$out/stats.jsonl")"
   done
+  say "iteration $i: $(jq -rs --argjson i "$i" \
+    '[.[] | select(.iter == $i) | "\(.arm) s\(.seed) \(.eval * 1000 | round / 1000)"] | join(", ")' \
+    "$out/stats.jsonl")"
 done
 
 # ablate.json in the issue's schema, from the stats
-jq -s --argjson b0 "$b0" --argjson n "$iters" --argjson seeds "[$(echo $seeds | tr ' ' ',')]" '
+jq -s --argjson b0 "$b0" --argjson n "$iters" --argjson seeds "[$(echo $seeds | tr ' ' ',')]" \
+  --argjson route "$(case " $arms " in *" route "*) echo true ;; *) echo false ;; esac)" '
   def curve($arm; $s): [$b0] + [.[] | select(.arm == $arm and .seed == $s) | .eval];
   def mean: add / length;
   def var: mean as $m | if length > 1 then (map((. - $m) * (. - $m)) | add) / (length - 1) else 0 end;
   . as $all
   | {seeds: $seeds, iterations: $n,
-     arms: {teach: {eval: [$seeds[] as $s | $all | curve("teach"; $s)]},
-            reward: {eval: [$seeds[] as $s | $all | curve("reward"; $s)]}}}
+     arms: ({teach: {eval: [$seeds[] as $s | $all | curve("teach"; $s)]},
+             reward: {eval: [$seeds[] as $s | $all | curve("reward"; $s)]}}
+            + (if $route then {route: {eval: [$seeds[] as $s | $all | curve("route"; $s)]}} else {} end))}
   | ([.arms.teach.eval[][-1]] ) as $ft | ([.arms.reward.eval[][-1]]) as $fr
   | .spread = ((($ft | var) + ($fr | var)) / 2 | sqrt)
   | .teach_ahead = (($ft | mean) - ($fr | mean) > .spread)
@@ -115,35 +140,36 @@ jq -s . "$out/stats.jsonl" > "$out/stats.json"
 
 # the table: per iteration, each arm's mean and seed-to-seed standard
 # deviation of the eval pass rate, the rollouts each used (the same tasks
-# and samples), teach's credit and both arms' entropy
+# and samples), teach's credit (in the arms that have it) and each arm's
+# entropy
 jq -r -s --slurpfile a "$out/ablate.json" '
-  def mean: add / length;
+  def mean: if length > 0 then add / length else null end;
   def sd: mean as $m | if length > 1 then ((map((. - $m) * (. - $m)) | add) / (length - 1) | sqrt) else 0 end;
   def r3: if . == null then "-" else (. * 1000 | round / 1000 | tostring) end;
-  . as $all | $a[0] as $A
-  | (["iter", "teach eval (sd)", "reward eval (sd)", "rollouts teach/reward", "credited",
-      "adv differ/rest", "entropy teach/reward"] | @tsv),
+  def wm(f; n): ([.[] | select(n > 0) | f * n] | add) as $s | ([.[] | n] | add // 0) as $w
+    | if $w > 0 then $s / $w else null end;
+  . as $all | $a[0] as $A | ($A.arms | keys_unsorted) as $arms
+  | [$arms[] | select(. != "reward")] as $taught
+  | (["iter"] + [$arms[] | "\(.) eval (sd)"] + ["rollouts per arm"]
+     + [$taught[] | "\(.): credited", "\(.): adv differ/rest"] + ["entropy " + ($arms | join("/"))] | @tsv),
     (range(0; $A.iterations + 1) as $i
-     | ($A.arms.teach.eval | map(.[$i])) as $t | ($A.arms.reward.eval | map(.[$i])) as $r
      | [$all[] | select(.iter == $i)] as $row
-     | [$row[] | select(.arm == "teach")] as $rt | [$row[] | select(.arm == "reward")] as $rr
-     | ([$rt[].failing] | add // 0) as $f | ([$rt[].credited] | add // 0) as $c
-     | ([$rt[] | select(.n_differ > 0) | .differ * .n_differ] | add) as $sd
-     | ([$rt[].n_differ] | add // 0) as $nd
-     | ([$rt[] | select(.n_rest > 0) | .rest * .n_rest] | add) as $sr
-     | ([$rt[].n_rest] | add // 0) as $nr
-     | [$i, "\($t | mean | r3) (\($t | sd | r3))", "\($r | mean | r3) (\($r | sd | r3))"]
-       + (if $i == 0 then ["-", "-", "-", "-"]
-          else ["\([$rt[].rollouts] | add)/\([$rr[].rollouts] | add)", "\($c)/\($f)",
-                "\(if $nd > 0 then $sd / $nd else null end | r3)/\(if $nr > 0 then $sr / $nr else null end | r3)",
-                "\([$rt[].entropy] | mean | r3)/\([$rr[].entropy] | mean | r3)"] end)
+     | def of($arm): [$row[] | select(.arm == $arm)];
+     [$i] + [$arms[] as $arm | ($A.arms[$arm].eval | map(.[$i])) | "\(mean | r3) (\(sd | r3))"]
+     + (if $i == 0 then ["-"] + [$taught[] | "-", "-"] + ["-"]
+        else [[$arms[] as $arm | of($arm) | [.[].rollouts] | add] | unique | map(tostring) | join("/")]
+             + [$taught[] as $arm | of($arm)
+                | "\([.[].credited] | add // 0)/\([.[].failing] | add // 0)",
+                  "\(wm(.differ; .n_differ) | r3)/\(wm(.rest; .n_rest) | r3)"]
+             + [[$arms[] as $arm | of($arm) | [.[].entropy | select(. != null)] | mean | r3] | join("/")] end)
      | @tsv)' "$out/stats.jsonl" | column -t -s "$(printf '\t')" > "$out/table.txt"
 jq -r '
   def mean: add / length;
   def r3: if . == null then "-" else (. * 1000 | round / 1000 | tostring) end;
-  "(rollouts summed over the seeds; adv: teach'"'"'s mean credit on the tokens that differ from a correct solution and on the rest)",
-  "spread (pooled seed-to-seed sd of the final pass rate): \(.spread | r3)",
-  "final: teach \([.arms.teach.eval[][-1]] | mean | r3), reward \([.arms.reward.eval[][-1]] | mean | r3): "
+  "(rollouts summed over the seeds, one figure when every arm used as many; credited: failing rollouts with per-token credit of those hinted; adv: the mean credit on the tokens that differ from a correct solution and on the rest)",
+  "spread (pooled seed-to-seed sd of the final pass rate): \(.spread | r3), of the teach and reward arms",
+  "final: teach \([.arms.teach.eval[][-1]] | mean | r3), reward \([.arms.reward.eval[][-1]] | mean | r3)"
+    + (if .arms.route then ", route \([.arms.route.eval[][-1]] | mean | r3)" else "" end) + ": "
     + (if .teach_ahead then "teach ahead by more than the spread" else "teach NOT ahead by more than the spread" end),
   "iterations for teach to reach the reward arm'"'"'s final mean: \(.iters_to_match // "never")"' \
   "$out/ablate.json" >> "$out/table.txt"
@@ -151,8 +177,13 @@ cat "$out/table.txt"
 
 # the plot: mean of each arm, and its range over the seeds
 jq -r '. as $A | range(0; .iterations + 1) as $i
-  | [$i] + ([.arms.teach, .arms.reward] | map(.eval | map(.[$i]) | (add / length), min, max)) | @tsv' \
+  | [$i] + ([.arms.teach, .arms.reward, (.arms.route // .arms.teach)]
+            | map(.eval | map(.[$i]) | (add / length), min, max)) | @tsv' \
   "$out/ablate.json" > "$out/curves.tsv"
+case " $arms " in
+  *" route "*) route_plot=", '' using 1:9:10 with filledcurves lc rgb '#2ca02c' title 'teach, routed: seed range', '' using 1:8 with linespoints lw 2 lc rgb '#2ca02c' title 'teach, routed: mean'" ;;
+  *) route_plot= ;;
+esac
 if command -v gnuplot > /dev/null 2>&1; then
   gnuplot >> "$log" 2>&1 <<GP || echo "ablate: plotting failed (see $log)" >&2
 set terminal png size 720,420
@@ -166,7 +197,7 @@ set style fill transparent solid 0.2 noborder
 plot '$out/curves.tsv' using 1:3:4 with filledcurves lc rgb '#1f77b4' title 'with teach: seed range', \
      '' using 1:2 with linespoints lw 2 lc rgb '#1f77b4' title 'with teach: mean', \
      '' using 1:6:7 with filledcurves lc rgb '#d62728' title 'reward only: seed range', \
-     '' using 1:5 with linespoints lw 2 lc rgb '#d62728' title 'reward only: mean'
+     '' using 1:5 with linespoints lw 2 lc rgb '#d62728' title 'reward only: mean'$route_plot
 GP
   [ -s "$out/ablate.png" ] && echo "plot: $out/ablate.png"
 fi

@@ -25,6 +25,8 @@
 #                    default), the ones whose turn it is by --seed
 #   --lr X (1e-4)  --steps N (4)  --objective O (pg,distill; pg with
 #   --no-teach)  --hints H (env,demo)  -j N (2)
+#   --route          train-step --route: a failed rollout with teach's credit
+#                    is trained by the distill term alone, the others by pg
 #   --private FILE   more private tasks (records, or JSON Lines such as
 #                    samples/evals/private-eval.jsonl)
 # The private split never reaches train-step: before the training step,
@@ -39,7 +41,7 @@ PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 context= ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 ntasks=0 lr=1e-4 steps=4
-objective= hints=env,demo jobs=2 teach=1 private=
+objective= hints=env,demo jobs=2 teach=1 private= route=
 while [ $# -gt 0 ]; do
   case $1 in
     -c) ckpt=$2; shift ;;
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
     --objective) objective=$2; shift ;;
     --hints) hints=$2; shift ;;
     --no-teach) teach=0 ;;
+    --route) route=--route ;;
     --private) private=$2; shift ;;
     -j) jobs=$2; shift ;;
     -h|--help) usage ;;
@@ -118,7 +121,7 @@ if [ ! -e "$out/ckpt" ]; then
   rm -rf "$out/run"
   keep "$out/metrics.msgpack" train-step train-step --ckpt "$ckpt" --out "$out/run" \
     --objective "$objective" --steps "$steps" --batch-size "$bs" --lr "$lr" --warmup 0 \
-    --schedule constant --no-std --seed "$seed" "$out/taught.msgpack"
+    --schedule constant --no-std --seed "$seed" $route "$out/taught.msgpack"
   readlink -f "$out/run/latest" > "$out/ckpt.tmp"
   mv "$out/ckpt.tmp" "$out/ckpt"
 fi

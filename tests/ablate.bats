@@ -54,6 +54,37 @@ EOF
   done
   [ "$(jq length "$O/stats.json")" = 8 ]
   if command -v gnuplot > /dev/null; then [ -s "$O/ablate.png" ]; fi
+
+  # a rerun with the third arm: the finished iterations are kept (their
+  # checkpoints untouched), the route arm runs from the same bootstrap
+  ls -l --time-style=+%s.%N "$O"/teach-s1/iter-2/ckpt "$O"/reward-s2/iter-2/ckpt > "$BATS_TEST_TMPDIR/before"
+  run --separate-stderr env FW_BIN="$BIN_DIR" ABLATE_SEEDS="1 2" ABLATE_ARMS="teach reward route" \
+    DEMO_ITERS=2 DEMO_DRILLS_MAX=24 DEMO_MODEL="$ROOT/samples/models/drills-small.json" \
+    DEMO_SFT_STEPS=20 DEMO_TASKS=6 DEMO_SAMPLES=2 DEMO_EVAL_SAMPLES=1 "$ROOT/pipelines/ablate.sh" "$O"
+  assert_success
+  assert_line --regexp '^iter +teach eval \(sd\) +reward eval \(sd\) +route eval \(sd\)'
+  ls -l --time-style=+%s.%N "$O"/teach-s1/iter-2/ckpt "$O"/reward-s2/iter-2/ckpt | cmp - "$BATS_TEST_TMPDIR/before"
+  run jq -c '(.arms | keys_unsorted), (.arms.route.eval | length), (.arms.route.eval | map(length))' "$O/ablate.json"
+  assert_line --index 0 '["teach","reward","route"]'
+  assert_line --index 1 2
+  assert_line --index 2 '[3,3]'
+  [ "$(jq length "$O/stats.json")" = 12 ]
+  # the route arm's first iteration: the teach arm's rollouts (their
+  # tokens; timings differ) and credit, the same seed, only --route
+  # differs, so its weights differ where (and only because) failed
+  # rollouts with credit left the pg term
+  for s in 1 2; do
+    cmp <(rec json "$O/teach-s$s/iter-1/taught.msgpack" | jq -c '{id, tokens, mask, r: .grade.reward, adv: .teach.adv}') \
+      <(rec json "$O/route-s$s/iter-1/taught.msgpack" | jq -c '{id, tokens, mask, r: .grade.reward, adv: .teach.adv}')
+  done
+  taught=$(rec json "$O/route-s1/iter-1/taught.msgpack" | jq -s '[.[] | select(.teach.adv != null and (.teach.adv | any(. != 0)))] | length')
+  if [ "$taught" -gt 0 ]; then
+    ! cmp -s "$(cat "$O/teach-s1/iter-1/ckpt")/model.safetensors" "$(cat "$O/route-s1/iter-1/ckpt")/model.safetensors"
+  fi
+  run -2 env ABLATE_ARMS="teach route" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
+  assert_output --partial "ABLATE_ARMS must hold reward"
+  run -2 env ABLATE_ARMS="teach reward x" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
+  assert_output --partial "ABLATE_ARMS: teach, reward or route, not 'x'"
 }
 
 @test "ablate.sh: bad settings are usage errors" {
