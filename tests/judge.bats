@@ -125,8 +125,9 @@ judged() {
     grade: {judge: {asks: {verdict: ($2)}}}}" | rec from-json
 }
 
-@test "a judge reads a record with an integer beyond int64, as an agent episode's seed is" {
+@test "a judge reads a record with an integer beyond int64 and a NUL in a reply, as agent episodes have" {
   rec json "$F/rollouts.mp" | sed -n 3p | sed 's/^{/{"seed":11609108398030195000,/' \
+    | jq -c '.turns[1].text = "Which\u0000 percent do you mean?"' \
     | rec from-json -o "$F/seed.mp"
   run -0 --separate-stderr grade --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" --judge-only \
     -o "$F/seed-judged.mp" "$F/seed.mp"
