@@ -41,6 +41,8 @@
 # asks-first score, on an act task the acts-at-once score, each on [0, 1]),
 # JR_PG_STEPS (16), JR_PG_LR (3e-3), JR_JOBS (2).  FW_BIN names the tools'
 # directory.
+# A stage whose output is in OUTDIR is not run again (the task-mutate
+# tasks, boot/ckpt, before, train and graded); pg and after always are.
 # Outputs in OUTDIR: tasks.msgpack, boot/, before.msgpack, train.msgpack,
 # graded.msgpack, pg/ (the checkpoint run), metrics.msgpack,
 # after.msgpack, rates.tsv (kind, when, asked, n, rate, lo, hi) and
@@ -108,6 +110,7 @@ else
   model=$work/model.json
   jq '.max_position_embeddings = 1024' "$here/samples/models/tiny-qwen2.json" > "$model"
 fi
+if [ ! -s "$out/boot/ckpt" ]; then
 rm -rf "$out/boot" && mkdir -p "$out/boot"
 run ckpt init "$model" "$out/boot/init" --seed 1
 # the system prompt of an agent episode, as the policy reads it
@@ -120,14 +123,18 @@ run train-step --ckpt "$out/boot/init" --out "$out/boot/run" --objective sft \
   --steps "$boot_steps" --batch-size "$boot_batch" --lr "$boot_lr" --warmup 10 \
   --decay-steps "$boot_steps" --schedule cosine --seed 1 -o "$out/boot/metrics.msgpack" \
   "$out/boot/sft.msgpack"
-boot=$(readlink -f "$out/boot/run/latest")
+readlink -f "$out/boot/run/latest" > "$out/boot/ckpt"
+fi
+boot=$(cat "$out/boot/ckpt")
 rec json "$out/boot/metrics.msgpack" | jq -r '"    step \(.step): loss \(.loss*1000|round/1000)"' | sed -n '1p;$p'
 
 # episodes CKPT SEED TASKS OUT: K agent episodes a task
 episodes() {
+  [ -s "$4" ] && return 0
   run rollout --policy "builtin:$1" --mode agent --store "$store" --samples "$k" --seed "$2" \
     --temp "$temp" --max-tokens "$maxtok" --max-steps 1 --timeout 30 --no-time -j "$jobs" \
-    -o "$4" "$3"
+    -o "$4.tmp" "$3"
+  mv "$4.tmp" "$4"
 }
 # rates FILE WHEN: per kind of request, the clarifying questions among the
 # episodes of FILE, with a 95% Wilson interval (z = 1.96)
@@ -153,8 +160,11 @@ rates "$out/before.msgpack" before > "$work/rates"
 stage "4/5 iteration: rollouts on the $ntr training tasks, judged ($judge), reward $reward, pg"
 episodes "$boot" 1 "$work/train.tasks" "$out/train.msgpack"
 rec from-json -o "$work/rubric.msgpack" "$here/samples/judge/expect.jsonl"
-run grade --judge "$judge" --rubric "$work/rubric.msgpack" --judge-only \
-  --reward "$reward" --no-time -o "$out/graded.msgpack" "$out/train.msgpack"
+if [ ! -s "$out/graded.msgpack" ]; then
+  run grade --judge "$judge" --rubric "$work/rubric.msgpack" --judge-only \
+    --reward "$reward" --no-time -o "$out/graded.tmp" "$out/train.msgpack"
+  mv "$out/graded.tmp" "$out/graded.msgpack"
+fi
 rec json "$out/graded.msgpack" | jq -r '[.task.expect, .grade.reward] | @tsv' \
   | awk -F'\t' '{ n[$1]++; s[$1] += $2 } END { for (e in n) printf "    judge reward on %s tasks: mean %.3f over %d rollouts\n", e, s[e]/n[e], n[e] }' | sort
 n=$(rec count "$out/graded.msgpack")
@@ -162,8 +172,10 @@ bs=$(( (n + pg_steps - 1) / pg_steps ))
 # twice through the rollouts: the clipped ratio bounds how far the second
 # pass moves from the policy that sampled them
 bs=$(( bs * 2 ))
-rm -rf "$out/pg"
-run train-step --ckpt "$boot" --out "$out/pg" --objective pg --steps "$pg_steps" --batch-size "$bs" \
+rm -rf "$out/pg" "$out/after.msgpack"
+# an episode cut at the context ends at its last position: --truncate keeps
+# the positions it has (the first reply, which the judge read, among them)
+run train-step --truncate --ckpt "$boot" --out "$out/pg" --objective pg --steps "$pg_steps" --batch-size "$bs" \
   --lr "$pg_lr" --warmup 0 --schedule constant --seed 1 -o "$out/metrics.msgpack" "$out/graded.msgpack"
 after=$(readlink -f "$out/pg/latest")
 rec json "$out/metrics.msgpack" | jq -r '"    step \(.step): loss_pg \(.loss_pg*10000|round/10000), reward_mean \(.reward_mean*1000|round/1000), groups \(.groups) (\(.skipped_groups) skipped: all rewards equal)"' | sed -n '1p;$p'
