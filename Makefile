@@ -6,6 +6,7 @@
 #   make check        test + ASan/UBSan unit tests + man lint + fuzz run
 #   make demo         the main job on the embedded samples
 #   make judge        a small judge distilled from a top judge (pipelines/judge.sh)
+#   make judge-reward the judge as the reward of one pg iteration (pipelines/judge-reward.sh)
 #   make learn-ablate the inner loop with and without teach, 3 seeds each
 #   make CUDA=1       also build kernels/cuda/ (needs nvcc, not a GPU)
 #   make install PREFIX=/usr/local DESTDIR=
@@ -89,7 +90,7 @@ GPU_SRCS    := $(wildcard tests/gpu/*.c)
 LIBFW       := $(O)/libflywheel$(FL_SUFFIX).a
 MANS        := $(wildcard man/*.[157])
 
-.PHONY: all deps test check learn learn-ablate unit bats demo judge install uninstall clean fuzz asan manlint \
+.PHONY: all deps test check learn learn-ablate unit bats demo judge judge-reward install uninstall clean fuzz asan manlint \
 	bench gpu-check outer-loop inner-loop eval status
 .DEFAULT_GOAL := all
 
@@ -150,7 +151,7 @@ test: deps
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory test
-	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn learn-ablate
+	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn learn-ablate judge-reward
 
 # The demo's learning criterion (tests/slow/learning.bats,
 # 5-7 minutes on 2 cores): too long for `make test`, which checks the
@@ -256,6 +257,15 @@ LOOP ?= out
 judge: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)FW_BIN=$(abspath $(B)) pipelines/judge.sh out/judge
+
+# The judge's verdict as the reward of one inner-loop iteration on tasks
+# that want a clarifying question and tasks that want the work started,
+# and the rate of clarifying questions before and after on held-out ones
+# (out/judge-reward/reward.json).  Part of `make check`, not of `make test`
+# (tests/judge-reward.bats runs it at reduced size).
+judge-reward: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)FW_BIN=$(abspath $(B)) nice -n 10 pipelines/judge-reward.sh out/judge-reward
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all

@@ -125,6 +125,16 @@ judged() {
     grade: {judge: {asks: {verdict: ($2)}}}}" | rec from-json
 }
 
+@test "a judge reads a record with an integer beyond int64 and a NUL in a reply, as agent episodes have" {
+  rec json "$F/rollouts.mp" | sed -n 3p | sed 's/^{/{"seed":11609108398030195000,/' \
+    | jq -c '.turns[1].text = "Which\u0000 percent do you mean?"' \
+    | rec from-json -o "$F/seed.mp"
+  run -0 --separate-stderr grade --judge "exec:$J/rules-judge" --rubric "$F/rubric.mp" --judge-only \
+    -o "$F/seed-judged.mp" "$F/seed.mp"
+  run -0 bash -c "rec json '$F/seed-judged.mp' | jq -r '[.seed, .grade.judge.asks.verdict, .grade.judge.acts.verdict] | @tsv'"
+  [ "$output" = "$(printf '11609108398030195000\tyes\tno')" ]
+}
+
 @test "fb-report --judge measures agreement with people: accuracy, kappa, interval, confusion" {
   # people say yes on even items; the judge gets items 0, 20 (yes) and 5, 25 (no) wrong
   for i in $(seq 0 39); do

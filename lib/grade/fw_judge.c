@@ -43,7 +43,13 @@ static json_t *to_json(struct fw_mpv v, char *err, size_t errlen)
 		fw_buf_free(&b);
 		return NULL;
 	}
-	j = json_loadb((const char *)b.p, b.n, 0, &je);
+	/* a sampled reply may hold NUL bytes */
+	j = json_loadb((const char *)b.p, b.n, JSON_ALLOW_NUL, &je);
+	/* an integer beyond int64 (an agent episode's uint64 seed) is more
+	 * than jansson holds: the record again with its integers as reals,
+	 * which the judge reads as well */
+	if (!j)
+		j = json_loadb((const char *)b.p, b.n, JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
 	fw_buf_free(&b);
 	if (!j)
 		fw_seterr(err, errlen, "%s", je.text);

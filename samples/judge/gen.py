@@ -3,6 +3,16 @@
 
     gen.py items [--n N] [--seed S] [--kinds ask,act[,skills]]
                                        rollout records (JSON lines)
+    gen.py tasks [--seed S] [--eval F] < TASKS.jsonl
+                                       task records (JSON lines): each
+                                       task twice, as asked vaguely
+                                       (expect "ask") and as written
+                                       (expect "act")
+    gen.py sft [--seed S] [--system FILE] < TASKS.jsonl
+                                       chat records (JSON lines) that
+                                       teach both first moves on every
+                                       request: a clarifying question and
+                                       a first command, one each
 
 Each item is one short agent episode on a request that is either
 ambiguous (task.expect "ask": the right first move is a clarifying
@@ -17,6 +27,7 @@ theirs) of which a few apply (task.applies); the agent reads some of them
 (read_file calls), right or wrong.
 """
 
+import hashlib
 import json
 import random
 import sys
@@ -149,9 +160,90 @@ def items(n, seed, kinds=("ask", "act")):
         }
 
 
+# The vague ways of asking for a task's fix, by the module it is in: none
+# names the function, so the right first move is to ask which one.
+VAGUE = ["Fix the {m} code.", "The {m} module is broken, please fix it.",
+         "Something in {m} is wrong again; sort it out.", "Can you make {m} work?",
+         "{m} fails for me. Fix it."]
+# The two first moves bootstrap teaches on every request.
+QUESTIONS = ["Which function in {f} do you mean?", "Which part of {m} is broken?",
+             "What should {m} do instead?"]
+COMMANDS = ["```bash\nls {d}\n```", "```bash\ngrep -n 'def ' {f}\n```",
+            "```bash\ncat {f}\n```"]
+
+
+def task_id(orig, expect):
+    return hashlib.sha256(f"{orig}:{expect}".encode()).hexdigest()[:16]
+
+
+def where(task):
+    """The file a task's target is in, and its module's name."""
+    t = (task.get("targets") or [{}])[0]
+    f = t.get("path") or "the code"
+    m = f.rsplit("/", 1)[-1].split(".")[0]
+    return f, m
+
+
+def tasks(lines, seed, frac_eval):
+    """Each task as written (expect act) and asked vaguely (expect ask);
+    a share frac_eval of the tasks, both variants, is held out (split
+    eval), drawn by seed."""
+    base = [json.loads(x) for x in lines if x.strip()]
+    r = random.Random(seed)
+    order = sorted(range(len(base)), key=lambda i: base[i]["id"])
+    r.shuffle(order)
+    held = set(order[:round(frac_eval * len(base))])
+    for i, t in enumerate(base):
+        f, m = where(t)
+        split = "eval" if i in held else "train"
+        act = dict(t, id=task_id(t["id"], "act"), expect="act", split=split)
+        ask = dict(t, id=task_id(t["id"], "ask"), expect="ask", split=split,
+                   prompt=r.choice(VAGUE).format(m=m))
+        yield ask
+        yield act
+
+
+def sft(lines, seed, system):
+    """Chat records that teach a question and a command on every request,
+    whatever it wants: a policy that does each about half the time, for
+    a reward to choose between."""
+    r = random.Random(seed)
+    for x in lines:
+        if not x.strip():
+            continue
+        t = json.loads(x)
+        f, m = where(t)
+        d = f.rsplit("/", 1)[0] if "/" in f else "."
+        for kind, forms in (("question", QUESTIONS), ("command", COMMANDS)):
+            reply = r.choice(forms).format(f=f, m=m, d=d)
+            yield {"kind": "traj", "id": task_id(t["id"], "sft-" + kind),
+                   "task_id": t["id"], "meta": {"first_move": kind},
+                   "turns": [{"role": "system", "text": system},
+                             {"role": "user", "text": t["prompt"]},
+                             {"role": "assistant", "text": reply}]}
+
+
 def main(argv):
-    if not argv or argv[0] != "items":
+    if not argv or argv[0] not in ("items", "tasks", "sft"):
         sys.exit(__doc__)
+    if argv[0] in ("tasks", "sft"):
+        seed, frac, system, a = 1, 0.4, "", argv[1:]
+        while a:
+            if a[0] == "--seed" and len(a) > 1:
+                seed = int(a[1]); a = a[2:]
+            elif a[0] == "--eval" and len(a) > 1 and argv[0] == "tasks":
+                frac = float(a[1]); a = a[2:]
+                if not 0 <= frac <= 1:
+                    sys.exit(f"gen.py: --eval takes a share in [0, 1], not {frac}")
+            elif a[0] == "--system" and len(a) > 1 and argv[0] == "sft":
+                system = open(a[1], encoding="utf-8").read(); a = a[2:]
+            else:
+                sys.exit(f"gen.py: unknown argument {a[0]!r}\n{__doc__}")
+        lines = sys.stdin.readlines()
+        out = tasks(lines, seed, frac) if argv[0] == "tasks" else sft(lines, seed, system)
+        for rec in out:
+            print(json.dumps(rec, ensure_ascii=False))
+        return
     n, seed, kinds = 200, 1, ("ask", "act")
     a = argv[1:]
     while a:
