@@ -119,6 +119,12 @@ int fw_report_load(struct fw_report *r, const char *path, enum fw_report_format 
  * r is changed or freed. */
 const struct fw_test_result *fw_report_find(const struct fw_report *r, const char *id);
 
+/* Whether id did not pass in r: it failed, erred, or has no result. */
+int fw_report_failing(const struct fw_report *r, const char *id);
+
+/* Whether r has a result for id and its outcome is o. */
+int fw_report_is(const struct fw_report *r, const char *id, enum fw_outcome o);
+
 /* Number of tests in r with outcome o. */
 size_t fw_report_count(const struct fw_report *r, enum fw_outcome o);
 

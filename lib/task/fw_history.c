@@ -904,18 +904,6 @@ out:
 
 /* ---- validation ---------------------------------------------------------------------------- */
 
-static int failing(const struct fw_report *r, const char *id)
-{
-	const struct fw_test_result *t = fw_report_find(r, id);
-	return !t || t->outcome == FW_FAIL || t->outcome == FW_ERROR;
-}
-
-static int same(const struct fw_report *r, const char *id, enum fw_outcome o)
-{
-	const struct fw_test_result *t = fw_report_find(r, id);
-	return t && t->outcome == o;
-}
-
 static enum fw_history_reason reject(struct cand *c, enum fw_history_reason r, const char *fmt,
 				     const char *a)
 {
@@ -1113,8 +1101,8 @@ static enum fw_history_reason validate(struct job *j, struct fw_store *s, size_t
 	size_t nf = 0, nflaky = 0;
 	for (size_t i = 0; i < c1->n; i++) {
 		const char *id = c1->tests[i].id;
-		int stable = same(c2, id, c1->tests[i].outcome);
-		if (c1->tests[i].outcome == FW_PASS && failing(m1, id))
+		int stable = fw_report_is(c2, id, c1->tests[i].outcome);
+		if (c1->tests[i].outcome == FW_PASS && fw_report_failing(m1, id))
 			stable ? nf++ : nflaky++;
 	}
 	if (nf == 0) {
@@ -1138,16 +1126,16 @@ static enum fw_history_reason validate(struct job *j, struct fw_store *s, size_t
 	for (size_t i = 0; i < c1->n; i++) {
 		const char *id = c1->tests[i].id;
 		enum fw_outcome oc = c1->tests[i].outcome;
-		if (!same(c2, id, oc))
+		if (!fw_report_is(c2, id, oc))
 			continue;
 		if (oc == FW_XFAIL) {
-			if (same(m1, id, FW_XFAIL) && same(m2, id, FW_XFAIL)) {
+			if (fw_report_is(m1, id, FW_XFAIL) && fw_report_is(m2, id, FW_XFAIL)) {
 				fw_strlist_add(&p2p, id);
 				fw_strlist_add(&xfail, id);
 			}
-		} else if (oc == FW_PASS && failing(m1, id) && failing(m2, id)) {
+		} else if (oc == FW_PASS && fw_report_failing(m1, id) && fw_report_failing(m2, id)) {
 			fw_strlist_add(&f2p, id);
-		} else if (oc == FW_PASS && same(m1, id, FW_PASS) && same(m2, id, FW_PASS)) {
+		} else if (oc == FW_PASS && fw_report_is(m1, id, FW_PASS) && fw_report_is(m2, id, FW_PASS)) {
 			fw_strlist_add(&p2p, id);
 		}
 	}

@@ -131,6 +131,18 @@ const struct fw_test_result *fw_report_find(const struct fw_report *r, const cha
 	return NULL;
 }
 
+int fw_report_failing(const struct fw_report *r, const char *id)
+{
+	const struct fw_test_result *t = fw_report_find(r, id);
+	return !t || t->outcome == FW_FAIL || t->outcome == FW_ERROR;
+}
+
+int fw_report_is(const struct fw_report *r, const char *id, enum fw_outcome o)
+{
+	const struct fw_test_result *t = fw_report_find(r, id);
+	return t && t->outcome == o;
+}
+
 size_t fw_report_count(const struct fw_report *r, enum fw_outcome o)
 {
 	size_t k = 0;

@@ -166,18 +166,6 @@ static const struct fw_text *text_of(const struct fw_task_repo *j, const char *p
 	return NULL;
 }
 
-static int failing(const struct fw_report *r, const char *id)
-{
-	const struct fw_test_result *t = fw_report_find(r, id);
-	return !t || t->outcome == FW_FAIL || t->outcome == FW_ERROR;
-}
-
-static int same(const struct fw_report *r, const char *id, enum fw_outcome o)
-{
-	const struct fw_test_result *t = fw_report_find(r, id);
-	return t && t->outcome == o;
-}
-
 static enum fw_task_reason reject(struct fw_task_cand *c, enum fw_task_reason r, const char *fmt,
 				  const char *a)
 {
@@ -228,11 +216,11 @@ static int classify(const struct fw_report *base, const struct fw_report *m1,
 		const char *id = base->tests[i].id;
 		if (base->tests[i].outcome == FW_XFAIL) {
 			/* expected failures stay expected: p2p, listed in xfail */
-			if (same(m1, id, FW_XFAIL) && same(m2, id, FW_XFAIL))
+			if (fw_report_is(m1, id, FW_XFAIL) && fw_report_is(m2, id, FW_XFAIL))
 				e |= fw_strlist_add(p2p, id) | fw_strlist_add(xfail, id);
-		} else if (failing(m1, id) && failing(m2, id)) {
+		} else if (fw_report_failing(m1, id) && fw_report_failing(m2, id)) {
 			e |= fw_strlist_add(f2p, id);
-		} else if (same(m1, id, FW_PASS) && same(m2, id, FW_PASS)) {
+		} else if (fw_report_is(m1, id, FW_PASS) && fw_report_is(m2, id, FW_PASS)) {
 			e |= fw_strlist_add(p2p, id);
 		}
 	}
@@ -319,7 +307,7 @@ enum fw_task_reason fw_task_validate(struct fw_task_repo *j, struct fw_store *s,
 	size_t nf1 = 0;
 	for (size_t i = 0; i < j->base_pass->n; i++)
 		nf1 += j->base_pass->tests[i].outcome == FW_PASS &&
-		       failing(m1, j->base_pass->tests[i].id);
+		       fw_report_failing(m1, j->base_pass->tests[i].id);
 	if (nf1 == 0) {
 		r = reject(c, FW_TASK_NO_F2P, "%s", "no passing test fails after the mutation");
 		goto out;

@@ -42,6 +42,16 @@ TEST(pytest_junit_outcomes)
 	CHECK(t && t->message && strstr(t->message, "\"RuntimeError: fixture exploded\""));
 	CHECK_EQ_INT(fw_report_count(r, FW_PASS), 3);
 	CHECK_EQ_INT(fw_report_count(r, FW_FAIL), 2);
+	/* failing: failed, erred or absent; a skip or xfail is not a failure */
+	CHECK(fw_report_failing(r, "test_mix::test_fail"));
+	CHECK(fw_report_failing(r, "test_mix::test_error"));
+	CHECK(fw_report_failing(r, "test_mix::test_nothing"));
+	CHECK(!fw_report_failing(r, "test_mix::test_pass"));
+	CHECK(!fw_report_failing(r, "test_mix::test_skip"));
+	CHECK(!fw_report_failing(r, "test_mix::test_xfail"));
+	CHECK(fw_report_is(r, "test_mix::test_xfail", FW_XFAIL));
+	CHECK(!fw_report_is(r, "test_mix::test_xfail", FW_PASS));
+	CHECK(!fw_report_is(r, "test_mix::test_nothing", FW_FAIL));
 	fw_report_free(r);
 }
 
