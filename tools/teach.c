@@ -3,15 +3,15 @@
  * and the per-token credit a teacher gives the policy's tokens with the
  * hint in context.  See teach(1).
  *
- * With -j N the records are handed to N worker threads through a ring of
- * 4N slots and written back in input order by the main thread, which also
- * reads; each worker keeps its own teachers (a model is used by one thread
- * at a time).
+ * Options and the record loop; a record is taught by fw_teach_one().  With
+ * -j N the records go to the shared ordered pool (fw_pool) of N threads
+ * and are written back in input order by the main thread, which also
+ * reads; each thread keeps its own teachers (a model is used by one
+ * thread at a time).
  */
 #include <curl/curl.h>
 #include <getopt.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,7 @@
 #include "fw_mp.h"
 #include "fw_stream.h"
 #include "fw_teach.h"
+#include "fw_teach_run.h"
 #include "fw_tok.h"
 #include "kernels_dev.h"
 
@@ -54,527 +55,117 @@ static const struct fw_opt_doc options[] = {
 	{ NULL, NULL },
 };
 
-enum { NCACHE = 4, NOMIT = 8 };
-
-/* What one worker thread owns: teachers by spec (most recent first) and
- * the tokenizer of an http teacher's records. */
-struct worker {
-	struct { char *spec; struct fw_teacher *T; } tc[NCACHE];
-	char *tok_path;
-	struct fw_tok *tok;
-	struct fw_buf tb;
-};
-
-static void worker_free(struct worker *W)
-{
-	for (int i = 0; i < NCACHE; i++) {
-		free(W->tc[i].spec);
-		fw_teacher_free(W->tc[i].T);
-	}
-	free(W->tok_path);
-	fw_tok_free(W->tok);
-	fw_buf_free(&W->tb);
-}
-
-/* The teacher spec names, opened once per worker.  NULL with err. */
-static struct fw_teacher *get_teacher(struct worker *W, const char *spec, double timeout_s,
-				      char *err, size_t errlen)
-{
-	struct fw_teacher *T;
-	int i;
-
-	for (i = 0; i < NCACHE && W->tc[i].spec; i++)
-		if (!strcmp(W->tc[i].spec, spec))
-			break;
-	if (i == NCACHE || !W->tc[i].spec) {
-		if (!(T = fw_teacher_open(spec, timeout_s, 2, err, errlen)))
-			return NULL;
-		char *s = strdup(spec);
-
-		if (!s) {
-			fw_teacher_free(T);
-			snprintf(err, errlen, "out of memory");
-			return NULL;
-		}
-		/* evict the least recent when full */
-		i = NCACHE - 1;
-		free(W->tc[i].spec);
-		fw_teacher_free(W->tc[i].T);
-		W->tc[i].spec = s;
-		W->tc[i].T = T;
-	}
-	/* move to the front */
-	for (; i > 0; i--) {
-		__typeof__(W->tc[0]) x = W->tc[i];
-
-		W->tc[i] = W->tc[i - 1];
-		W->tc[i - 1] = x;
-	}
-	return W->tc[0].T;
-}
-
-/* The tokenizer at path, kept while the next record asks for the same. */
-static const struct fw_tok *get_tok(struct worker *W, const char *path, char *err,
-				    size_t errlen)
-{
-	if (W->tok && !strcmp(W->tok_path, path))
-		return W->tok;
-	fw_tok_free(W->tok);
-	free(W->tok_path);
-	W->tok_path = NULL;
-	if (!(W->tok = fw_tok_load(path, err, errlen)))
-		return NULL;
-	if (!(W->tok_path = strdup(path))) {
-		fw_tok_free(W->tok);
-		W->tok = NULL;
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	return W->tok;
-}
-
-/* What every record needs. */
-struct ctx {
-	int use_env, no_teacher;
-	struct fw_teach_rules *rules;
-	const char *teacher;   /* builtin:DIR or http:URL; NULL: policy.ckpt */
-	const char *hint_spec; /* model hints: builtin:DIR, http:URL, policy; or NULL */
-	const char *tokenizer; /* http teacher's tokenizer.json, or NULL */
-	double clip, timeout_s;
-	size_t max_chars, demo_chars;
-	struct fw_teach_hint_opts ho;
-};
-
-/* One record to teach, and what teaching it gave. */
+/* One record to teach, and what teaching it gave; freed once written. */
 struct job {
 	struct fw_buf rec, demo; /* the record; its group's demo (n 0: none) */
 	const char *file;
 	uint64_t index, offset;
-	struct fw_buf out;       /* the record to write (n 0: none) */
-	struct fw_buf diag;      /* diagnostics, one a line */
-	int bad, done;
-	int hinted, credited;    /* the record has hints; they gave it credit */
-	char omitted[160];       /* why not, digits as N ("" when credited) */
-	/* credit on the policy tokens that differ from the group's correct
-	 * solution, and on the rest: sums and counts (split 0: no such
-	 * comparison for this record) */
-	int split;
-	double sum_diff, sum_rest;
-	long n_diff, n_rest;
+	struct fw_teach_result res;
 };
 
-static void diag(struct job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void diag(struct job *J, const char *fmt, ...)
-{
-	char m[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(m, sizeof m, fmt, ap);
-	va_end(ap);
-	for (char *p = m; *p; p++)
-		if (*p == '\n')
-			*p = ' ';
-	fw_buf_printf(&J->diag, "%s\n", m);
-}
-
-/* The record's policy.ckpt into buf (size n); 1 when it has one. */
-static int policy_ckpt(struct fw_mpv v, char *buf, size_t n)
-{
-	struct fw_mpv pol, ck;
-	const char *s;
-	size_t sn;
-
-	if (fw_mp_get(v, "policy", &pol) != 1 || fw_mp_get(pol, "ckpt", &ck) != 1 ||
-	    fw_mp_str(ck, &s, &sn) || !sn || sn + 9 >= n)
-		return 0;
-	memcpy(buf, s, sn);
-	buf[sn] = 0;
-	return 1;
-}
-
-/* The reason s into buf (size n) with each run of digits as N, so that
- * reasons differing only in their numbers count together. */
-static void reason_class(char *buf, size_t n, const char *s)
-{
-	size_t j = 0;
-
-	for (; *s && j + 1 < n; s++) {
-		if (*s >= '0' && *s <= '9') {
-			if (j && buf[j - 1] == 'N')
-				continue;
-			buf[j++] = 'N';
-		} else {
-			buf[j++] = *s == '\n' ? ' ' : *s;
-		}
-	}
-	buf[j] = 0;
-}
-
-/* Hints and credit for job J's record into J->out. */
-static void process(const struct ctx *C, struct worker *W, struct job *J)
-{
-	struct fw_mpv v = { J->rec.p, J->rec.n }, demo = { J->demo.p, J->demo.n };
-	struct fw_teach_hints hs = { 0 };
-	float *adv = NULL;
-	long nadv = 0;
-	const char *reason = NULL, *other = NULL, *hint_error = NULL;
-	char why[1024] = "", hwhy[1024] = "", err[1024], ckpt[4096], spec[4200];
-	int has_ckpt = policy_ckpt(v, ckpt, sizeof ckpt);
-
-	fw_buf_reset(&J->out);
-	J->hinted = J->credited = 0;
-	J->omitted[0] = 0;
-	if ((C->use_env && fw_teach_env_hints(v, C->max_chars, &hs, err, sizeof err) < 0) ||
-	    (C->rules && fw_teach_rule_hints(C->rules, v, &hs, err, sizeof err) < 0) ||
-	    (demo.n && fw_teach_demo_hint(v, demo, C->demo_chars, &hs, err, sizeof err) < 0)) {
-		diag(J, "%s", err);
-		J->bad = 1;
-		fw_teach_hints_free(&hs);
-		return;
-	}
-	if (C->hint_spec) {
-		struct fw_teacher *H = NULL;
-		const char *hsp = C->hint_spec;
-
-		if (!strcmp(hsp, "policy")) {
-			hsp = NULL;
-			if (has_ckpt) {
-				snprintf(spec, sizeof spec, "builtin:%s", ckpt);
-				hsp = spec;
-			}
-		}
-		if (!hsp)
-			snprintf(hwhy, sizeof hwhy, "no policy.ckpt for model:policy");
-		else if ((H = get_teacher(W, hsp, C->timeout_s, hwhy, sizeof hwhy)) &&
-			 fw_teach_model_hint(H, v, &C->ho, &hs, hwhy, sizeof hwhy) >= 0)
-			hwhy[0] = 0;
-		if (hwhy[0]) {
-			hint_error = hwhy;
-			diag(J, "model hint: %s", hwhy);
-		}
-	}
-	if (!C->no_teacher) {
-		struct fw_teacher *T = NULL;
-		const struct fw_tok *t = NULL;
-		struct fw_mpv x;
-		int cr;
-
-		if (C->teacher) {
-			snprintf(spec, sizeof spec, "%s", C->teacher);
-			/* the rollout's own checkpoint is not named */
-			if (!(has_ckpt && !strncmp(spec, "builtin:", 8) && !strcmp(spec + 8, ckpt)))
-				other = !strncmp(spec, "builtin:", 8) ? C->teacher + 8 : C->teacher;
-		} else if (has_ckpt) {
-			snprintf(spec, sizeof spec, "builtin:%s", ckpt);
-		} else {
-			reason = "no teacher: no --teacher and no policy.ckpt";
-		}
-		if (!reason && !(T = get_teacher(W, spec, C->timeout_s, why, sizeof why)))
-			reason = why;
-		if (T && !(t = fw_teacher_tok(T))) {
-			/* an http teacher scores ids of the rollout's own tokenizer */
-			char p[4200];
-
-			if (C->tokenizer)
-				snprintf(p, sizeof p, "%s", C->tokenizer);
-			else if (has_ckpt)
-				snprintf(p, sizeof p, "%s/tokenizer.json", ckpt);
-			if (!C->tokenizer && !has_ckpt)
-				reason = "no tokenizer for the http teacher: no --tokenizer and no policy.ckpt";
-			else if (!(t = get_tok(W, p, why, sizeof why)))
-				reason = why;
-		}
-		if (T && t &&
-		    (cr = (fw_mp_get(v, "tokens", &x) == 1 ? fw_teach_credit_fill
-							   : fw_teach_credit_agent)(
-			     T, t, v, &hs, C->clip, &adv, &nadv, why, sizeof why)) != 0) {
-			reason = why;
-			if (cr < 0)
-				diag(J, "teacher: %s", why);
-		}
-	}
-	J->split = 0;
-	J->sum_diff = J->sum_rest = 0;
-	J->n_diff = J->n_rest = 0;
-	/* only a failing rollout is compared (a resolved one has no hint) */
-	if (adv && nadv > 0 && demo.n && hs.n && !fw_teach_resolved(v)) {
-		unsigned char *dm = NULL;
-		long nd = 0;
-
-		if (fw_teach_diff_mask(v, demo, &dm, &nd, err, sizeof err) < 0) {
-			diag(J, "%s", err);
-			J->bad = 1;
-		} else if (dm && nd == nadv) {
-			J->split = 1;
-			for (long i = 0; i < nadv; i++)
-				if (dm[i]) {
-					J->sum_diff += adv[i];
-					J->n_diff++;
-				} else {
-					J->sum_rest += adv[i];
-					J->n_rest++;
-				}
-		}
-		free(dm);
-	}
-	if (!C->no_teacher && hs.n) {
-		J->hinted = 1;
-		J->credited = adv != NULL;
-		if (!adv)
-			reason_class(J->omitted, sizeof J->omitted, reason ? reason : "no credit");
-	}
-	fw_buf_reset(&W->tb);
-	if (fw_teach_pack(&W->tb, &hs, adv, nadv, reason, other, hint_error)) {
-		diag(J, "out of memory");
-		J->bad = 1;
-	} else {
-		struct fw_field f = { "teach", 5, { W->tb.p, W->tb.n } };
-		struct fw_buf sb = { 0 }, tb2 = { 0 };
-		int oom = 0;
-
-		if (J->split) {
-			/* teach.adv_split: {differ, rest, n_differ, n_rest}, the
-			 * mean credit on each side (0 on an empty one) */
-			msgpack_packer pk;
-			struct fw_field sf = { "adv_split", 9, { NULL, 0 } };
-
-			fw_buf_packer(&pk, &sb);
-			msgpack_pack_map(&pk, 4);
-			msgpack_pack_str(&pk, 6);
-			msgpack_pack_str_body(&pk, "differ", 6);
-			msgpack_pack_double(&pk, J->n_diff ? J->sum_diff / (double)J->n_diff : 0);
-			msgpack_pack_str(&pk, 4);
-			msgpack_pack_str_body(&pk, "rest", 4);
-			msgpack_pack_double(&pk, J->n_rest ? J->sum_rest / (double)J->n_rest : 0);
-			msgpack_pack_str(&pk, 8);
-			msgpack_pack_str_body(&pk, "n_differ", 8);
-			msgpack_pack_int64(&pk, J->n_diff);
-			msgpack_pack_str(&pk, 6);
-			msgpack_pack_str_body(&pk, "n_rest", 6);
-			msgpack_pack_int64(&pk, J->n_rest);
-			sf.val = (struct fw_mpv){ sb.p, sb.n };
-			oom = fw_rec_set(&tb2, f.val, &sf, 1) != 0;
-			f.val = (struct fw_mpv){ tb2.p, tb2.n };
-		}
-		if (oom || fw_rec_set(&J->out, v, &f, 1)) {
-			fw_buf_reset(&J->out);
-			diag(J, "out of memory");
-			J->bad = 1;
-		}
-		fw_buf_free(&sb);
-		fw_buf_free(&tb2);
-	}
-	free(adv);
-	fw_teach_hints_free(&hs);
-}
-
-/* ---- the workers ------------------------------------------------------------ */
-
-struct pool {
-	const struct ctx *C;
-	struct worker *W;
-	int nw;
-	pthread_t *th;
-	struct job *ring;
-	uint64_t cap, head, next, tail; /* to write, to process, to fill */
-	int quit;
+/* What the pool's callbacks share: the workers' teachers outlive a file's
+ * pool, so that each file does not open them again. */
+struct run {
+	const struct fw_teach_conf *C;
+	struct fw_teach_worker **W;
+	int nw, next_w;         /* workers; the next to hand to a pool thread */
 	pthread_mutex_t mu;
-	pthread_cond_t work, ready;
 	struct fw_writer *w;
 	int status, write_failed;
-	/* the share of hinted records that got credit, and why the rest not */
-	uint64_t hinted, credited;
-	double sum_diff, sum_rest;
-	long n_diff, n_rest, n_split;
-	struct { char why[160]; uint64_t n; } omit[NOMIT];
-	int nomit;
+	struct fw_teach_tally tally;
 };
 
-struct wa { struct pool *P; int i; };
-
-static void *work(void *arg)
+static void job_free(struct job *J)
 {
-	struct wa *a = arg;
-	struct pool *P = a->P;
-
-	pthread_mutex_lock(&P->mu);
-	for (;;) {
-		while (P->next == P->tail && !P->quit)
-			pthread_cond_wait(&P->work, &P->mu);
-		if (P->next == P->tail)
-			break;
-		struct job *J = &P->ring[P->next++ % P->cap];
-
-		pthread_mutex_unlock(&P->mu);
-		process(P->C, &P->W[a->i], J);
-		pthread_mutex_lock(&P->mu);
-		J->done = 1;
-		pthread_cond_broadcast(&P->ready);
-	}
-	pthread_mutex_unlock(&P->mu);
-	return NULL;
+	fw_buf_free(&J->rec);
+	fw_buf_free(&J->demo);
+	fw_teach_result_release(&J->res);
+	free(J);
 }
 
-/* Prints J's diagnostics and writes its record. */
-static void emit(struct pool *P, struct job *J)
+/* A pool thread's worker: each of a pool's nw threads gets its own. */
+static void *take_worker(void *arg)
 {
-	const char *s = (const char *)J->diag.p, *e = s + J->diag.n;
+	struct run *R = arg;
 
+	pthread_mutex_lock(&R->mu);
+	struct fw_teach_worker *W = R->W[R->next_w++ % R->nw];
+	pthread_mutex_unlock(&R->mu);
+	return W;
+}
+
+static int work(void *state, void *job, void *arg)
+{
+	struct job *J = job;
+	struct run *R = arg;
+
+	fw_teach_one(R->C, state, (struct fw_mpv){ J->rec.p, J->rec.n },
+		     (struct fw_mpv){ J->demo.p, J->demo.n }, &J->res);
+	return 0;
+}
+
+/* Prints the job's diagnostics, counts it and writes its record. */
+static int done(void *job, int rc, void *arg)
+{
+	struct job *J = job;
+	struct run *R = arg;
+	const char *s = (const char *)J->res.diag.p, *e = s + J->res.diag.n;
+
+	(void)rc;
 	while (s < e) {
 		const char *nl = memchr(s, '\n', (size_t)(e - s));
 
 		fw_warn_rec(J->file, J->index, J->offset, "%.*s", (int)(nl - s), s);
 		s = nl + 1;
 	}
-	if (J->bad)
-		P->status = FW_EXIT_DATA;
-	P->hinted += J->hinted;
-	if (J->split) {
-		P->n_split++;
-		P->sum_diff += J->sum_diff;
-		P->sum_rest += J->sum_rest;
-		P->n_diff += J->n_diff;
-		P->n_rest += J->n_rest;
+	if (J->res.bad)
+		R->status = FW_EXIT_DATA;
+	fw_teach_tally_add(&R->tally, &J->res);
+	if (J->res.out.n && !R->write_failed && fw_writer_put(R->w, J->res.out.p, J->res.out.n)) {
+		fw_warn("write error: %s", fw_writer_error(R->w));
+		R->status = FW_EXIT_DATA;
+		R->write_failed = 1;
 	}
-	P->credited += J->credited;
-	if (J->hinted && !J->credited) {
-		int i = 0;
-
-		while (i < P->nomit && strcmp(P->omit[i].why, J->omitted))
-			i++;
-		/* past NOMIT distinct reasons the last slot holds the rest */
-		if (i == P->nomit && P->nomit == NOMIT)
-			snprintf(P->omit[i = NOMIT - 1].why, sizeof P->omit[0].why, "other reasons");
-		else if (i == P->nomit)
-			snprintf(P->omit[P->nomit++].why, sizeof P->omit[0].why, "%s", J->omitted);
-		P->omit[i].n++;
-	}
-	if (J->out.n && !P->write_failed && fw_writer_put(P->w, J->out.p, J->out.n)) {
-		fw_warn("write error: %s", fw_writer_error(P->w));
-		P->status = FW_EXIT_DATA;
-		P->write_failed = 1;
-	}
+	job_free(J);
+	return 0;
 }
 
-/* Writes the finished jobs at the head; with all, waits for every one. */
-static void drain(struct pool *P, int all)
+static void drop(void *job, void *arg)
 {
-	pthread_mutex_lock(&P->mu);
-	while (P->head < P->tail) {
-		struct job *J = &P->ring[P->head % P->cap];
-
-		if (!J->done) {
-			if (!all && P->tail - P->head < P->cap)
-				break;
-			pthread_cond_wait(&P->ready, &P->mu);
-			continue;
-		}
-		pthread_mutex_unlock(&P->mu);
-		emit(P, J);
-		pthread_mutex_lock(&P->mu);
-		P->head++;
-	}
-	pthread_mutex_unlock(&P->mu);
+	(void)arg;
+	job_free(job);
 }
 
-/* Queues a record (and its demo, or NULL) from file; with one worker it is
- * taught and written at once.  0, or -1 when out of memory. */
-static int submit(struct pool *P, const char *file, uint64_t index, uint64_t offset,
-		  struct fw_mpv v, const struct fw_mpv *demo)
+/* Hands a copy of the record (and its demo, demo.n 0: none) from file to
+ * the pool.  0, or -1 when out of memory. */
+static int submit(struct fw_pool *P, const char *file, uint64_t index, uint64_t offset,
+		  struct fw_mpv v, struct fw_mpv demo)
 {
-	struct job *J;
+	struct job *J = calloc(1, sizeof *J);
 
-	if (P->nw > 1)
-		drain(P, 0); /* makes room: tail - head < cap */
-	J = &P->ring[P->tail % P->cap];
-	fw_buf_reset(&J->rec);
-	fw_buf_reset(&J->demo);
-	fw_buf_reset(&J->diag);
+	if (!J)
+		return -1;
 	J->file = file;
 	J->index = index;
 	J->offset = offset;
-	J->bad = J->done = 0;
-	if (fw_buf_append(&J->rec, v.p, v.n) || (demo && fw_buf_append(&J->demo, demo->p, demo->n)))
+	if (fw_buf_append(&J->rec, v.p, v.n) || (demo.n && fw_buf_append(&J->demo, demo.p, demo.n))) {
+		job_free(J);
 		return -1;
-	if (P->nw == 1) {
-		process(P->C, &P->W[0], J);
-		emit(P, J);
-		return 0;
 	}
-	pthread_mutex_lock(&P->mu);
-	P->tail++;
-	pthread_cond_signal(&P->work);
-	pthread_mutex_unlock(&P->mu);
-	drain(P, 0);
+	fw_pool_submit(P, J);
 	return 0;
 }
 
-/* ---- groups (for demo hints) ------------------------------------------------ */
-
-/* Consecutive records of one group, copied. */
-struct group {
-	struct fw_buf data;
-	struct { size_t off, n; uint64_t index, offset; } *r;
-	size_t n, cap;
-	int has;
-	uint64_t key;
-};
-
-static int group_add(struct group *G, const struct fw_rec *rec, int has, uint64_t key)
+/* Submits the group's records with its demo; empties G.  0 or -1. */
+static int flush(struct fw_pool *P, struct fw_teach_group *G, const char *file)
 {
-	if (G->n == G->cap) {
-		size_t nc = G->cap ? 2 * G->cap : 16;
-		void *p = realloc(G->r, nc * sizeof *G->r);
+	struct fw_mpv demo = fw_teach_group_demo(G);
 
-		if (!p)
+	for (size_t i = 0; i < G->n; i++)
+		if (submit(P, file, G->r[i].index, G->r[i].offset, fw_teach_group_rec(G, i), demo))
 			return -1;
-		G->r = p;
-		G->cap = nc;
-	}
-	G->r[G->n].off = G->data.n;
-	G->r[G->n].n = rec->v.n;
-	G->r[G->n].index = rec->index;
-	G->r[G->n].offset = rec->offset;
-	if (fw_buf_append(&G->data, rec->v.p, rec->v.n))
-		return -1;
-	G->n++;
-	G->has = has;
-	G->key = key;
+	fw_teach_group_reset(G);
 	return 0;
-}
-
-/* Submits the group's records with its first resolved one as the demo (a
- * group of one, or without a key, has none); empties G.  0 or -1. */
-static int flush(struct pool *P, struct group *G, const char *file)
-{
-	struct fw_mpv demo = { 0 };
-	int have = 0;
-
-	for (size_t i = 0; G->has && i < G->n && !have; i++) {
-		struct fw_mpv v = { G->data.p + G->r[i].off, G->r[i].n };
-
-		if (fw_teach_resolved(v)) {
-			demo = v;
-			have = 1;
-		}
-	}
-	for (size_t i = 0; i < G->n; i++) {
-		struct fw_mpv v = { G->data.p + G->r[i].off, G->r[i].n };
-
-		if (submit(P, file, G->r[i].index, G->r[i].offset, v, have ? &demo : NULL))
-			return -1;
-	}
-	G->n = 0;
-	fw_buf_reset(&G->data);
-	return 0;
-}
-
-/* "builtin:DIR" or "http:URL": 0, else -1. */
-static int teacher_spec_ok(const char *s)
-{
-	return (!strncmp(s, "builtin:", 8) && s[8]) || (!strncmp(s, "http:", 5) && s[5]) ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -604,7 +195,7 @@ int main(int argc, char **argv)
 	};
 	const char *out = NULL, *rules_path = NULL;
 	int use_rules = 0, use_demo = 0;
-	struct ctx C = { .use_env = 1, .clip = 5, .timeout_s = 120 };
+	struct fw_teach_conf C = { .use_env = 1, .clip = 5, .timeout_s = 120 };
 	uint64_t max_chars = 400, u, jobs = 1;
 	double d;
 	int c, status = FW_EXIT_OK;
@@ -633,7 +224,7 @@ int main(int argc, char **argv)
 				} else if (!strcmp(w, "demo")) {
 					use_demo = 1;
 				} else if (!strncmp(w, "model:", 6) &&
-					   (!strcmp(w + 6, "policy") || !teacher_spec_ok(w + 6))) {
+					   (!strcmp(w + 6, "policy") || !fw_teach_spec_ok(w + 6))) {
 					C.hint_spec = w + 6;
 				} else {
 					fw_warn("--hints: unknown or unsupported source '%s'", w);
@@ -649,7 +240,7 @@ int main(int argc, char **argv)
 		case OPT_TEACHER:
 			if (!strcmp(optarg, "none")) {
 				C.no_teacher = 1;
-			} else if (!teacher_spec_ok(optarg)) {
+			} else if (!fw_teach_spec_ok(optarg)) {
 				C.no_teacher = 0;
 				C.teacher = optarg;
 			} else {
@@ -766,45 +357,33 @@ int main(int argc, char **argv)
 	/* http teachers open libcurl in the workers: set it up before them,
 	 * since its global setup is not safe from several threads at once */
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	struct pool P = { .C = &C, .nw = (int)jobs, .cap = 4 * jobs, .w = w };
-	struct wa *wa = calloc(jobs, sizeof *wa);
+	struct run R = { .C = &C, .nw = (int)jobs, .w = w };
+	struct fw_pool_conf pc = { .workers = (int)jobs, .worker_init = take_worker,
+				   .work = work, .done = done, .drop = drop, .arg = &R };
+	struct fw_teach_group G = { 0 };
+	struct fw_operands ops;
+	struct fw_progress meter;
+	uint64_t nread = 0, bytes_before = 0;
+	const char *path;
 
-	P.W = calloc(jobs, sizeof *P.W);
-	P.ring = calloc(P.cap, sizeof *P.ring);
-	P.th = calloc(jobs, sizeof *P.th);
-	pthread_mutex_init(&P.mu, NULL);
-	pthread_cond_init(&P.work, NULL);
-	pthread_cond_init(&P.ready, NULL);
-	if (!P.W || !P.ring || !P.th || !wa) {
+	pthread_mutex_init(&R.mu, NULL);
+	if (!(R.W = calloc(jobs, sizeof *R.W))) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
-	int started = 0;
-
-	for (int i = 0; jobs > 1 && i < (int)jobs; i++) {
-		wa[i] = (struct wa){ &P, i };
-		if (pthread_create(&P.th[i], NULL, work, &wa[i])) {
-			fw_warn("cannot start a worker thread");
-			break;
+	for (uint64_t i = 0; i < jobs; i++)
+		if (!(R.W[i] = fw_teach_worker_new())) {
+			fw_warn("out of memory");
+			return FW_EXIT_DATA;
 		}
-		started++;
-	}
-	if (jobs > 1 && !started) {
-		fw_writer_close(w, err, sizeof err);
-		return FW_EXIT_DATA;
-	}
-	int nfiles = argc - optind;
-	struct group G = { 0 };
-	struct fw_progress meter;
-	uint64_t nread = 0, bytes_before = 0;
-
 	fw_progress_start(&meter, progress);
-	for (int fi = 0; meter.on && fi < (nfiles ? nfiles : 1); fi++)
-		fw_progress_expect(&meter, nfiles ? argv[optind + fi] : "-");
-
-	for (int fi = 0; fi < (nfiles ? nfiles : 1); fi++) {
-		const char *path = nfiles ? argv[optind + fi] : "-";
+	fw_operands_init(&ops, argc, argv, optind);
+	while (meter.on && (path = fw_operands_next(&ops)))
+		fw_progress_expect(&meter, path);
+	fw_operands_init(&ops, argc, argv, optind);
+	while ((path = fw_operands_next(&ops))) {
 		struct fw_reader *r = fw_reader_open(path, NULL, err, sizeof err);
+		struct fw_pool *P;
 		struct fw_rec rec;
 		int got = 0, oom = 0;
 
@@ -812,6 +391,15 @@ int main(int argc, char **argv)
 			fw_warn("%s", err);
 			status = FW_EXIT_DATA;
 			continue;
+		}
+		/* a pool per file: its jobs name the reader's file, and are
+		 * written before it closes */
+		R.next_w = 0;
+		if (!(P = fw_pool_new(&pc))) {
+			fw_warn("cannot start a worker thread");
+			fw_reader_close(r);
+			status = FW_EXIT_DATA;
+			break;
 		}
 		const char *name = fw_reader_name(r);
 
@@ -823,15 +411,15 @@ int main(int argc, char **argv)
 			int has = use_demo && fw_teach_group_key(rec.v, &key);
 
 			if (!use_demo) {
-				oom = submit(&P, name, rec.index, rec.offset, rec.v, NULL);
+				oom = submit(P, name, rec.index, rec.offset, rec.v, (struct fw_mpv){ 0 });
 				continue;
 			}
-			if (G.n && (!has || !G.has || key != G.key))
-				oom = flush(&P, &G, name);
-			oom = oom || group_add(&G, &rec, has, key);
+			if (fw_teach_group_ends(&G, has, key))
+				oom = flush(P, &G, name);
+			oom = oom || fw_teach_group_add(&G, rec.v, rec.index, rec.offset, has, key);
 		}
 		if (!oom && G.n)
-			oom = flush(&P, &G, name);
+			oom = flush(P, &G, name);
 		if (oom) {
 			fw_warn("out of memory");
 			status = FW_EXIT_DATA;
@@ -839,50 +427,26 @@ int main(int argc, char **argv)
 			fw_warn_reader(r);
 			status = FW_EXIT_DATA;
 		}
-		/* the jobs name the reader's file: write them before it closes */
-		drain(&P, 1);
+		fw_pool_finish(P);
+		fw_pool_free(P);
 		bytes_before += fw_reader_bytes_in(r);
 		fw_reader_close(r);
 		if (oom)
 			break;
 	}
-	pthread_mutex_lock(&P.mu);
-	P.quit = 1;
-	pthread_cond_broadcast(&P.work);
-	pthread_mutex_unlock(&P.mu);
-	for (int i = 0; i < started; i++)
-		pthread_join(P.th[i], NULL);
 	fw_progress_end(&meter);
-	if (P.status)
-		status = P.status;
-	if (P.hinted) {
-		fprintf(stderr, "%s: credit for %llu of %llu failing rollouts (%.1f%%)\n", fw_prog,
-			(unsigned long long)P.credited, (unsigned long long)P.hinted,
-			100.0 * (double)P.credited / (double)P.hinted);
-		for (int i = 0; i < P.nomit; i++)
-			fprintf(stderr, "%s: omitted for %llu: %s\n", fw_prog,
-				(unsigned long long)P.omit[i].n, P.omit[i].why);
-	}
-	if (P.n_split)
-		fprintf(stderr,
-			"%s: credit beside a correct solution (%ld rollouts): mean %.3f on the %ld "
-			"tokens that differ, %.3f on the %ld others\n",
-			fw_prog, P.n_split, P.n_diff ? P.sum_diff / (double)P.n_diff : 0.0, P.n_diff,
-			P.n_rest ? P.sum_rest / (double)P.n_rest : 0.0, P.n_rest);
-	for (uint64_t i = 0; i < P.cap; i++) {
-		fw_buf_free(&P.ring[i].rec);
-		fw_buf_free(&P.ring[i].demo);
-		fw_buf_free(&P.ring[i].out);
-		fw_buf_free(&P.ring[i].diag);
-	}
+	if (R.status)
+		status = R.status;
+	struct fw_buf sum = { 0 };
+
+	if (fw_teach_tally_text(&R.tally, fw_prog, &sum) == 0)
+		fwrite(sum.p, 1, sum.n, stderr);
+	fw_buf_free(&sum);
 	for (uint64_t i = 0; i < jobs; i++)
-		worker_free(&P.W[i]);
-	free(P.W);
-	free(P.ring);
-	free(P.th);
-	free(wa);
-	fw_buf_free(&G.data);
-	free(G.r);
+		fw_teach_worker_free(R.W[i]);
+	free(R.W);
+	pthread_mutex_destroy(&R.mu);
+	fw_teach_group_release(&G);
 	free(hints_arg);
 	fw_teach_rules_free(C.rules);
 	if (fw_writer_close(w, err, sizeof err)) {
