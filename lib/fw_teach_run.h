@@ -35,6 +35,15 @@ struct fw_teach_conf {
 /* "builtin:DIR" or "http:URL" (not empty after the colon): 0, else -1. */
 int fw_teach_spec_ok(const char *spec);
 
+/*
+ * Parses the --hints list ("env,rules,demo,model:SPEC", SPEC policy or as
+ * fw_teach_spec_ok() wants) in place, cut at each ',': sets C->use_env
+ * and C->hint_spec (pointing into list, which must outlive C), *rules and
+ * *demo, each 0 when not named.  Returns NULL, or the first source that is
+ * none of these (in list).
+ */
+const char *fw_teach_parse_hints(char *list, struct fw_teach_conf *C, int *rules, int *demo);
+
 struct fw_teach_worker;
 
 /* A worker with nothing open.  NULL when out of memory.  Caller frees with
@@ -76,6 +85,22 @@ void fw_teach_result_release(struct fw_teach_result *r);
  */
 void fw_teach_one(const struct fw_teach_conf *C, struct fw_teach_worker *W, struct fw_mpv rec,
 		  struct fw_mpv demo, struct fw_teach_result *res);
+
+/* A record to teach and what teaching it gave, for a worker pool. */
+struct fw_teach_job {
+	struct fw_buf rec, demo;    /* copies; demo.n 0: none */
+	const char *file;           /* where rec was read (not copied) */
+	uint64_t index, offset;     /* and at which record and byte */
+	struct fw_teach_result res; /* fw_teach_one()'s */
+};
+
+/* A job with copies of rec and demo (demo.n 0: none).  NULL when out of
+ * memory.  Caller frees with fw_teach_job_free(). */
+struct fw_teach_job *fw_teach_job_new(const char *file, uint64_t index, uint64_t offset,
+				      struct fw_mpv rec, struct fw_mpv demo);
+
+/* Frees J with its copies and result.  NULL does nothing. */
+void fw_teach_job_free(struct fw_teach_job *J);
 
 /* ---- tallies ----------------------------------------------------------------- */
 

@@ -55,14 +55,6 @@ static const struct fw_opt_doc options[] = {
 	{ NULL, NULL },
 };
 
-/* One record to teach, and what teaching it gave; freed once written. */
-struct job {
-	struct fw_buf rec, demo; /* the record; its group's demo (n 0: none) */
-	const char *file;
-	uint64_t index, offset;
-	struct fw_teach_result res;
-};
-
 /* What the pool's callbacks share: the workers' teachers outlive a file's
  * pool, so that each file does not open them again. */
 struct run {
@@ -74,14 +66,6 @@ struct run {
 	int status, write_failed;
 	struct fw_teach_tally tally;
 };
-
-static void job_free(struct job *J)
-{
-	fw_buf_free(&J->rec);
-	fw_buf_free(&J->demo);
-	fw_teach_result_release(&J->res);
-	free(J);
-}
 
 /* A pool thread's worker: each of a pool's nw threads gets its own. */
 static void *take_worker(void *arg)
@@ -96,7 +80,7 @@ static void *take_worker(void *arg)
 
 static int work(void *state, void *job, void *arg)
 {
-	struct job *J = job;
+	struct fw_teach_job *J = job;
 	struct run *R = arg;
 
 	fw_teach_one(R->C, state, (struct fw_mpv){ J->rec.p, J->rec.n },
@@ -107,7 +91,7 @@ static int work(void *state, void *job, void *arg)
 /* Prints the job's diagnostics, counts it and writes its record. */
 static int done(void *job, int rc, void *arg)
 {
-	struct job *J = job;
+	struct fw_teach_job *J = job;
 	struct run *R = arg;
 	const char *s = (const char *)J->res.diag.p, *e = s + J->res.diag.n;
 
@@ -126,14 +110,14 @@ static int done(void *job, int rc, void *arg)
 		R->status = FW_EXIT_DATA;
 		R->write_failed = 1;
 	}
-	job_free(J);
+	fw_teach_job_free(J);
 	return 0;
 }
 
 static void drop(void *job, void *arg)
 {
 	(void)arg;
-	job_free(job);
+	fw_teach_job_free(job);
 }
 
 /* Hands a copy of the record (and its demo, demo.n 0: none) from file to
@@ -141,17 +125,10 @@ static void drop(void *job, void *arg)
 static int submit(struct fw_pool *P, const char *file, uint64_t index, uint64_t offset,
 		  struct fw_mpv v, struct fw_mpv demo)
 {
-	struct job *J = calloc(1, sizeof *J);
+	struct fw_teach_job *J = fw_teach_job_new(file, index, offset, v, demo);
 
 	if (!J)
 		return -1;
-	J->file = file;
-	J->index = index;
-	J->offset = offset;
-	if (fw_buf_append(&J->rec, v.p, v.n) || (demo.n && fw_buf_append(&J->demo, demo.p, demo.n))) {
-		job_free(J);
-		return -1;
-	}
 	fw_pool_submit(P, J);
 	return 0;
 }
@@ -166,6 +143,13 @@ static int flush(struct fw_pool *P, struct fw_teach_group *G, const char *file)
 			return -1;
 	fw_teach_group_reset(G);
 	return 0;
+}
+
+/* Says what is wrong with an option's value: exit 2, without the usage. */
+static int bad_value(const char *fmt, const char *arg)
+{
+	fw_warn(fmt, arg);
+	return FW_EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
@@ -209,29 +193,17 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "j:o:zh", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_HINTS: {
-			char *save = NULL;
+			const char *bad;
 
 			free(hints_arg);
 			if (!(hints_arg = strdup(optarg)))
 				return FW_EXIT_DATA;
-			C.use_env = use_rules = use_demo = 0;
-			C.hint_spec = NULL;
-			for (char *w = strtok_r(hints_arg, ",", &save); w; w = strtok_r(NULL, ",", &save))
-				if (!strcmp(w, "env")) {
-					C.use_env = 1;
-				} else if (!strcmp(w, "rules")) {
-					use_rules = 1;
-				} else if (!strcmp(w, "demo")) {
-					use_demo = 1;
-				} else if (!strncmp(w, "model:", 6) &&
-					   (!strcmp(w + 6, "policy") || !fw_teach_spec_ok(w + 6))) {
-					C.hint_spec = w + 6;
-				} else {
-					fw_warn("--hints: unknown or unsupported source '%s'", w);
-					fputs(usage_text, stderr);
-					free(hints_arg);
-					return FW_EXIT_USAGE;
-				}
+			if ((bad = fw_teach_parse_hints(hints_arg, &C, &use_rules, &use_demo))) {
+				fw_warn("--hints: unknown or unsupported source '%s'", bad);
+				fputs(usage_text, stderr);
+				free(hints_arg);
+				return FW_EXIT_USAGE;
+			}
 			break;
 		}
 		case OPT_RULES:
@@ -244,63 +216,48 @@ int main(int argc, char **argv)
 				C.no_teacher = 0;
 				C.teacher = optarg;
 			} else {
-				fw_warn("--teacher: want builtin:DIR, http:URL or none, not '%s'", optarg);
-				return FW_EXIT_USAGE;
+				return bad_value("--teacher: want builtin:DIR, http:URL or none, not '%s'",
+						 optarg);
 			}
 			break;
 		case OPT_TOKENIZER:
 			C.tokenizer = optarg;
 			break;
 		case OPT_CLIP:
-			if (fw_parse_double(optarg, &C.clip) || !(C.clip > 0)) {
-				fw_warn("--clip: want a positive number, not '%s'", optarg);
-				return FW_EXIT_USAGE;
-			}
+			if (fw_parse_double(optarg, &C.clip) || !(C.clip > 0))
+				return bad_value("--clip: want a positive number, not '%s'", optarg);
 			break;
 		case OPT_MAX_CHARS:
-			if (fw_parse_u64(optarg, &max_chars, 0) || !max_chars || max_chars > 1u << 20) {
-				fw_warn("--max-chars: want 1 to 1048576, not '%s'", optarg);
-				return FW_EXIT_USAGE;
-			}
+			if (fw_parse_u64(optarg, &max_chars, 0) || !max_chars || max_chars > 1u << 20)
+				return bad_value("--max-chars: want 1 to 1048576, not '%s'", optarg);
 			break;
 		case OPT_HINT_TOKENS:
-			if (fw_parse_u64(optarg, &u, 0) || !u || u > 4096) {
-				fw_warn("--hint-tokens: want 1 to 4096, not '%s'", optarg);
-				return FW_EXIT_USAGE;
-			}
+			if (fw_parse_u64(optarg, &u, 0) || !u || u > 4096)
+				return bad_value("--hint-tokens: want 1 to 4096, not '%s'", optarg);
 			C.ho.max_tokens = (int)u;
 			break;
 		case OPT_HINT_PROMPT:
-			if (fw_parse_u64(optarg, &u, 1) || u < 256 || u > 1u << 24) {
-				fw_warn("--hint-prompt: want 256 to 16M bytes, not '%s'", optarg);
-				return FW_EXIT_USAGE;
-			}
+			if (fw_parse_u64(optarg, &u, 1) || u < 256 || u > 1u << 24)
+				return bad_value("--hint-prompt: want 256 to 16M bytes, not '%s'", optarg);
 			C.ho.prompt_bytes = (size_t)u;
 			break;
 		case OPT_HINT_TEMP:
-			if (fw_parse_double(optarg, &d) || d < 0 || d > 10) {
-				fw_warn("--hint-temp: want 0 to 10, not '%s'", optarg);
-				return FW_EXIT_USAGE;
-			}
+			if (fw_parse_double(optarg, &d) || d < 0 || d > 10)
+				return bad_value("--hint-temp: want 0 to 10, not '%s'", optarg);
 			C.ho.temp = (float)d;
 			break;
 		case OPT_SEED:
-			if (fw_parse_u64(optarg, &C.ho.seed, 0)) {
-				fw_warn("--seed: want an unsigned integer, not '%s'", optarg);
-				return FW_EXIT_USAGE;
-			}
+			if (fw_parse_u64(optarg, &C.ho.seed, 0))
+				return bad_value("--seed: want an unsigned integer, not '%s'", optarg);
 			break;
 		case OPT_TIMEOUT:
-			if (fw_parse_double(optarg, &C.timeout_s) || !(C.timeout_s > 0)) {
-				fw_warn("--timeout: want a positive number of seconds, not '%s'", optarg);
-				return FW_EXIT_USAGE;
-			}
+			if (fw_parse_double(optarg, &C.timeout_s) || !(C.timeout_s > 0))
+				return bad_value("--timeout: want a positive number of seconds, not '%s'",
+						 optarg);
 			break;
 		case 'j':
-			if (fw_parse_u64(optarg, &jobs, 0) || jobs < 1 || jobs > 64) {
-				fw_warn("-j: want 1 to 64, not '%s'", optarg);
-				return FW_EXIT_USAGE;
-			}
+			if (fw_parse_u64(optarg, &jobs, 0) || jobs < 1 || jobs > 64)
+				return bad_value("-j: want 1 to 64, not '%s'", optarg);
 			break;
 		case 'o':
 			out = optarg;
@@ -319,14 +276,11 @@ int main(int argc, char **argv)
 			progress = 1;
 			break;
 		case 'h':
-			fw_help();
-			return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
+			return fw_help_exit();
 		case OPT_VERSION:
-			fw_print_version();
-			return FW_EXIT_OK;
+			return fw_version_exit();
 		default:
-			fw_usage(stderr);
-			return FW_EXIT_USAGE;
+			return fw_usage_exit();
 		}
 	}
 	if (use_rules && !rules_path) {
@@ -367,15 +321,15 @@ int main(int argc, char **argv)
 	const char *path;
 
 	pthread_mutex_init(&R.mu, NULL);
-	if (!(R.W = calloc(jobs, sizeof *R.W))) {
+	int nw = 0;
+
+	if ((R.W = calloc(jobs, sizeof *R.W)))
+		while (nw < (int)jobs && (R.W[nw] = fw_teach_worker_new()))
+			nw++;
+	if (nw < (int)jobs) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
-	for (uint64_t i = 0; i < jobs; i++)
-		if (!(R.W[i] = fw_teach_worker_new())) {
-			fw_warn("out of memory");
-			return FW_EXIT_DATA;
-		}
 	fw_progress_start(&meter, progress);
 	fw_operands_init(&ops, argc, argv, optind);
 	while (meter.on && (path = fw_operands_next(&ops)))

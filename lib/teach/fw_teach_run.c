@@ -16,6 +16,27 @@
 
 enum { NCACHE = 4 };
 
+const char *fw_teach_parse_hints(char *list, struct fw_teach_conf *C, int *rules, int *demo)
+{
+	char *save = NULL;
+
+	C->use_env = *rules = *demo = 0;
+	C->hint_spec = NULL;
+	for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save))
+		if (!strcmp(w, "env"))
+			C->use_env = 1;
+		else if (!strcmp(w, "rules"))
+			*rules = 1;
+		else if (!strcmp(w, "demo"))
+			*demo = 1;
+		else if (!strncmp(w, "model:", 6) &&
+			 (!strcmp(w + 6, "policy") || !fw_teach_spec_ok(w + 6)))
+			C->hint_spec = w + 6;
+		else
+			return w;
+	return NULL;
+}
+
 int fw_teach_spec_ok(const char *s)
 {
 	return (!strncmp(s, "builtin:", 8) && s[8]) || (!strncmp(s, "http:", 5) && s[5]) ? 0 : -1;
@@ -87,8 +108,8 @@ static struct fw_teacher *get_teacher(struct fw_teach_worker *W, const char *spe
 }
 
 /* The tokenizer at path, kept while the next record asks for the same. */
-static const struct fw_tok *get_tok(struct fw_teach_worker *W, const char *path, char *err,
-				    size_t errlen)
+static const struct fw_tok *get_tok(struct fw_teach_worker *W, const char *path,
+				    char *err, size_t errlen)
 {
 	if (W->tok && !strcmp(W->tok_path, path))
 		return W->tok;
@@ -106,7 +127,8 @@ static const struct fw_tok *get_tok(struct fw_teach_worker *W, const char *path,
 	return W->tok;
 }
 
-static void diag(struct fw_teach_result *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void diag(struct fw_teach_result *J, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 static void diag(struct fw_teach_result *J, const char *fmt, ...)
 {
@@ -321,6 +343,34 @@ void fw_teach_result_release(struct fw_teach_result *r)
 		return;
 	fw_buf_release(&r->out);
 	fw_buf_release(&r->diag);
+}
+
+struct fw_teach_job *fw_teach_job_new(const char *file, uint64_t index, uint64_t offset,
+				      struct fw_mpv rec, struct fw_mpv demo)
+{
+	struct fw_teach_job *J = calloc(1, sizeof *J);
+
+	if (!J)
+		return NULL;
+	J->file = file;
+	J->index = index;
+	J->offset = offset;
+	if (fw_buf_append(&J->rec, rec.p, rec.n) ||
+	    (demo.n && fw_buf_append(&J->demo, demo.p, demo.n))) {
+		fw_teach_job_free(J);
+		return NULL;
+	}
+	return J;
+}
+
+void fw_teach_job_free(struct fw_teach_job *J)
+{
+	if (!J)
+		return;
+	fw_buf_release(&J->rec);
+	fw_buf_release(&J->demo);
+	fw_teach_result_release(&J->res);
+	free(J);
 }
 
 /* ---- tallies ----------------------------------------------------------------- */
