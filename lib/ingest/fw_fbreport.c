@@ -546,6 +546,9 @@ static void pct(char *buf, size_t n, double x)
 	snprintf(buf, n, "%.1f%%", 100 * x);
 }
 
+/* Appends to the table, remembering a failure. */
+#define PUT(...) (fail |= fw_buf_printf(f, __VA_ARGS__))
+
 int fw_fbreport_table(const struct fw_fbreport *st, struct fw_buf *f)
 {
 	const uint32_t *order = st->order;
@@ -554,14 +557,14 @@ int fw_fbreport_table(const struct fw_fbreport *st, struct fw_buf *f)
 	size_t nps = st->nps;
 	int fail = 0;
 	char a[32], b[32], c[32];
-	fail |= fw_buf_printf(f, "%llu trajectories, %llu votes, %llu thumbs-down trajectories "
-		   "(external %llu, internal %llu)\n",
-		(unsigned long long)st->ntraj, (unsigned long long)st->nrated,
-		(unsigned long long)st->ndown, (unsigned long long)st->ndown_ext,
-		(unsigned long long)st->ndown_int);
-	fail |= fw_buf_printf(f, "\nfailure categories of thumbs-down trajectories\n");
-	fail |= fw_buf_printf(f, "%-18s %6s %7s  %-15s %-15s %s\n", "category", "count", "share", "external",
-		"internal", "examples");
+	PUT("%llu trajectories, %llu votes, %llu thumbs-down trajectories "
+	    "(external %llu, internal %llu)\n",
+	    (unsigned long long)st->ntraj, (unsigned long long)st->nrated,
+	    (unsigned long long)st->ndown, (unsigned long long)st->ndown_ext,
+	    (unsigned long long)st->ndown_int);
+	PUT("\nfailure categories of thumbs-down trajectories\n");
+	PUT("%-18s %6s %7s  %-15s %-15s %s\n", "category", "count", "share", "external",
+	    "internal", "examples");
 	for (size_t i = 0; i < st->ncats; i++) {
 		const struct category *k = &st->cats[i];
 		char e[48], in[48];
@@ -570,15 +573,14 @@ int fw_fbreport_table(const struct fw_fbreport *st, struct fw_buf *f)
 		pct(c, sizeof c, st->ndown_int ? (double)k->internal / (double)st->ndown_int : 0);
 		snprintf(e, sizeof e, "%llu (%s)", (unsigned long long)k->ext, b);
 		snprintf(in, sizeof in, "%llu (%s)", (unsigned long long)k->internal, c);
-		fail |= fw_buf_printf(f, "%-18s %6llu %7s  %-15s %-15s", k->name, (unsigned long long)k->count, a,
-			e, in);
+		PUT("%-18s %6llu %7s  %-15s %-15s", k->name, (unsigned long long)k->count, a, e, in);
 		for (int x = 0; x < k->nex; x++)
-			fail |= fw_buf_printf(f, " %s", k->examples[x]);
-		fail |= fw_buf_puts(f, "\n");
+			PUT(" %s", k->examples[x]);
+		PUT("\n");
 	}
-	fail |= fw_buf_printf(f, "\nthumbs-up rate by %s (Wilson 95%%)\n", st->c.by_src);
-	fail |= fw_buf_printf(f, "%-16s %6s %6s %7s  %-17s %6s\n", "arm", "up", "votes", "rate", "95% interval",
-		"users");
+	PUT("\nthumbs-up rate by %s (Wilson 95%%)\n", st->c.by_src);
+	PUT("%-16s %6s %6s %7s  %-17s %6s\n", "arm", "up", "votes", "rate", "95% interval",
+	    "users");
 	for (size_t k = 0; k < st->arms.n; k++) {
 		uint32_t i = order[k];
 		char iv[80];
@@ -586,50 +588,52 @@ int fw_fbreport_table(const struct fw_fbreport *st, struct fw_buf *f)
 		pct(b, sizeof b, as[i].lo);
 		pct(c, sizeof c, as[i].hi);
 		snprintf(iv, sizeof iv, "[%s, %s]", b, c);
-		fail |= fw_buf_printf(f, "%-16s %6llu %6llu %7s  %-17s %6llu\n", st->arms.v[i],
-			(unsigned long long)as[i].up, (unsigned long long)as[i].votes,
-			as[i].votes ? a : "-", as[i].votes ? iv : "-", (unsigned long long)as[i].users);
+		PUT("%-16s %6llu %6llu %7s  %-17s %6llu\n", st->arms.v[i],
+		    (unsigned long long)as[i].up, (unsigned long long)as[i].votes,
+		    as[i].votes ? a : "-", as[i].votes ? iv : "-", (unsigned long long)as[i].users);
 	}
 	if (!nps)
 		return fail ? -1 : 0;
 	if (nps > 1)
-		fail |= fw_buf_printf(f, "\nA/B: rate(B) - rate(A), bootstrap %.4g%% over users (95%% for the %zu "
-			   "pairs together), %u resamples, seed %llu\n",
-			100 * (1 - st->alpha), nps, st->c.resamples, (unsigned long long)st->c.seed);
+		PUT("\nA/B: rate(B) - rate(A), bootstrap %.4g%% over users (95%% for the %zu "
+		    "pairs together), %u resamples, seed %llu\n",
+		    100 * (1 - st->alpha), nps, st->c.resamples, (unsigned long long)st->c.seed);
 	else
-		fail |= fw_buf_printf(f, "\nA/B: rate(B) - rate(A), bootstrap 95%% over users, %u resamples, "
-			   "seed %llu\n",
-			st->c.resamples, (unsigned long long)st->c.seed);
+		PUT("\nA/B: rate(B) - rate(A), bootstrap 95%% over users, %u resamples, "
+		    "seed %llu\n",
+		    st->c.resamples, (unsigned long long)st->c.seed);
 	if (st->c.paired_by)
-		fail |= fw_buf_printf(f, "paired by %s: McNemar's exact test on the majority vote per item\n",
-			st->c.paired_src);
+		PUT("paired by %s: McNemar's exact test on the majority vote per item\n",
+		    st->c.paired_src);
 	for (size_t i = 0; i < nps; i++) {
 		const struct fw_ab_pair *p = &ps[i];
 		const char *A = st->arms.v[p->a], *B = st->arms.v[p->b];
 		snprintf(a, sizeof a, "%+.1f%%", 100 * p->diff);
-		fail |= fw_buf_printf(f, "%s vs %s: %s", A, B, a);
+		PUT("%s vs %s: %s", A, B, a);
 		if (p->ok) {
 			snprintf(b, sizeof b, "%+.1f%%", 100 * p->lo);
 			snprintf(c, sizeof c, "%+.1f%%", 100 * p->hi);
-			fail |= fw_buf_printf(f, " [%s, %s], %llu users", b, c, (unsigned long long)p->users);
+			PUT(" [%s, %s], %llu users", b, c, (unsigned long long)p->users);
 		} else {
-			fail |= fw_buf_printf(f, " (no interval: an arm has no votes)");
+			PUT(" (no interval: an arm has no votes)");
 		}
 		if (p->paired)
-			fail |= fw_buf_printf(f, "; %llu pairs, %llu only %s, %llu only %s, McNemar p = %.3g",
-				(unsigned long long)p->npairs, (unsigned long long)p->a_only, A,
-				(unsigned long long)p->b_only, B, p->p_mcnemar);
+			PUT("; %llu pairs, %llu only %s, %llu only %s, McNemar p = %.3g",
+			    (unsigned long long)p->npairs, (unsigned long long)p->a_only, A,
+			    (unsigned long long)p->b_only, B, p->p_mcnemar);
 		if (p->verdict > 0)
-			fail |= fw_buf_printf(f, ": %s preferred over %s\n", B, A);
+			PUT(": %s preferred over %s\n", B, A);
 		else if (p->verdict < 0)
-			fail |= fw_buf_printf(f, ": %s preferred over %s\n", A, B);
+			PUT(": %s preferred over %s\n", A, B);
 		else if (p->users < FW_AB_MIN_USERS)
-			fail |= fw_buf_printf(f, ": no verdict (fewer than %d users)\n", FW_AB_MIN_USERS);
+			PUT(": no verdict (fewer than %d users)\n", FW_AB_MIN_USERS);
 		else if (p->need)
-			fail |= fw_buf_printf(f, ": no verdict (about %llu votes per arm needed)\n",
-				(unsigned long long)p->need);
+			PUT(": no verdict (about %llu votes per arm needed)\n",
+			    (unsigned long long)p->need);
 		else
-			fail |= fw_buf_printf(f, ": no verdict (no difference observed)\n");
+			PUT(": no verdict (no difference observed)\n");
 	}
 	return fail ? -1 : 0;
 }
+
+#undef PUT
