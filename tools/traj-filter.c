@@ -55,7 +55,6 @@ static const struct fw_opt_doc options[] = {
 #define SHOW_DROPS 10 /* decontamination drops explained one by one */
 
 struct split {
-	char *name;
 	struct fw_writer *w;
 	uint64_t n;
 };
@@ -72,7 +71,8 @@ struct state {
 	double sample_frac;
 	struct fw_sample kept; /* --sample N */
 	struct split splits[MAX_SPLITS];
-	double upto[MAX_SPLITS]; /* the splits' cumulative fractions */
+	char *names[MAX_SPLITS]; /* the splits' names, cumulative fractions */
+	double upto[MAX_SPLITS];
 	int nsplits;
 	const char *decontam_files[MAX_DECONTAM];
 	int ndecontam;
@@ -314,13 +314,10 @@ int main(int argc, char **argv)
 		if (!st.out)
 			return fw_usage_fail("--split needs -o PREFIX%s", "");
 		char *copy = strdup(split_spec);
-		char *names[MAX_SPLITS];
-		if (!copy || (st.nsplits = fw_select_parse_splits(copy, names, st.upto,
+		if (!copy || (st.nsplits = fw_select_parse_splits(copy, st.names, st.upto,
 								   MAX_SPLITS)) < 0)
 			return fw_usage_fail("bad split '%s' (want NAME=FRAC,... with fractions adding up to 1)",
 					   split_spec);
-		for (int i = 0; i < st.nsplits; i++)
-			st.splits[i].name = names[i];
 	}
 	if (st.sample == 1 && fw_sample_init(&st.kept, st.sample_n) < 0) {
 		fw_warn("out of memory");
@@ -342,7 +339,7 @@ int main(int argc, char **argv)
 	if (st.nsplits) {
 		for (int i = 0; i < st.nsplits; i++) {
 			char name[4096];
-			snprintf(name, sizeof name, "%s.%s.msgpack%s", st.out, st.splits[i].name,
+			snprintf(name, sizeof name, "%s.%s.msgpack%s", st.out, st.names[i],
 				 st.level > 0 ? ".zst" : "");
 			if (!(st.splits[i].w = fw_writer_open(name, st.level > 0 ? st.level : 0, err,
 							      sizeof err))) {
@@ -405,7 +402,7 @@ done:
 		}
 		if (!status && !st.quiet) {
 			for (int i = 0; i < st.nsplits; i++)
-				fw_warn("split: %s: %llu record%s", st.splits[i].name,
+				fw_warn("split: %s: %llu record%s", st.names[i],
 					(unsigned long long)st.splits[i].n, st.splits[i].n == 1 ? "" : "s");
 		}
 	} else if (st.w && fw_writer_close(st.w, err, sizeof err) < 0) {
