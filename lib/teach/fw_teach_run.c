@@ -375,51 +375,51 @@ void fw_teach_job_free(struct fw_teach_job *J)
 
 /* ---- tallies ----------------------------------------------------------------- */
 
-void fw_teach_tally_add(struct fw_teach_tally *P, const struct fw_teach_result *J)
+void fw_teach_tally_add(struct fw_teach_tally *t, const struct fw_teach_result *r)
 {
-	P->hinted += J->hinted;
-	if (J->split) {
-		P->n_split++;
-		P->sum_diff += J->sum_diff;
-		P->sum_rest += J->sum_rest;
-		P->n_diff += J->n_diff;
-		P->n_rest += J->n_rest;
+	t->hinted += r->hinted;
+	if (r->split) {
+		t->n_split++;
+		t->sum_diff += r->sum_diff;
+		t->sum_rest += r->sum_rest;
+		t->n_diff += r->n_diff;
+		t->n_rest += r->n_rest;
 	}
-	P->credited += J->credited;
-	if (J->hinted && !J->credited) {
+	t->credited += r->credited;
+	if (r->hinted && !r->credited) {
 		int i = 0;
 
-		while (i < P->nomit && strcmp(P->omit[i].why, J->omitted))
+		while (i < t->nomit && strcmp(t->omit[i].why, r->omitted))
 			i++;
 		/* past FW_TEACH_NOMIT distinct reasons the last slot holds the rest */
-		if (i == P->nomit && P->nomit == FW_TEACH_NOMIT)
-			snprintf(P->omit[i = FW_TEACH_NOMIT - 1].why, sizeof P->omit[0].why,
+		if (i == t->nomit && t->nomit == FW_TEACH_NOMIT)
+			snprintf(t->omit[i = FW_TEACH_NOMIT - 1].why, sizeof t->omit[0].why,
 				 "other reasons");
-		else if (i == P->nomit)
-			snprintf(P->omit[P->nomit++].why, sizeof P->omit[0].why, "%s", J->omitted);
-		P->omit[i].n++;
+		else if (i == t->nomit)
+			snprintf(t->omit[t->nomit++].why, sizeof t->omit[0].why, "%s", r->omitted);
+		t->omit[i].n++;
 	}
 }
 
-int fw_teach_tally_text(const struct fw_teach_tally *P, const char *prog, struct fw_buf *out)
+int fw_teach_tally_text(const struct fw_teach_tally *t, const char *prog, struct fw_buf *out)
 {
 	int e = 0;
 
-	if (P->hinted) {
+	if (t->hinted) {
 		e |= fw_buf_printf(out, "%s: credit for %llu of %llu failing rollouts (%.1f%%)\n", prog,
-				   (unsigned long long)P->credited, (unsigned long long)P->hinted,
-				   100.0 * (double)P->credited / (double)P->hinted);
-		for (int i = 0; i < P->nomit; i++)
+				   (unsigned long long)t->credited, (unsigned long long)t->hinted,
+				   100.0 * (double)t->credited / (double)t->hinted);
+		for (int i = 0; i < t->nomit; i++)
 			e |= fw_buf_printf(out, "%s: omitted for %llu: %s\n", prog,
-					   (unsigned long long)P->omit[i].n, P->omit[i].why);
+					   (unsigned long long)t->omit[i].n, t->omit[i].why);
 	}
-	if (P->n_split)
+	if (t->n_split)
 		e |= fw_buf_printf(out,
 				   "%s: credit beside a correct solution (%ld rollouts): mean %.3f on "
 				   "the %ld tokens that differ, %.3f on the %ld others\n",
-				   prog, P->n_split, P->n_diff ? P->sum_diff / (double)P->n_diff : 0.0,
-				   P->n_diff, P->n_rest ? P->sum_rest / (double)P->n_rest : 0.0,
-				   P->n_rest);
+				   prog, t->n_split, t->n_diff ? t->sum_diff / (double)t->n_diff : 0.0,
+				   t->n_diff, t->n_rest ? t->sum_rest / (double)t->n_rest : 0.0,
+				   t->n_rest);
 	return e ? -1 : 0;
 }
 
