@@ -262,24 +262,39 @@ EOF
 @test "the inner loop refuses a training input that holds a private task" {
   ROOT="$BATS_TEST_DIRNAME/.."
   mkdir -p "$T/it"
+  ckpt init "$ROOT/samples/models/tiny-llama.json" "$T/m0" --seed 1 > /dev/null
   # every stage before train-step is done: its output is there
   jq -c '.split = "train" | .id = "t" + .id' "$H/tasks.jsonl" | head -n 2 | rec from-json > "$T/train.mp"
   cat "$T/train.mp" "$H/tasks.mp" > "$T/all.mp"
   rec cat "$T/train.mp" > "$T/it/train.tasks"
   # the rollouts of the two training tasks, and of five private ones
   { rec json "$T/train.mp"; tail -n 5 "$H/tasks.jsonl"; } |
-    jq -c '{kind: "rollout", id: ("r" + .id), v: 1, task: del(.solution), patch: ""}' |
+    jq -c '{kind: "rollout", id: ("r" + .id), v: 1, task: del(.solution), prompt: "def f():", completion: " pass"}' |
     rec from-json > "$T/it/taught.msgpack"
   cp "$T/it/taught.msgpack" "$T/it/rollouts.msgpack"
   cp "$T/it/taught.msgpack" "$T/it/graded.msgpack"
-  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/none" -t "$T/all.mp" \
+  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/m0" -t "$T/all.mp" \
     -s "$H/st.git" -o "$T/it"
-  [[ "$stderr" == "inner-loop.sh: $T/it/taught.msgpack: refusing to train on private task "*" (5 private task(s) in the training input)" ]]
-  [ ! -e "$T/it/ckpt" ] && [ ! -e "$T/it/metrics.msgpack" ]
+  [ "$(grep -c "^train-step: $T/it/taught.msgpack: record [3-7] (byte [0-9]*): refusing to train on private task " <<<"$stderr")" = 5 ]
+  [[ "$stderr" == *"train-step: no step taken: 5 record(s) of private tasks in the training input"* ]]
+  [ ! -e "$T/it/ckpt" ] && [ ! -e "$T/it/metrics.msgpack" ] && [ ! -e "$T/it/run/latest" ]
+  # the same private tasks relabelled "train" in the rollouts are still
+  # known by their ids in TASKS
+  rec json "$T/it/taught.msgpack" | jq -c '.task.split = "train"' | rec from-json > "$T/relabelled.mp"
+  mv "$T/relabelled.mp" "$T/it/taught.msgpack"
+  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/m0" -t "$T/all.mp" \
+    -s "$H/st.git" -o "$T/it"
+  [[ "$stderr" == *"no step taken: 5 record(s) of private tasks"* ]]
   # the ids of a --private file count too (here JSON Lines)
-  jq -c '{kind: "rollout", id: "r1", v: 1, task: {kind: "task", id: "pe-2", split: "train"}}' \
+  jq -c '{kind: "rollout", id: "r1", v: 1, task: {kind: "task", id: "pe-2", split: "train"}, prompt: "a", completion: "b"}' \
     -n | rec from-json > "$T/it/taught.msgpack"
-  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/none" -t "$T/train.mp" \
+  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/m0" -t "$T/train.mp" \
     -s "$H/st.git" -o "$T/it" --private "$ROOT/samples/evals/private-eval.jsonl"
-  [[ "$stderr" == *"refusing to train on private task pe-2 (1 private task(s)"* ]]
+  [[ "$stderr" == *"taught.msgpack: record 1 (byte 0): refusing to train on private task pe-2"* ]]
+  # and without a private task the step is taken
+  jq -c '{kind: "rollout", id: "r1", v: 1, task: {kind: "task", id: "t1", split: "train"}, prompt: "a", completion: "b", grade: {reward: 1}}' \
+    -n | rec from-json > "$T/it/taught.msgpack"
+  run -0 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/m0" -t "$T/all.mp" \
+    -s "$H/st.git" -o "$T/it" --objective sft
+  [ -s "$T/it/ckpt" ]
 }
