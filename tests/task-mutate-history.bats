@@ -128,13 +128,15 @@ EOF
 @test "no object of the commit or later is in the workspace: each one is the task tree's or its root commit" {
   cat > "$T/objects.sh" <<'EOF'
 #!/bin/sh
+find . -path ./.git -prune -o -type f -print -o -type l -print | sed 's|^\./|file |' | sort > files.txt
 git cat-file --batch-all-objects --batch-check='%(objectname) %(objecttype)' > objects.txt
 git rev-list --count HEAD >> objects.txt
 EOF
   chmod +x "$T/objects.sh"
   jq -c . "$H/tasks.jsonl" | while read -r line; do
     c=$(jq -r .commit <<<"$line") tree=$(jq -r .tree <<<"$line")
-    policy "$T/objects.sh" "$line" | sed -n 's/^+\([0-9a-f]\{40\} [a-z]*\)$/\1/p' > "$T/ws"
+    policy "$T/objects.sh" "$line" > "$T/patch"
+    sed -n 's/^+\([0-9a-f]\{40\} [a-z]*\)$/\1/p' "$T/patch" > "$T/ws"
     # what the commit and every later one brought, less what the task tree holds
     git -C "$R" rev-list --objects "$c^..main" | cut -c1-40 | sort -u > "$T/future"
     { echo "$tree"; git -C "$H/st.git" ls-tree -r -t "$tree" | cut -f1 | awk '{print $3}'; } |
@@ -146,6 +148,11 @@ EOF
     [ -z "$(cut -d' ' -f1 "$T/ws" | sort -u | comm -12 - "$T/new")" ]
     [ "$(grep -c ' commit$' "$T/ws")" = 1 ]
     [ -z "$(grep -v ' commit$' "$T/ws" | cut -d' ' -f1 | sort -u | comm -23 - "$T/task")" ]
+    # and no file beside the task tree's: no cached build output (__pycache__,
+    # .pytest_cache) from the runs at the commit, no file of a later commit
+    sed -n 's/^+file \(.*\)$/\1/p' "$T/patch" | grep -vx files.txt > "$T/files"
+    diff "$T/files" <(git -C "$H/st.git" ls-tree -r --name-only "$tree" | sort)
+    ! grep -q '__pycache__\|\.pyc$\|\.pytest_cache' "$T/files"
   done
 }
 
