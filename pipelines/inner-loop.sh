@@ -14,6 +14,7 @@
 #   graded.msgpack     grade: a reward per rollout
 #   taught.msgpack     teach: hints and per-token credit (a copy of graded
 #                      with --no-teach)
+#   private.tasks      the private tasks train-step is told of (--private)
 #   metrics.msgpack    train-step's metrics, one record per step
 #   run/               the checkpoints; run/latest is the new policy
 #   ckpt               a file naming the new checkpoint's directory
@@ -29,9 +30,10 @@
 #                    is trained by the distill term alone, the others by pg
 #   --private FILE   more private tasks (records, or JSON Lines such as
 #                    samples/evals/private-eval.jsonl)
-# The private split never reaches train-step: before the training step,
-# a training input that holds the id of a private task (split "private" in
-# TASKS, or any task of --private) is refused, and the loop stops (exit 1).
+# The private split is never trained on: train-step --private refuses a
+# training input that holds a private task (split "private" in TASKS, in
+# the rollout's own task, or any task of --private), each one named with
+# its position, and the loop stops (exit 1) before any step.
 # Every stage runs through fw-stage, so with FW_RUNS set each leaves a run
 # record (see fw-cron(1)).  FW_BIN names the tools' directory.
 set -eu
@@ -95,33 +97,25 @@ if [ $teach = 1 ]; then
 else
   keep "$out/taught.msgpack" teach-skipped rec cat "$out/graded.msgpack"
 fi
-# refuse_private FILE: stop when a record of FILE is a private task's rollout
-refuse_private() {
-  {
-    traj-filter -q -e '.split == "private"' "$tasks" | rec get .id
-    if [ -n "$private" ]; then
-      case $(head -c 1 "$private") in
-        "{") rec from-json "$private" ;;
-        *) rec cat "$private" ;;
-      esac | rec get .id
-    fi
-  } | tr -d '"' | sort -u > "$out/private.ids"
-  rec get .task.id "$1" | tr -d '"' | sort -u | comm -12 - "$out/private.ids" > "$out/private.hits"
-  if [ -s "$out/private.hits" ]; then
-    echo "inner-loop.sh: $1: refusing to train on private task $(head -n 1 "$out/private.hits")" \
-      "($(wc -l < "$out/private.hits") private task(s) in the training input)" >&2
-    exit 1
+# private_tasks: the private tasks, as records, for train-step --private
+private_tasks() {
+  traj-filter -q -e '.split == "private"' "$tasks"
+  if [ -n "$private" ]; then
+    case $(head -c 1 "$private") in
+      "{") rec from-json "$private" ;;
+      *) rec cat "$private" ;;
+    esac
   fi
-  rm -f "$out/private.ids" "$out/private.hits"
 }
 if [ ! -e "$out/ckpt" ]; then
-  refuse_private "$out/taught.msgpack"
+  private_tasks > "$out/private.tasks"
   n=$(rec count "$out/taught.msgpack")
   bs=$(( (n + steps - 1) / steps ))
   rm -rf "$out/run"
   keep "$out/metrics.msgpack" train-step train-step --ckpt "$ckpt" --out "$out/run" \
     --objective "$objective" --steps "$steps" --batch-size "$bs" --lr "$lr" --warmup 0 \
-    --schedule constant --no-std --seed "$seed" $route "$out/taught.msgpack"
+    --schedule constant --no-std --seed "$seed" $route --private "$out/private.tasks" \
+    "$out/taught.msgpack"
   readlink -f "$out/run/latest" > "$out/ckpt.tmp"
   mv "$out/ckpt.tmp" "$out/ckpt"
 fi

@@ -45,6 +45,14 @@ construct() {
   # tasks from both sample repositories
   [ "$(rec get .repo "$O/tasks.msgpack" | grep -c textkit)" -gt 0 ]
   [ "$(rec get .repo "$O/tasks.msgpack" | grep -c tally)" -gt 0 ]
+  # one task from the billing sample's history, shown as a policy sees it:
+  # the commit message, the context bundle at /context, the failing tests
+  [ "$(rec json "$O/tasks.msgpack" | jq -r 'select(.strategy == "history") | .split')" = private ]
+  assert_line --regexp "^a task from the billing sample's history \(commit [0-9a-f]{7}, 2024-[0-9-]{5}T[0-9:]{8}Z\), as a policy sees it:$"
+  assert_line "        Fix the nightly import crash"
+  assert_line "    - /context/nightly-import.log (log)"
+  assert_line "    - /context/ops-thread.txt (chat)"
+  assert_line --partial "    These tests fail now and must pass:"
   # each solution earns 1, each empty patch 0
   n=$(rec count "$O/tasks.msgpack")
   [ "$(rec json "$O/graded.msgpack" | jq -c 'select(.policy.backend=="oracle" and .grade.reward==1)' | wc -l)" = "$n" ]

@@ -128,13 +128,15 @@ EOF
 @test "no object of the commit or later is in the workspace: each one is the task tree's or its root commit" {
   cat > "$T/objects.sh" <<'EOF'
 #!/bin/sh
+find . -path ./.git -prune -o -type f -print -o -type l -print | sed 's|^\./|file |' | sort > files.txt
 git cat-file --batch-all-objects --batch-check='%(objectname) %(objecttype)' > objects.txt
 git rev-list --count HEAD >> objects.txt
 EOF
   chmod +x "$T/objects.sh"
   jq -c . "$H/tasks.jsonl" | while read -r line; do
     c=$(jq -r .commit <<<"$line") tree=$(jq -r .tree <<<"$line")
-    policy "$T/objects.sh" "$line" | sed -n 's/^+\([0-9a-f]\{40\} [a-z]*\)$/\1/p' > "$T/ws"
+    policy "$T/objects.sh" "$line" > "$T/patch"
+    sed -n 's/^+\([0-9a-f]\{40\} [a-z]*\)$/\1/p' "$T/patch" > "$T/ws"
     # what the commit and every later one brought, less what the task tree holds
     git -C "$R" rev-list --objects "$c^..main" | cut -c1-40 | sort -u > "$T/future"
     { echo "$tree"; git -C "$H/st.git" ls-tree -r -t "$tree" | cut -f1 | awk '{print $3}'; } |
@@ -146,6 +148,11 @@ EOF
     [ -z "$(cut -d' ' -f1 "$T/ws" | sort -u | comm -12 - "$T/new")" ]
     [ "$(grep -c ' commit$' "$T/ws")" = 1 ]
     [ -z "$(grep -v ' commit$' "$T/ws" | cut -d' ' -f1 | sort -u | comm -23 - "$T/task")" ]
+    # and no file beside the task tree's: no cached build output (__pycache__,
+    # .pytest_cache) from the runs at the commit, no file of a later commit
+    sed -n 's/^+file \(.*\)$/\1/p' "$T/patch" | grep -vx files.txt > "$T/files"
+    diff "$T/files" <(git -C "$H/st.git" ls-tree -r --name-only "$tree" | sort)
+    ! grep -q '__pycache__\|\.pyc$\|\.pytest_cache' "$T/files"
   done
 }
 
@@ -262,24 +269,39 @@ EOF
 @test "the inner loop refuses a training input that holds a private task" {
   ROOT="$BATS_TEST_DIRNAME/.."
   mkdir -p "$T/it"
+  ckpt init "$ROOT/samples/models/tiny-llama.json" "$T/m0" --seed 1 > /dev/null
   # every stage before train-step is done: its output is there
   jq -c '.split = "train" | .id = "t" + .id' "$H/tasks.jsonl" | head -n 2 | rec from-json > "$T/train.mp"
   cat "$T/train.mp" "$H/tasks.mp" > "$T/all.mp"
   rec cat "$T/train.mp" > "$T/it/train.tasks"
   # the rollouts of the two training tasks, and of five private ones
   { rec json "$T/train.mp"; tail -n 5 "$H/tasks.jsonl"; } |
-    jq -c '{kind: "rollout", id: ("r" + .id), v: 1, task: del(.solution), patch: ""}' |
+    jq -c '{kind: "rollout", id: ("r" + .id), v: 1, task: del(.solution), prompt: "def f():", completion: " pass"}' |
     rec from-json > "$T/it/taught.msgpack"
   cp "$T/it/taught.msgpack" "$T/it/rollouts.msgpack"
   cp "$T/it/taught.msgpack" "$T/it/graded.msgpack"
-  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/none" -t "$T/all.mp" \
+  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/m0" -t "$T/all.mp" \
     -s "$H/st.git" -o "$T/it"
-  [[ "$stderr" == "inner-loop.sh: $T/it/taught.msgpack: refusing to train on private task "*" (5 private task(s) in the training input)" ]]
-  [ ! -e "$T/it/ckpt" ] && [ ! -e "$T/it/metrics.msgpack" ]
+  [ "$(grep -c "^train-step: $T/it/taught.msgpack: record [3-7] (byte [0-9]*): refusing to train on private task " <<<"$stderr")" = 5 ]
+  [[ "$stderr" == *"train-step: no step taken: 5 record(s) of private tasks in the training input"* ]]
+  [ ! -e "$T/it/ckpt" ] && [ ! -e "$T/it/metrics.msgpack" ] && [ ! -e "$T/it/run/latest" ]
+  # the same private tasks relabelled "train" in the rollouts are still
+  # known by their ids in TASKS
+  rec json "$T/it/taught.msgpack" | jq -c '.task.split = "train"' | rec from-json > "$T/relabelled.mp"
+  mv "$T/relabelled.mp" "$T/it/taught.msgpack"
+  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/m0" -t "$T/all.mp" \
+    -s "$H/st.git" -o "$T/it"
+  [[ "$stderr" == *"no step taken: 5 record(s) of private tasks"* ]]
   # the ids of a --private file count too (here JSON Lines)
-  jq -c '{kind: "rollout", id: "r1", v: 1, task: {kind: "task", id: "pe-2", split: "train"}}' \
+  jq -c '{kind: "rollout", id: "r1", v: 1, task: {kind: "task", id: "pe-2", split: "train"}, prompt: "a", completion: "b"}' \
     -n | rec from-json > "$T/it/taught.msgpack"
-  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/none" -t "$T/train.mp" \
+  run -1 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/m0" -t "$T/train.mp" \
     -s "$H/st.git" -o "$T/it" --private "$ROOT/samples/evals/private-eval.jsonl"
-  [[ "$stderr" == *"refusing to train on private task pe-2 (1 private task(s)"* ]]
+  [[ "$stderr" == *"taught.msgpack: record 1 (byte 0): refusing to train on private task pe-2"* ]]
+  # and without a private task the step is taken
+  jq -c '{kind: "rollout", id: "r1", v: 1, task: {kind: "task", id: "t1", split: "train"}, prompt: "a", completion: "b", grade: {reward: 1}}' \
+    -n | rec from-json > "$T/it/taught.msgpack"
+  run -0 --separate-stderr "$ROOT/pipelines/inner-loop.sh" -c "$T/m0" -t "$T/all.mp" \
+    -s "$H/st.git" -o "$T/it" --objective sft
+  [ -s "$T/it/ckpt" ]
 }

@@ -249,6 +249,42 @@ close() {
   rec json "$T/m.mp" | jq -e '.skipped_records == 2 and .seqs == 4'
 }
 
+@test "a record of a private task stops the run before any step, --skip-bad or not" {
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  printf '%s\n' \
+    '{"kind":"rollout","id":"r1","task":{"kind":"task","id":"a","split":"train"},"prompt":"ab","completion":"cd"}' \
+    '{"kind":"rollout","id":"r2","task":{"kind":"task","id":"b","split":"private"},"prompt":"ab","completion":"cd"}' \
+    '{"kind":"rollout","id":"r3","task":"c","prompt":"ab","completion":"cd"}' \
+    '{"kind":"rollout","id":"r4","task":{"kind":"task","id":"d","split":"train"},"prompt":"ab","completion":"cd"}' \
+    '{"kind":"task","id":"e","split":"private","prompt":"ab","completion":"cd"}' | rec from-json > "$T/in.mp"
+  # the ids of --private: c by a task id string, d though its split says train
+  printf '%s\n' '{"kind":"task","id":"c"}' '{"kind":"task","id":"d"}' | rec from-json > "$T/private.mp"
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --skip-bad \
+    --private "$T/private.mp" -o "$T/m.mp" "$T/in.mp"
+  [ -z "$output" ]
+  assert_equal "$stderr" "train-step: $T/in.mp: record 2 (byte 77): refusing to train on private task b
+train-step: $T/in.mp: record 3 (byte 156): refusing to train on private task c
+train-step: $T/in.mp: record 4 (byte 207): refusing to train on private task d
+train-step: $T/in.mp: record 5 (byte 284): refusing to train on private task e
+train-step: no step taken: 4 record(s) of private tasks in the training input"
+  [ ! -e "$T/run" ] && [ ! -e "$T/m.mp" ]
+  # without --private only the split counts
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" "$T/in.mp"
+  [[ "$stderr" == *"no step taken: 2 record(s) of private tasks"* ]]
+  # the training records alone train
+  rec head -n 1 "$T/in.mp" > "$T/one.mp"
+  run -0 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run" --private "$T/private.mp" \
+    -o "$T/m.mp" "$T/one.mp"
+  [ -L "$T/run/latest" ]
+  # a --private file that cannot be read, or a record of it without an id
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run2" --private "$T/nosuch" "$T/one.mp"
+  [[ "$stderr" == "train-step: $T/nosuch: "* ]]
+  echo '{"kind":"task"}' | rec from-json > "$T/noid.mp"
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/run2" --private "$T/noid.mp" "$T/one.mp"
+  [ "$stderr" = "train-step: --private $T/noid.mp: record 1 has no string 'id'" ]
+  [ ! -e "$T/run2" ]
+}
+
 @test "a sequence beyond max_position_embeddings is refused, or with --truncate keeps its first tokens" {
   ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
   seq 1 600 | awk '{ printf "%s%d", (NR > 1 ? "," : "{\"tokens\":["), $1 % 256 } END { print "]}" }' |

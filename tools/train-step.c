@@ -30,7 +30,7 @@ static const char usage_text[] =
 	"                  [--clip-low X] [--clip-high X] [--no-std] [--norm token|seq]\n"
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X] [--route]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
-	"                  [--device cpu|cuda[:N]]\n"
+	"                  [--private FILE] [--device cpu|cuda[:N]]\n"
 	"                  [--progress] [-o OUT] [-z] [--threads N] [-j N] [FILE...]\n"
 	"                  [-h | --help] [--version]\n";
 
@@ -65,6 +65,7 @@ static const struct fw_opt_doc options[] = {
 	{ "--seed S", "seed of the data order (default the checkpoint's)" },
 	{ "--skip-bad", "skip records that cannot be trained on, and count them" },
 	{ "--truncate", "cut a sequence longer than max_position_embeddings instead of refusing it" },
+	{ "--private FILE", "task records whose ids are private: a record of one of them stops the run" },
 	{ "--device cpu|cuda[:N]", "where the step runs" },
 	{ "--progress", "a progress meter of steps on standard error even when it is not a terminal" },
 	{ "-o OUT", "write the metrics records, one per step, to OUT" },
@@ -121,7 +122,66 @@ static int parse_objective(const char *s, struct fw_train_cfg *c)
 enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
        O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
        O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_THREADS, O_VERSION, O_PROGRESS };
+       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_THREADS, O_VERSION, O_PROGRESS, O_PRIVATE };
+
+/*
+ * The private split is never trained on.  A training record belongs to a
+ * private task when its task (the map or id string under "task", else the
+ * record itself) has split "private" or an id that --private names.  Such a
+ * record stops the run before any step, --skip-bad or not: skipping it
+ * would hide a pipeline that feeds the private split to training.
+ */
+static int load_private(const char *file, struct fw_intern *ids)
+{
+	struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof(err));
+	struct fw_rec rec;
+	struct fw_mpv id;
+	const char *s;
+	size_t n;
+	int got;
+
+	if (!r)
+		return -1;
+	*err = 0;
+	while ((got = fw_reader_next(r, &rec)) > 0) {
+		if (fw_mp_get(rec.v, "id", &id) != 1 || fw_mp_str(id, &s, &n)) {
+			snprintf(err, sizeof(err), "--private %s: record %llu has no string 'id'",
+				 file, (unsigned long long)rec.index + 1);
+			got = -1;
+			break;
+		}
+		if (fw_intern_add(ids, s, n) < 0) {
+			snprintf(err, sizeof(err), "out of memory");
+			got = -1;
+			break;
+		}
+	}
+	if (got < 0 && !*err)
+		snprintf(err, sizeof(err), "--private %s: record %llu: %s", file,
+			 (unsigned long long)fw_reader_index(r) + 1, fw_reader_error(r));
+	fw_reader_close(r);
+	return got < 0 ? -1 : 0;
+}
+
+/* 1 when rec is a private task's, with its id (NULL when it has none). */
+static int private_task(struct fw_mpv rec, const struct fw_intern *ids,
+			const char **id, size_t *idn)
+{
+	struct fw_mpv task = rec, v;
+
+	*id = NULL;
+	*idn = 0;
+	if (fw_mp_get(rec, "task", &v) == 1) {
+		if (!fw_mp_str(v, id, idn))
+			return fw_intern_find(ids, *id, *idn) >= 0;
+		task = v;
+	}
+	if (fw_mp_get(task, "id", &v) == 1 && fw_mp_str(v, id, idn))
+		*id = NULL, *idn = 0;
+	if (fw_mp_get(task, "split", &v) == 1 && fw_mp_str_eq(v, "private", 7))
+		return 1;
+	return *id && fw_intern_find(ids, *id, *idn) >= 0;
+}
 
 /* fw_run's step callback: the meter counts steps. */
 static void tick_step(void *ctx, long done)
@@ -173,6 +233,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "skip-bad", no_argument, NULL, O_SKIPBAD },
 		{ "truncate", no_argument, NULL, O_TRUNC },
+		{ "private", required_argument, NULL, O_PRIVATE },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "help", no_argument, NULL, 'h' },
@@ -190,7 +251,10 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	int level = -1, skip_bad = 0, rc = FW_EXIT_OK, c, rank = fw_dp_rank(dp), size = fw_dp_size(dp);
 	uint64_t u;
 	double d, dw = -1;
-	long skipped = 0;
+	long skipped = 0, nprivate = 0;
+	struct fw_intern private_ids = { 0 };
+	const char *privf[16];
+	size_t nprivf = 0;
 
 	fw_run_opts_defaults(&ro);
 	if (size > 1) {
@@ -324,6 +388,11 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			break;
 		case O_SKIPBAD: skip_bad = 1; break;
 		case O_TRUNC: ro.truncate = 1; break;
+		case O_PRIVATE:
+			if (nprivf == sizeof(privf) / sizeof(*privf))
+				return usage_error("%s", "too many --private files");
+			privf[nprivf++] = optarg;
+			break;
 		case O_PROGRESS: progress = 1; break;
 		case 'o': mout = optarg; break;
 		case 'z': level = 3; break;
@@ -354,6 +423,9 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	if (cfg->kl_coef > 0 && !ro.ref)
 		return usage_error("%s", "--kl-coef needs --ref DIR");
 	fw_operands_init(&ops, argc, argv, optind);
+	for (size_t i = 0; i < nprivf; i++)
+		if (load_private(privf[i], &private_ids))
+			goto fail;
 
 	/* The device (--device, $FW_DEVICE, else a GPU when there is one);
 	 * data-parallel ranks on GPUs sum their gradients with NCCL. */
@@ -380,11 +452,21 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			continue;
 		}
 		while ((got = fw_reader_next(r, &rec)) != 0) {
+			const char *id;
+			size_t idn;
+
 			if (got < 0) {
 				fw_warn_reader(r);
 				rc = FW_EXIT_DATA;
 				if (!fw_reader_recoverable(r))
 					break;
+				continue;
+			}
+			if (private_task(rec.v, &private_ids, &id, &idn)) {
+				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset,
+					    "refusing to train on private task %.*s",
+					    id ? (int)idn : 9, id ? id : "(no id)");
+				nprivate++;
 				continue;
 			}
 			if (fw_run_add(run, rec.v, err, sizeof(err))) {
@@ -395,6 +477,12 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			}
 		}
 		fw_reader_close(r);
+	}
+	if (nprivate) {
+		fw_warn("no step taken: %ld record(s) of private tasks in the training input",
+			nprivate);
+		rc = FW_EXIT_DATA;
+		goto out;
 	}
 	if (rc != FW_EXIT_OK) {
 		fw_warn("no step taken: bad input (--skip-bad trains on the rest)");
@@ -453,6 +541,7 @@ out:
 	fw_buf_free(&mb);
 	fw_run_free(run);
 	fw_dev_comm_free();
+	fw_intern_release(&private_ids);
 	return rc;
 }
 
