@@ -259,8 +259,10 @@ judge: deps
 	$(Q)FW_BIN=$(abspath $(B)) pipelines/judge.sh out/judge
 
 # The judge's verdict as the reward of one inner-loop iteration on tasks
-# that want a clarifying question and tasks that want the work started,
-# and the rate of clarifying questions before and after on held-out ones
+# that want a clarifying question and tasks that want the work started
+# (the pg step's setting chosen by a sweep on the training tasks), and the
+# rate of clarifying questions before, after and in a null arm (the
+# rewards rotated within each group) on held-out ones
 # (out/judge-reward/reward.json).  Part of `make check`, not of `make test`
 # (tests/judge-reward.bats runs it at reduced size).
 judge-reward: deps

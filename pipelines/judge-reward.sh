@@ -21,10 +21,21 @@
 #                 tasks, JR_SAMPLES samples each at JR_TEMP
 #   4. iteration  rollout of the bootstrap on the training tasks; grade
 #                 --judge JR_JUDGE --rubric samples/judge/expect.jsonl
-#                 --judge-only --reward JR_REWARD; train-step --objective pg
-#                 on the graded rollouts
-#   5. after      rollout of the new checkpoint on the held-out tasks, the
-#                 same seeds as before
+#                 --judge-only --reward JR_REWARD; then, for each setting
+#                 of the sweep JR_SWEEP (the loss's normalisation and the
+#                 learning rate), train-step --objective pg on the graded
+#                 rollouts and rollout of the result on the training tasks
+#                 (the seeds of the rollouts it learnt from); the setting
+#                 whose first moves are right most often on the training
+#                 tasks (the mean over the two kinds of the rate of the
+#                 move each wants: a question on ask, a command on act) is
+#                 chosen.  The held-out tasks play no part in the choice.
+#                 A null arm trains the chosen setting on the same rollouts
+#                 with each group's rewards rotated among its episodes (the
+#                 same rewards, none for the move it paid): what the steps
+#                 do without the judge's signal.
+#   5. after      rollout of the chosen checkpoint (and of the null arm's)
+#                 on the held-out tasks, the same seeds as before
 #
 # A clarifying question: the agent's first reply runs no command (the
 # episode stops at no-action after 0 steps) and ends in a question mark.
@@ -39,14 +50,21 @@
 # (mix:resolved=0,asks-first=1,acts-at-once=1: the tests weigh nothing, a
 # policy this small resolves no task; on an ask task the reward is the
 # asks-first score, on an act task the acts-at-once score, each on [0, 1]),
-# JR_PG_STEPS (16), JR_PG_LR (3e-3), JR_JOBS (2).  FW_BIN names the tools'
-# directory.
+# JR_PG_STEPS (16), JR_SWEEP ("token:3e-3 token:1e-3 token:3e-4 seq:3e-3
+# seq:1e-3 seq:3e-4": NORM:LR pairs, train-step's --norm and --lr),
+# JR_NULL (1: run the null arm; 0: not), JR_JOBS (2).  FW_BIN names the
+# tools' directory.
 # A stage whose output is in OUTDIR is not run again (the task-mutate
-# tasks, boot/ckpt, before, train and graded); pg and after always are.
-# Outputs in OUTDIR: tasks.msgpack, boot/, before.msgpack, train.msgpack,
-# graded.msgpack, pg/ (the checkpoint run), metrics.msgpack,
-# after.msgpack, rates.tsv (kind, when, asked, n, rate, lo, hi) and
-# reward.json.
+# tasks, boot/ckpt, before, train and graded); the sweep and after always
+# are.  Outputs in OUTDIR: tasks.msgpack, boot/, before.msgpack,
+# train.msgpack, graded.msgpack, sweep/NORM-LR/ (each setting's pg/,
+# metrics.msgpack and train-after.msgpack), sweep.tsv (norm, lr, then
+# asked and n on the training tasks of each kind, ask then act, and the
+# score), pg (a link to the chosen setting's run), metrics.msgpack (its
+# metrics), null/ (the null arm: its graded.msgpack, pg/ and
+# metrics.msgpack), after.msgpack, null-after.msgpack,
+# rates.tsv (kind, when, asked, n, rate, lo, hi; when is before, after or
+# null) and reward.json.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${FW_BIN:-$here/bin}
@@ -64,7 +82,8 @@ maxtok=${JR_MAX_TOKENS:-48}
 judge=${JR_JUDGE:-exec:$here/samples/judge/rules-judge}
 reward=${JR_REWARD:-mix:resolved=0,asks-first=1,acts-at-once=1}
 pg_steps=${JR_PG_STEPS:-16}
-pg_lr=${JR_PG_LR:-3e-3}
+sweep=${JR_SWEEP:-token:3e-3 token:1e-3 token:3e-4 seq:3e-3 seq:1e-3 seq:3e-4}
+null=${JR_NULL:-1}
 jobs=${JR_JOBS:-2}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -172,29 +191,96 @@ bs=$(( (n + pg_steps - 1) / pg_steps ))
 # twice through the rollouts: the clipped ratio bounds how far the second
 # pass moves from the policy that sampled them
 bs=$(( bs * 2 ))
-rm -rf "$out/pg" "$out/after.msgpack"
-# an episode cut at the context ends at its last position: --truncate keeps
-# the positions it has (the first reply, which the judge read, among them)
-run train-step --truncate --ckpt "$boot" --out "$out/pg" --objective pg --steps "$pg_steps" --batch-size "$bs" \
-  --lr "$pg_lr" --warmup 0 --schedule constant --seed 1 -o "$out/metrics.msgpack" "$out/graded.msgpack"
-after=$(readlink -f "$out/pg/latest")
+# pg NORM LR GRADED DIR: the iteration's training step into DIR
+pg() {
+  rm -rf "$4/pg"
+  # an episode cut at the context ends at its last position: --truncate
+  # keeps the positions it has (the first reply, which the judge read,
+  # among them)
+  run train-step --truncate --ckpt "$boot" --out "$4/pg" --objective pg --steps "$pg_steps" \
+    --batch-size "$bs" --norm "$1" --lr "$2" --warmup 0 --schedule constant --seed 1 \
+    -o "$4/metrics.msgpack" "$3"
+}
+# score FILE: the mean over the two kinds of the rate of the right first
+# move (a question on an ask task, none on an act task), with the counts
+# behind it: "ask_asked ask_n act_asked act_n score"
+score() {
+  rates "$1" x | awk -F'\t' '{ a[$1] = $3; n[$1] = $4 }
+    END { if (!n["ask"] || !n["act"]) exit 1
+          printf "%d %d %d %d %.4f\n", a["ask"], n["ask"], a["act"], n["act"],
+                 (a["ask"] / n["ask"] + 1 - a["act"] / n["act"]) / 2 }'
+}
+rm -rf "$out/sweep" "$out/null" "$out/pg" "$out/after.msgpack" "$out/null-after.msgpack"
+: > "$out/sweep.tsv"
+s0=$(score "$out/train.msgpack") || { echo "judge-reward: no rollouts of one kind" >&2; exit 1; }
+s0=${s0##* }
+printf '    sweep on the training tasks (right first moves, mean of the two kinds; before: %.3f)\n' "$s0"
+best= best_s=-1
+for set in $sweep; do
+  norm=${set%%:*} lr=${set#*:}
+  case $norm in token|seq) ;; *) echo "judge-reward: JR_SWEEP: $set: not NORM:LR with NORM token or seq" >&2; exit 2 ;; esac
+  d=$out/sweep/$norm-$lr
+  mkdir -p "$d"
+  pg "$norm" "$lr" "$out/graded.msgpack" "$d"
+  episodes "$(readlink -f "$d/pg/latest")" 1 "$work/train.tasks" "$d/train-after.msgpack"
+  line=$(score "$d/train-after.msgpack") || { echo "judge-reward: no rollouts of one kind" >&2; exit 1; }
+  set -- $line
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$norm" "$lr" "$1" "$2" "$3" "$4" "$5" >> "$out/sweep.tsv"
+  printf '    --norm %-5s --lr %-6s asked on ask %3d/%-3d on act %3d/%-3d  right %.3f\n' \
+    "$norm" "$lr" "$1" "$2" "$3" "$4" "$5"
+  # the first best wins a tie: the sweep's order breaks it
+  if awk -v s="$5" -v b="$best_s" 'BEGIN { exit !(s > b) }'; then best=$set best_s=$5; fi
+done
+[ -n "$best" ] || { echo "judge-reward: JR_SWEEP is empty" >&2; exit 2; }
+bnorm=${best%%:*} blr=${best#*:}
+ln -s "sweep/$bnorm-$blr/pg" "$out/pg"
+cp "$out/sweep/$bnorm-$blr/metrics.msgpack" "$out/metrics.msgpack"
+printf '    chosen: --norm %s --lr %s\n' "$bnorm" "$blr"
 rec json "$out/metrics.msgpack" | jq -r '"    step \(.step): loss_pg \(.loss_pg*10000|round/10000), reward_mean \(.reward_mean*1000|round/1000), groups \(.groups) (\(.skipped_groups) skipped: all rewards equal)"' | sed -n '1p;$p'
+after=$(readlink -f "$out/pg/latest")
+if [ "$null" = 1 ]; then
+  # each group's rewards rotated by one among its episodes, in the order
+  # of the file: the same rewards and groups, with no tie to the move
+  rec json "$out/graded.msgpack" | jq -s -c 'group_by(.task.id)
+    | map(. as $g | [range(0; length)] | map(. as $i | $g[$i]
+          | .grade.reward = $g[($i + 1) % ($g | length)].grade.reward)) | .[][]' \
+    | rec from-json > "$work/null.msgpack"
+  mkdir -p "$out/null"
+  mv "$work/null.msgpack" "$out/null/graded.msgpack"
+  pg "$bnorm" "$blr" "$out/null/graded.msgpack" "$out/null"
+fi
 
-stage "5/5 after: the new checkpoint on the held-out tasks, the same seeds"
+stage "5/5 after: the chosen checkpoint on the held-out tasks, the same seeds"
 episodes "$after" 2 "$work/eval.tasks" "$out/after.msgpack"
 rates "$out/after.msgpack" after >> "$work/rates"
+if [ "$null" = 1 ]; then
+  episodes "$(readlink -f "$out/null/pg/latest")" 2 "$work/eval.tasks" "$out/null-after.msgpack"
+  rates "$out/null-after.msgpack" null >> "$work/rates"
+fi
 sort "$work/rates" > "$out/rates.tsv"
 
 printf '\n    clarifying questions on held-out tasks (first reply a question, no command)\n'
 printf '    %-8s %-7s %9s %7s  %s\n' request when asked rate "95% wilson"
 awk -F'\t' '{ printf "    %-8s %-7s %4d/%-4d %7.3f  [%.3f, %.3f]\n", $1, $2, $3, $4, $5, $6, $7 }' "$out/rates.tsv"
 rec json "$out/metrics.msgpack" > "$work/metrics.json"
+jq -R -s 'split("\n") | map(select(length > 0) | split("\t")
+  | {norm: .[0], lr: (.[1]|tonumber), ask_asked: (.[2]|tonumber), ask_n: (.[3]|tonumber),
+     act_asked: (.[4]|tonumber), act_n: (.[5]|tonumber), right: (.[6]|tonumber)})' \
+  "$out/sweep.tsv" > "$work/sweep.json"
 jq -R -s --arg reward "$reward" --arg judge "$judge" --argjson pg_steps "$pg_steps" --argjson k "$k" \
-  --slurpfile m "$work/metrics.json" '
+  --arg norm "$bnorm" --argjson lr "$blr" --argjson right0 "$s0" \
+  --slurpfile m "$work/metrics.json" --slurpfile sw "$work/sweep.json" '
   {judge: $judge, reward: $reward, samples: $k, pg_steps: $pg_steps,
+   chosen: {norm: $norm, lr: $lr}, right_before: $right0, sweep: $sw[0],
    reward_mean: $m[0].reward_mean, groups: $m[0].groups, skipped_groups: $m[0].skipped_groups,
    rates: (split("\n") | map(select(length > 0) | split("\t")
            | {expect: .[0], when: .[1], asked: (.[2]|tonumber), n: (.[3]|tonumber),
-              rate: (.[4]|tonumber), lo: (.[5]|tonumber), hi: (.[6]|tonumber)}))}' \
+              rate: (.[4]|tonumber), lo: (.[5]|tonumber), hi: (.[6]|tonumber)}))}
+  | . as $r
+  | def rate(e; w): [$r.rates[] | select(.expect == e and .when == w) | .rate][0];
+    def gap(w): if rate("ask"; w) == null or rate("act"; w) == null then null
+                else rate("ask"; w) - rate("act"; w) end;
+    .gap = {before: gap("before"), after: gap("after"), null: gap("null")}' \
   "$out/rates.tsv" > "$out/reward.json"
+jq -r '"    the gap, rate on ask minus rate on act: before \(.gap.before*1000|round/1000), after \(.gap.after*1000|round/1000)" + (if .gap.null == null then "" else ", null arm \(.gap.null*1000|round/1000)" end)' "$out/reward.json"
 printf '\n%s\n' "$out/reward.json"

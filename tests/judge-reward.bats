@@ -5,7 +5,7 @@
 #
 # A mini package of three functions with a fast TAP runner: six tasks (each
 # asked vaguely and as written), a random checkpoint barely bootstrapped,
-# two samples a task.
+# two samples a task, a sweep of two settings.
 
 bats_require_minimum_version 1.5.0
 
@@ -81,7 +81,7 @@ EOF
   task-mutate --test-cmd 'python3 run_tests.py' --report tap --store "$F/st.git" \
     --strategy stub-body -o "$F/base.mp" "$F/mini" 2>/dev/null
   JR_TASKS="$F/base.mp" JR_STORE="$F/st.git" JR_EVAL=0.34 JR_BOOT_STEPS=2 JR_BOOT_BATCH=2 \
-    JR_SAMPLES=2 JR_MAX_TOKENS=12 JR_PG_STEPS=1 JR_JOBS=1 \
+    JR_SAMPLES=2 JR_MAX_TOKENS=12 JR_PG_STEPS=1 JR_JOBS=1 JR_SWEEP="token:3e-3 seq:3e-3" \
     "$BATS_TEST_DIRNAME/../pipelines/judge-reward.sh" "$F/out" > "$F/stdout" 2> "$F/stderr"
   rec json "$F/out/graded.msgpack" > "$F/graded.json"
   rec json "$F/out/metrics.msgpack" > "$F/metrics.json"
@@ -131,23 +131,86 @@ setup() {
   assert_output "$(jq -c '[.groups, .skipped_groups]' "$F/metrics.json")"
 }
 
-@test "the table: clarifying questions before and after, per kind, with Wilson intervals" {
+@test "the table: clarifying questions before, after and in the null arm, per kind, with Wilson intervals" {
   run -0 cat "$F/out/rates.tsv"
-  assert_equal "${#lines[@]}" 4
+  assert_equal "${#lines[@]}" 6
   # n: one held-out task of each kind, two samples; the rate is asked/n and
   # the interval holds it
   run -0 awk -F'\t' '$4 != 2 || $5 != $3 / $4 || $6 > $5 || $7 < $5 || $6 < 0 || $7 > 1 { bad++ }
                      END { print NR, bad + 0 }' "$F/out/rates.tsv"
-  assert_output "4 0"
+  assert_output "6 0"
   run -0 cut -f1,2 "$F/out/rates.tsv"
-  assert_equal "$(echo "$output" | tr '\t\n' ' ;')" "act after;act before;ask after;ask before;"
+  assert_equal "$(echo "$output" | tr '\t\n' ' ;')" "act after;act before;act null;ask after;ask before;ask null;"
   # the counts are the episodes': a question is a first reply with no command
-  for when in before after; do
-    asked=$(rec json "$F/out/$when.msgpack" | jq -s '[.[] | select(.task.expect == "ask" and .steps == 0
-      and .stop == "no-action" and ([.turns[] | select(.role == "assistant")][0].text | test("\\?\\s*$")))] | length')
-    assert_equal "$(awk -F'\t' -v w="$when" '$1 == "ask" && $2 == w { print $3 }' "$F/out/rates.tsv")" "$asked"
+  for when in before after null; do
+    f=$F/out/$when.msgpack
+    [ "$when" != null ] || f=$F/out/null-after.msgpack
+    for kind in ask act; do
+      asked=$(rec json "$f" | jq -s --arg k "$kind" '[.[] | select(.task.expect == $k and .steps == 0
+        and .stop == "no-action" and ([.turns[] | select(.role == "assistant")][0].text | test("\\?\\s*$")))] | length')
+      assert_equal "$(awk -F'\t' -v w="$when" -v k="$kind" '$1 == k && $2 == w { print $3 }' "$F/out/rates.tsv")" "$asked"
+    done
   done
   grep -q 'clarifying questions on held-out tasks' "$F/stdout"
   run -0 jq -c '[(.rates | length), .reward, .samples]' "$F/out/reward.json"
-  assert_output '[4,"mix:resolved=0,asks-first=1,acts-at-once=1",2]'
+  assert_output '[6,"mix:resolved=0,asks-first=1,acts-at-once=1",2]'
+  # the gaps are the table's: rate on ask minus rate on act
+  for when in before after null; do
+    want=$(awk -F'\t' -v w="$when" '$2 == w { r[$1] = $5 } END { printf "%.6f", r["ask"] - r["act"] }' "$F/out/rates.tsv")
+    assert_equal "$(jq -r --arg w "$when" '.gap[$w] | . * 1e6 | round / 1e6 | tostring' "$F/out/reward.json" \
+      | xargs printf '%.6f')" "$want"
+  done
+}
+
+# asked and n of one kind among the first moves of FILE's episodes
+first_moves() {
+  rec json "$1" | jq -s -r --arg k "$2" '[.[] | select(.task.expect == $k)]
+    | [(map(select(.steps == 0 and .stop == "no-action"
+        and ([.turns[] | select(.role == "assistant")][0].text | test("\\?\\s*$")))) | length), length] | @tsv'
+}
+
+@test "the sweep: each setting scored on the training tasks from its own rollouts, the best chosen" {
+  run -0 cut -f1,2 "$F/out/sweep.tsv"
+  assert_equal "$(echo "$output" | tr '\t\n' ' ;')" "token 3e-3;seq 3e-3;"
+  while IFS=$'\t' read -r norm lr aa an ca cn right; do
+    d=$F/out/sweep/$norm-$lr
+    # the counts are the setting's rollouts on the training tasks (2 of each
+    # kind, 2 samples), the held-out tasks not among them
+    assert_equal "$(first_moves "$d/train-after.msgpack" ask)" "$aa"$'\t'"$an"
+    assert_equal "$(first_moves "$d/train-after.msgpack" act)" "$ca"$'\t'"$cn"
+    assert_equal "$an $cn" "4 4"
+    run -0 jq -s -r 'map(.task.split) | unique | join(",")' <(rec json "$d/train-after.msgpack")
+    assert_output train
+    # the score: the mean of the rate of a question on ask and of none on act
+    assert_equal "$right" "$(awk -v a="$aa" -v b="$an" -v c="$ca" -v d="$cn" 'BEGIN { printf "%.4f", (a / b + 1 - c / d) / 2 }')"
+  done < "$F/out/sweep.tsv"
+  # the chosen setting: the highest score, the first of the sweep on a tie
+  want=$(awk -F'\t' '$7 > b || NR == 1 { b = $7; w = $1 "-" $2 } END { print w }' "$F/out/sweep.tsv")
+  assert_equal "$(readlink "$F/out/pg")" "sweep/$want/pg"
+  cmp "$F/out/metrics.msgpack" "$F/out/sweep/$want/metrics.msgpack"
+  run -0 jq -r '"\(.chosen.norm)-\(.chosen.lr) \(.sweep | length)"' "$F/out/reward.json"
+  assert_equal "$(echo "$output" | sed 's/-0.003 /-3e-3 /')" "$want 2"
+  grep -q "chosen: --norm ${want%%-*} --lr ${want#*-}" "$F/stdout"
+}
+
+@test "the null arm: each group's rewards rotated, the chosen setting trained on them" {
+  # per group the same multiset of rewards as the graded file, in another order
+  run -0 jq -s -c 'group_by(.task.id) | map(map(.grade.reward) | sort)' "$F/graded.json"
+  want=$output
+  run -0 jq -s -c 'group_by(.task.id) | map(map(.grade.reward) | sort)' <(rec json "$F/out/null/graded.msgpack")
+  assert_equal "$output" "$want"
+  # rotated by one: episode i of a group gets episode i+1's reward
+  run -0 jq -s -c 'group_by(.task.id) | map(map(.grade.reward)) | map(.[1:] + .[:1])' "$F/graded.json"
+  want=$output
+  run -0 jq -s -c 'group_by(.task.id) | map(map(.grade.reward))' <(rec json "$F/out/null/graded.msgpack")
+  assert_equal "$output" "$want"
+  # the episodes are the same, only the rewards moved
+  want=$(jq -s -c 'group_by(.task.id) | map(map(del(.grade.reward)))' "$F/graded.json" | md5sum)
+  assert_equal "$(rec json "$F/out/null/graded.msgpack" | jq -s -c 'group_by(.task.id) | map(map(del(.grade.reward)))' | md5sum)" "$want"
+  # its run read those rewards, with the chosen setting's learning rate
+  run -0 jq -s -r 'map(.grade.reward) | add / length' <(rec json "$F/out/null/graded.msgpack")
+  want=$output
+  run -0 jq -r --argjson w "$want" '(.reward_mean - $w | fabs) < 1e-9' <(rec json "$F/out/null/metrics.msgpack")
+  assert_output true
+  [ -f "$F/out/null/pg/latest/model.bin" ] || [ -e "$F/out/null/pg/latest" ]
 }
