@@ -8,6 +8,7 @@
 #   make judge        a small judge distilled from a top judge (pipelines/judge.sh)
 #   make judge-reward the judge as the reward of one pg iteration (pipelines/judge-reward.sh)
 #   make learn-ablate the inner loop with and without teach, 3 seeds each
+#   make teach-sweep  teach's weight chosen on the training split
 #   make CUDA=1       also build kernels/cuda/ (needs nvcc, not a GPU)
 #   make install PREFIX=/usr/local DESTDIR=
 #   V=1               show the commands
@@ -90,7 +91,7 @@ GPU_SRCS    := $(wildcard tests/gpu/*.c)
 LIBFW       := $(O)/libflywheel$(FL_SUFFIX).a
 MANS        := $(wildcard man/*.[157])
 
-.PHONY: all deps test check learn learn-ablate unit bats demo judge judge-reward install uninstall clean fuzz asan manlint \
+.PHONY: all deps test check learn learn-ablate teach-sweep unit bats demo judge judge-reward install uninstall clean fuzz asan manlint \
 	bench gpu-check outer-loop inner-loop eval status
 .DEFAULT_GOAL := all
 
@@ -151,7 +152,7 @@ test: deps
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory test
-	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn learn-ablate judge-reward
+	$(Q)$(MAKE) --no-print-directory asan manlint gpu-emu fuzz learn learn-ablate teach-sweep judge-reward
 
 # The demo's learning criterion (tests/slow/learning.bats,
 # 5-7 minutes on 2 cores): too long for `make test`, which checks the
@@ -168,6 +169,14 @@ learn: deps
 learn-ablate: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)FW_BIN=$(abspath $(B)) pipelines/ablate.sh $(LOOP)/ablate
+
+# The weight of teach's term chosen on the training split alone: the
+# demo's bootstrap, three iterations of its inner loop for each weight and
+# for GRPO alone, each evaluated on training tasks (pipelines/teach-sweep.sh;
+# $(LOOP)/teach-sweep/sweep.json).  Part of `make check`, not of `make test`.
+teach-sweep: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)FW_BIN=$(abspath $(B)) pipelines/teach-sweep.sh $(LOOP)/teach-sweep
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps

@@ -374,13 +374,19 @@ ids() { jq -nc --argjson n "$1" '[range($n) | 97]'; }
   run curl -s -o /dev/null -w '%{http_code}' "$URL/v1/models/c"
   assert_output 404
   curl -s "$URL/v1/completions" -d '{"model": "a", "prompt": "hi", "max_tokens": 5}' > "$T/1.json"
-  curl -s "$URL/v1/completions" -d '{"model": "a", "prompt": "hello", "max_tokens": 7, "stream": true}' > /dev/null
+  curl -s "$URL/v1/completions" -d '{"model": "a", "prompt": "hello", "max_tokens": 7, "stream": true,
+    "stream_options": {"include_usage": true}}' > "$T/2.sse"
   curl -s "$URL/v1/completions" -d '{"model": "a", "prompt": "x", "foo": 1}' > /dev/null
   curl -s "$URL/metrics" > "$T/m"
   grep -qx 'serve_requests_total{model="a"} 2' "$T/m"
   grep -qx 'serve_requests_total{model="b"} 0' "$T/m"
   grep -qx 'serve_prompt_tokens_total{model="a"} 7' "$T/m"
-  grep -qx 'serve_generation_tokens_total{model="a"} 12' "$T/m"
+  # the tokens drawn: at most 5 + 7, fewer where a sample drew the end
+  # token first; the two responses' usage says how many
+  gen=$(( $(jq .usage.completion_tokens "$T/1.json") +
+          $(sed -n 's/^data: //p' "$T/2.sse" | grep -v '^\[DONE\]$' | jq -s '[.[] | .usage.completion_tokens // empty] | last') ))
+  [ "$gen" -ge 2 ] && [ "$gen" -le 12 ]
+  grep -qx "serve_generation_tokens_total{model=\"a\"} $gen" "$T/m"
   grep -qx 'serve_request_duration_seconds_count{model="a"} 2' "$T/m"
   grep -qx 'serve_request_duration_seconds_bucket{model="a",le="+Inf"} 2' "$T/m"
   grep -qx 'serve_requests_waiting{model="a"} 0' "$T/m"
