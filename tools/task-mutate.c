@@ -217,11 +217,6 @@ static int run_history(const struct opts *o, const char *repo, const struct fw_c
 	return rc;
 }
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
-}
-
 /* Repositories named by the `repo` fields of a record stream, with the
  * record's own `test_cmd` and `report` when it has them ("" otherwise). */
 static int repos_from_stream(const char *path, struct fw_strlist *repos,
@@ -307,27 +302,27 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				break;
 			}
 			if ((st = fw_strategy_parse(optarg)) < 0)
-				return usage_error("unknown strategy '%s' (stub-body, delete-function, "
-						   "delete-file, delete-feature, history)", optarg);
+				return fw_usage_fail("unknown strategy '%s' (stub-body, delete-function, "
+						      "delete-file, delete-feature, history)", optarg);
 			o->t.strategies |= 1u << st;
 			break;
 		case OH_RANGE: o->h.rev = optarg; break;
 		case OH_PATH:
 			if (o->npaths == 64)
-				return usage_error("too many --path options (at most %s)", "64");
+				return fw_usage_fail("too many --path options (at most %s)", "64");
 			o->paths[o->npaths++] = optarg;
 			break;
 		case OH_TEST_PATH:
 			if (o->ntest_paths == 64)
-				return usage_error("too many --test-path options (at most %s)", "64");
+				return fw_usage_fail("too many --test-path options (at most %s)", "64");
 			o->test_paths[o->ntest_paths++] = optarg;
 			break;
 		case OH_SINCE:
 		case OH_UNTIL:
 			if (fw_time_parse(optarg, strlen(optarg),
 					  ch == OH_SINCE ? &o->h.since : &o->h.until))
-				return usage_error("bad date '%s' (want ISO 8601: 2024-03-01 or "
-						   "2024-03-01T12:00:00Z)", optarg);
+				return fw_usage_fail("bad date '%s' (want ISO 8601: 2024-03-01 or "
+						      "2024-03-01T12:00:00Z)", optarg);
 			/* a bare --until day takes in the whole day */
 			if (ch == OH_UNTIL && strlen(optarg) == 10)
 				o->h.until += 86399;
@@ -336,61 +331,61 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case OH_MAX_FILES:
 		case OH_MAX_LINES:
 			if (fw_parse_u64(optarg, ch == OH_MAX_FILES ? &o->h.max_files : &o->h.max_lines, 0))
-				return usage_error("bad count '%s'", optarg);
+				return fw_usage_fail("bad count '%s'", optarg);
 			break;
 		case OH_CONTEXT: o->context = optarg; break;
 		case O_ENV: o->env_arg = optarg; break;
 		case O_ENV_STORE: o->t.env_store = optarg; break;
 		case O_REPORT:
 			if ((st = fw_report_format_parse(optarg)) < 0)
-				return usage_error("unknown report format '%s' (junit, tap, gotest)",
-						   optarg);
+				return fw_usage_fail("unknown report format '%s' (junit, tap, gotest)",
+						      optarg);
 			o->t.fmt = (enum fw_report_format)st;
 			break;
 		case O_LANG:
 			if ((o->t.lang = fw_lang_parse(optarg)) == FW_LANG_UNKNOWN)
-				return usage_error("unknown language '%s' (python, c, javascript, "
-						   "typescript, go)", optarg);
+				return fw_usage_fail("unknown language '%s' (python, c, javascript, "
+						      "typescript, go)", optarg);
 			break;
 		case O_STORE: o->t.store = optarg; break;
 		case O_MAX:
 			if (fw_parse_u64(optarg, &o->max, 0) < 0)
-				return usage_error("bad count '%s'", optarg);
+				return fw_usage_fail("bad count '%s'", optarg);
 			break;
 		case O_SEED:
 			if (fw_parse_u64(optarg, &o->t.seed, 0) < 0)
-				return usage_error("bad seed '%s'", optarg);
+				return fw_usage_fail("bad seed '%s'", optarg);
 			break;
 		case 'j':
 			if (fw_parse_u64(optarg, &o->jobs, 0) < 0 || o->jobs < 1 || o->jobs > 64)
-				return usage_error("bad job count '%s' (1..64)", optarg);
+				return fw_usage_fail("bad job count '%s' (1..64)", optarg);
 			break;
 		case O_SHARD:
 			if (fw_parse_shard(optarg, &o->t.shard_k, &o->t.shard_n) < 0)
-				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
 			break;
 		case O_SPLIT:
 			if (fw_task_split_parse(optarg, o->t.split) < 0)
-				return usage_error("bad split '%s' (want train=F,eval=F,private=F)",
-						   optarg);
+				return fw_usage_fail("bad split '%s' (want train=F,eval=F,private=F)",
+						      optarg);
 			o->split_given = 1;
 			break;
 		case O_TIMEOUT:
 			if (fw_parse_double(optarg, &o->t.timeout_s) < 0 || o->t.timeout_s <= 0)
-				return usage_error("bad timeout '%s'", optarg);
+				return fw_usage_fail("bad timeout '%s'", optarg);
 			break;
 		case O_ALLOW_DIRTY: o->t.allow_dirty = 1; break;
 		case 'o': o->out = optarg; break;
 		case 'z': o->level = 3; break;
 		case 'v': o->verbose = 1; break;
 		case O_PROGRESS: o->progress = 1; break;
-		case 'h': fw_help(); return fw_close_stdout() ? FW_EXIT_DATA : FW_EXIT_OK;
-		case O_VERSION: fw_print_version(); return FW_EXIT_OK;
-		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case O_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	if (optind >= argc)
-		return usage_error("%s", "no repository given");
+		return fw_usage_fail("%s", "no repository given");
 	/* without --test-cmd, every repository must come from a record
 	 * that names its own */
 	int only_dirs = 1;
@@ -400,13 +395,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			only_dirs = 0;
 	}
 	if (!o->t.test_cmd && only_dirs)
-		return usage_error("%s", "--test-cmd is required");
+		return fw_usage_fail("%s", "--test-cmd is required");
 	if (!o->t.strategies && !o->history)
 		o->t.strategies = (1u << FW_NSTRATEGIES) - 1;
 	if (!o->history && (o->h.rev || o->npaths || o->ntest_paths || o->h.since || o->h.until ||
 			    o->h.grep || o->h.max_files || o->h.max_lines || o->context))
-		return usage_error("%s", "--range, --path, --test-path, --since, --until, --grep, "
-				   "--max-files, --max-lines and --context go with --strategy history");
+		return fw_usage_fail("%s", "--range, --path, --test-path, --since, --until, --grep, "
+				      "--max-files, --max-lines and --context go with --strategy history");
 	return -1;
 }
 
