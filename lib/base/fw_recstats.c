@@ -127,8 +127,8 @@ static int by_path(const void *x, const void *y)
 	return strcmp(((const struct field_stat *)x)->path, ((const struct field_stat *)y)->path);
 }
 
-/* "uint:3,str:1": the types of f with their counts; int and uint are one
- * type, named uint when any value was unsigned. */
+/* "int:3,str:1": the types of f with their counts; signed and unsigned
+ * integers count as one type. */
 static void type_list(const struct field_stat *f, char *types, size_t len)
 {
 	types[0] = '\0';
