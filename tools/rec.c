@@ -16,6 +16,7 @@
 #include "fw_cli.h"
 #include "fw_json.h"
 #include "fw_mp.h"
+#include "fw_recsample.h"
 #include "fw_recstats.h"
 #include "fw_stream.h"
 
@@ -328,66 +329,37 @@ static int cmd_from_json(struct opts *o)
 
 /* ---- sample ---------------------------------------------------------------- */
 
-struct kept {
-	uint64_t order;
-	uint8_t *p;
-	size_t n;
-};
-
-struct sample_arg {
-	struct kept *slots;
-	uint64_t k, seen, rng;
-};
-
 static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
 {
-	struct sample_arg *a = arg;
-	uint64_t j = a->seen < a->k ? a->seen : fw_rand64(&a->rng) % (a->seen + 1);
-	uint64_t order = a->seen++;
-	if (j >= a->k)
-		return 0;
-	/* Kept records are copied out of the reader's buffer. */
-	uint8_t *p = malloc(rec->v.n);
-	if (!p) {
+	if (fw_recsample_add(arg, rec->v) < 0) {
 		fw_warn("out of memory");
 		return -1;
 	}
-	memcpy(p, rec->v.p, rec->v.n);
-	free(a->slots[j].p);
-	a->slots[j] = (struct kept){order, p, rec->v.n};
 	return 0;
-}
-
-static int by_order(const void *x, const void *y)
-{
-	const struct kept *a = x, *b = y;
-	return a->order < b->order ? -1 : a->order > b->order;
 }
 
 static int cmd_sample(struct opts *o)
 {
 	struct pass ps = {.o = o};
-	struct sample_arg a = {calloc(o->n ? o->n : 1, sizeof(struct kept)), o->n, 0, o->seed};
-	if (!a.slots) {
+	struct fw_recsample *a = fw_recsample_new(o->n, o->seed);
+	if (!a) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
-	int st = each_record(&ps, sample_one, &a);
-	uint64_t kept = a.seen < a.k ? a.seen : a.k;
-	qsort(a.slots, kept, sizeof *a.slots, by_order);
+	int st = each_record(&ps, sample_one, a);
+	uint64_t kept = fw_recsample_finish(a);
 	struct fw_writer *w = open_out(o, o->out, o->level);
 	if (!w)
 		st = FW_EXIT_DATA;
 	for (uint64_t i = 0; w && i < kept; i++) {
-		if (fw_writer_put(w, a.slots[i].p, a.slots[i].n) < 0) {
+		struct fw_mpv v = fw_recsample_get(a, i);
+		if (fw_writer_put(w, v.p, v.n) < 0) {
 			fw_warn("%s", fw_writer_error(w));
 			st = FW_EXIT_DATA;
 			break;
 		}
 	}
-	for (uint64_t i = 0; i < kept; i++)
-		free(a.slots[i].p);
-	free(a.slots);
+	fw_recsample_free(a);
 	return w ? close_out(w, st) : st;
 }
 
