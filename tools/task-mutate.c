@@ -4,8 +4,10 @@
  * For each repository: import its HEAD tree into the task store, run its
  * test suite twice in the clean room, list candidate mutations, and keep
  * those that fw_task_validate() (fw_task.h) finds to be tasks; with
- * --strategy history, the commits fw_history_run() finds.  This file holds
- * the options, the -j workers and the summary.  See task-mutate(1).
+ * --strategy history, the commits fw_history_run() finds.  The -j workers
+ * are the shared pool's, run by fw_task_repo_validate() (fw_task_run.h);
+ * this file holds the options, the loop over repositories and the
+ * summary.  See task-mutate(1).
  */
 #include <errno.h>
 #include <fcntl.h>
