@@ -209,6 +209,27 @@ int fw_pool_finish(struct fw_pool *p);
  * Returns nothing: call fw_pool_finish() first to learn of an abort. */
 void fw_pool_free(struct fw_pool *p);
 
+/* ---- scratch directories ------------------------------------------------- */
+
+/*
+ * Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and the threads
+ * it starts afterwards, and starts a thread that waits for them: it
+ * removes the scratch directory in use (fw_scratch_make()) and exits as the
+ * signal would have (status 128 + the signal).  Call once in main, before
+ * any other thread starts.  Returns 0, or -1 when the signals could not be
+ * blocked or the thread started.
+ */
+int fw_scratch_guard(void);
+
+/* Makes $TMPDIR/PROG.XXXXXX (TMPDIR unset or empty: /tmp) into dir, a
+ * buffer of 4096 bytes, as the directory in use.  Returns 0, or -1 after
+ * "PROG: cannot make a temporary directory: REASON" on stderr. */
+int fw_scratch_make(char *dir);
+
+/* Removes dir with everything in it; no directory is in use afterwards.
+ * Cannot fail (what cannot be removed stays). */
+void fw_scratch_remove(const char *dir);
+
 /* ---- progress meter ------------------------------------------------------- */
 
 /*

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,8 @@
 #include "fw_cli.h"
 #include "fw_json.h"
 #include "fw_mp.h"
+#include "fw_recsample.h"
+#include "fw_recstats.h"
 #include "fw_stream.h"
 
 static const char usage_text[] =
@@ -328,66 +329,37 @@ static int cmd_from_json(struct opts *o)
 
 /* ---- sample ---------------------------------------------------------------- */
 
-struct kept {
-	uint64_t order;
-	uint8_t *p;
-	size_t n;
-};
-
-struct sample_arg {
-	struct kept *slots;
-	uint64_t k, seen, rng;
-};
-
 static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
 {
-	struct sample_arg *a = arg;
-	uint64_t j = a->seen < a->k ? a->seen : fw_rand64(&a->rng) % (a->seen + 1);
-	uint64_t order = a->seen++;
-	if (j >= a->k)
-		return 0;
-	/* Kept records are copied out of the reader's buffer. */
-	uint8_t *p = malloc(rec->v.n);
-	if (!p) {
+	if (fw_recsample_add(arg, rec->v) < 0) {
 		fw_warn("out of memory");
 		return -1;
 	}
-	memcpy(p, rec->v.p, rec->v.n);
-	free(a->slots[j].p);
-	a->slots[j] = (struct kept){order, p, rec->v.n};
 	return 0;
-}
-
-static int by_order(const void *x, const void *y)
-{
-	const struct kept *a = x, *b = y;
-	return a->order < b->order ? -1 : a->order > b->order;
 }
 
 static int cmd_sample(struct opts *o)
 {
 	struct pass ps = {.o = o};
-	struct sample_arg a = {calloc(o->n ? o->n : 1, sizeof(struct kept)), o->n, 0, o->seed};
-	if (!a.slots) {
+	struct fw_recsample *a = fw_recsample_new(o->n, o->seed);
+	if (!a) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
-	int st = each_record(&ps, sample_one, &a);
-	uint64_t kept = a.seen < a.k ? a.seen : a.k;
-	qsort(a.slots, kept, sizeof *a.slots, by_order);
+	int st = each_record(&ps, sample_one, a);
+	uint64_t kept = fw_recsample_finish(a);
 	struct fw_writer *w = open_out(o, o->out, o->level);
 	if (!w)
 		st = FW_EXIT_DATA;
 	for (uint64_t i = 0; w && i < kept; i++) {
-		if (fw_writer_put(w, a.slots[i].p, a.slots[i].n) < 0) {
+		struct fw_mpv v = fw_recsample_get(a, i);
+		if (fw_writer_put(w, v.p, v.n) < 0) {
 			fw_warn("%s", fw_writer_error(w));
 			st = FW_EXIT_DATA;
 			break;
 		}
 	}
-	for (uint64_t i = 0; i < kept; i++)
-		free(a.slots[i].p);
-	free(a.slots);
+	fw_recsample_free(a);
 	return w ? close_out(w, st) : st;
 }
 
@@ -437,162 +409,29 @@ static int cmd_split(struct opts *o)
 
 /* ---- stats ----------------------------------------------------------------- */
 
-#define MAX_FIELDS 4096
-
-struct field_stat {
-	char *path;
-	uint64_t present;
-	uint64_t types[11];
-	uint64_t nnum;
-	double min, max, sum;
-	uint64_t strbytes;
-};
-
-struct kind_stat {
-	char *kind;
-	uint64_t n;
-};
-
-struct stats_arg {
-	struct field_stat f[MAX_FIELDS];
-	size_t nf;
-	struct kind_stat k[256];
-	size_t nk;
-	uint64_t nrec, bytes, minsz, maxsz;
-	int overflow;
-};
-
-static struct field_stat *field(struct stats_arg *a, const char *path)
-{
-	for (size_t i = 0; i < a->nf; i++)
-		if (strcmp(a->f[i].path, path) == 0)
-			return &a->f[i];
-	if (a->nf == MAX_FIELDS) {
-		a->overflow = 1;
-		return NULL;
-	}
-	struct field_stat *f = &a->f[a->nf];
-	memset(f, 0, sizeof *f);
-	if (!(f->path = strdup(path)))
-		return NULL;
-	f->min = INFINITY;
-	f->max = -INFINITY;
-	a->nf++;
-	return f;
-}
-
-static void stat_value(struct stats_arg *a, const char *path, struct fw_mpv v, int depth)
-{
-	struct field_stat *f = field(a, path);
-	if (!f)
-		return;
-	enum fw_mp_type t = fw_mp_type(v);
-	f->present++;
-	f->types[t]++;
-	double d;
-	const char *s;
-	size_t n;
-	if ((t == FW_MP_INT || t == FW_MP_UINT || t == FW_MP_FLOAT) && fw_mp_double(v, &d) == 0) {
-		f->nnum++;
-		f->sum += d;
-		if (d < f->min)
-			f->min = d;
-		if (d > f->max)
-			f->max = d;
-	} else if (fw_mp_str(v, &s, &n) == 0) {
-		f->strbytes += n;
-	}
-	if (t == FW_MP_MAP && depth < 2) {
-		struct fw_mp_iter it;
-		struct fw_mpv k, x;
-		fw_mp_iter_init(&it, v);
-		while (fw_mp_iter_next(&it, &k) == 1 && fw_mp_iter_next(&it, &x) == 1) {
-			if (fw_mp_str(k, &s, &n) < 0)
-				continue;
-			char sub[512];
-			snprintf(sub, sizeof sub, "%s.%.*s", depth ? path : "", (int)n, s);
-			stat_value(a, sub, x, depth + 1);
-		}
-	}
-}
-
 static int stats_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
 {
-	struct stats_arg *a = arg;
-	struct fw_mpv kv;
-	const char *s = "(none)";
-	size_t n = 6;
-	if (fw_mp_get(rec->v, "kind", &kv) == 1 && fw_mp_str(kv, &s, &n) == 0 && n > 200)
-		n = 200;
-	size_t i;
-	for (i = 0; i < a->nk; i++)
-		if (strlen(a->k[i].kind) == n && memcmp(a->k[i].kind, s, n) == 0)
-			break;
-	if (i == a->nk && a->nk < 256) {
-		a->k[i].kind = strndup(s, n);
-		a->k[i].n = 0;
-		a->nk++;
-	}
-	if (i < a->nk)
-		a->k[i].n++;
-	a->nrec++;
-	a->bytes += rec->v.n;
-	if (a->nrec == 1 || rec->v.n < a->minsz)
-		a->minsz = rec->v.n;
-	if (rec->v.n > a->maxsz)
-		a->maxsz = rec->v.n;
-	stat_value(a, ".", rec->v, 0);
+	fw_recstats_add(arg, rec->v);
 	return 0;
-}
-
-static int by_path(const void *x, const void *y)
-{
-	return strcmp(((const struct field_stat *)x)->path, ((const struct field_stat *)y)->path);
 }
 
 static int cmd_stats(struct opts *o)
 {
 	struct pass ps = {.o = o};
-	struct stats_arg *a = calloc(1, sizeof *a);
+	struct fw_recstats *a = fw_recstats_new();
+	struct fw_buf out = {0};
 	if (!a) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
 	int st = each_record(&ps, stats_one, a);
-	printf("records %llu\n", (unsigned long long)a->nrec);
-	if (a->nrec)
-		printf("bytes   %llu (min %llu, mean %.0f, max %llu per record)\n",
-		       (unsigned long long)a->bytes, (unsigned long long)a->minsz,
-		       (double)a->bytes / (double)a->nrec, (unsigned long long)a->maxsz);
-	printf("\nkind\tcount\n");
-	for (size_t i = 0; i < a->nk; i++)
-		printf("%s\t%llu\n", a->k[i].kind, (unsigned long long)a->k[i].n);
-	qsort(a->f, a->nf, sizeof *a->f, by_path);
-	printf("\nfield\tpresent\ttypes\tmin\tmean\tmax\n");
-	for (size_t i = 0; i < a->nf; i++) {
-		struct field_stat *f = &a->f[i];
-		if (strcmp(f->path, ".") == 0)
-			continue;
-		char types[256] = "";
-		for (int t = 1; t < 11; t++) {
-			if (!f->types[t] || (t == FW_MP_INT && f->types[FW_MP_UINT]))
-				continue;
-			uint64_t c = f->types[t] + (t == FW_MP_UINT ? f->types[FW_MP_INT] : 0);
-			size_t l = strlen(types);
-			snprintf(types + l, sizeof types - l, "%s%s:%llu", l ? "," : "",
-				 fw_mp_type_name((enum fw_mp_type)t), (unsigned long long)c);
-		}
-		printf("%s\t%llu\t%s", f->path, (unsigned long long)f->present, types);
-		if (f->nnum)
-			printf("\t%.6g\t%.6g\t%.6g", f->min, f->sum / (double)f->nnum, f->max);
-		printf("\n");
-		free(f->path);
+	if (fw_recstats_table(a, &out) < 0) {
+		fw_warn("out of memory");
+		st = FW_EXIT_DATA;
 	}
-	if (a->overflow)
-		printf("(more than %d distinct fields; the rest not shown)\n", MAX_FIELDS);
-	for (size_t i = 0; i < a->nk; i++)
-		free(a->k[i].kind);
-	free(a);
+	fwrite(out.p, 1, out.n, stdout);
+	fw_buf_release(&out);
+	fw_recstats_free(a);
 	return st;
 }
 

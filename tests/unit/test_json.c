@@ -1,8 +1,12 @@
 /*
  * Unit tests for the JSON bridge: exact integers, floats, strings, the
  * reserved forms for bin/ext/NaN/non-string keys, and parse errors with
- * their offsets.
+ * their offsets; the streaming reader: values and positions, each error
+ * with its line and column, and the same values whatever bytes each read()
+ * returns.
  */
+#include <fcntl.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +252,117 @@ TEST(reader_bounds_the_text_of_one_value)
 	CHECK_STR(fw_json_reader_error(r), "line 1: value exceeds the record limit of 1000 bytes");
 	fw_json_reader_close(r);
 	unlink(path);
+}
+
+/* The reader on text: the error it stops with ("" when none), and the
+ * values it returned, as msgpack bytes each followed by its line, column
+ * and offset, into vals. */
+static const char *read_all(const char *path, struct fw_buf *vals)
+{
+	static char out[256];
+	char err[128];
+	struct fw_json_reader *r = fw_json_reader_open(path, 0, err, sizeof err);
+	struct fw_mpv v;
+	uint64_t pos[3];
+	int rc;
+	if (!r)
+		return "cannot open";
+	while ((rc = fw_json_reader_next(r, &v)) == 1) {
+		fw_json_reader_pos(r, &pos[0], &pos[1]);
+		pos[2] = fw_json_reader_offset(r);
+		if (fw_buf_append(vals, v.p, v.n) < 0 || fw_buf_append(vals, pos, sizeof pos) < 0)
+			break;
+	}
+	snprintf(out, sizeof out, "%s", fw_json_reader_error(r));
+	fw_json_reader_close(r);
+	return out;
+}
+
+TEST(reader_names_each_error_with_its_line_and_column)
+{
+	static char deep[420];
+	memset(deep, '[', 201);
+	/* 65 maps in maps: within JSON's bound, beyond msgpack's */
+	static char mpdeep[400];
+	for (int i = 0; i < 65; i++) {
+		memcpy(mpdeep + 5 * i, "{\"a\":", 5);
+		mpdeep[5 * 65 + 1 + i] = '}';
+	}
+	mpdeep[5 * 65] = '1';
+	static char longnum[500];
+	memset(longnum, '1', 1);
+	memset(longnum + 1, '0', 420);
+	memcpy(longnum + 421, ".5", 2);
+	static const struct {
+		const char *line2, *err;
+	} cases[] = {
+		{ "{\"a\":\"x\x01\"}", "line 2, column 8: control character in string" },
+		{ "{\"a\":\"\xff\"}", "line 2, column 7: invalid UTF-8 in string" },
+		{ "{\"a\":\"\\u12g4\"}", "line 2, column 7: bad \\u escape" },
+		{ "{\"a\":\"\\ud800x\"}", "line 2, column 7: unpaired surrogate in \\u escape" },
+		{ "{\"a\":\"\\ude00\"}", "line 2, column 7: unpaired surrogate in \\u escape" },
+		{ "{\"a\":\"\\q\"}", "line 2, column 7: bad escape '\\q'" },
+		{ "{\"a\":-}", "line 2, column 7: invalid number" },
+		{ "{\"a\":01}", "line 2, column 6: leading zero in number" },
+		{ "{\"a\":1.}", "line 2, column 8: invalid number" },
+		{ "{\"a\":1e}", "line 2, column 8: invalid number" },
+		{ longnum, "line 2, column 1: number too long" },
+		{ "{\"a\":@}", "line 2, column 6: unexpected '@'" },
+		{ "{\"a\":\x01}", "line 2, column 6: unexpected byte 0x01" },
+		{ "{\"$bin\":3}", "line 2, column 1: malformed $bin form" },
+		{ deep, "line 2, column 201: nesting deeper than 200 levels" },
+		{ mpdeep, "line 2, column 1: nesting deeper than 64 levels" },
+		{ "{1:2}", "line 2, column 2: expected a string key" },
+		{ "{\"a\" 1}", "line 2, column 6: expected ':'" },
+		{ "[1 2]", "line 2, column 4: expected ',' or ']'" },
+		{ "{\"a\":1", "line 2, column 7: unexpected end of input" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char text[1024];
+		int n = snprintf(text, sizeof text, "{\"ok\":1}\n%s", cases[i].line2);
+		const char *path = tmp_json(text, (size_t)n);
+		struct fw_buf vals = { 0 };
+		const char *got = read_all(path, &vals);
+		CHECK_STR(got, cases[i].err);
+		CHECK(vals.n == 5 + 3 * sizeof(uint64_t)); /* the good first line */
+		fw_buf_release(&vals);
+		unlink(path);
+	}
+}
+
+TEST(reader_gives_the_same_values_whatever_each_read_returns)
+{
+	/* values over lines, strings with escapes and multi-byte UTF-8, big
+	 * numbers, whitespace runs, an error at the end: every split of the
+	 * text into two reads gives what one file gives */
+	static const char text[] =
+		"{\"a\":1}\n  {\"b\":\n [2.5e3,\n -0, 18446744073709551615]} {\"c\":\"x\\n\\u00e9\xc3\xa9"
+		"\\ud83d\\ude00\"}\r\n\t\"s\"\n[true,false,null,{\"$bin\":\"AAE=\"}]\n\n{\"d\": tru}\n";
+	size_t n = sizeof text - 1;
+	const char *path = tmp_json(text, n);
+	struct fw_buf want = { 0 };
+	char want_err[256];
+	snprintf(want_err, sizeof want_err, "%s", read_all(path, &want));
+	unlink(path);
+	CHECK_STR(want_err, "line 8, column 7: unexpected 't'");
+	CHECK(want.n > 0);
+	for (size_t k = 0; k <= n; k++) {
+		/* a pipe in packet mode: each write() is one read() */
+		int fds[2];
+		CHECK(pipe2(fds, O_DIRECT) == 0);
+		CHECK(k == 0 || write(fds[1], text, k) == (ssize_t)k);
+		CHECK(k == n || write(fds[1], text + k, n - k) == (ssize_t)(n - k));
+		close(fds[1]);
+		char fdpath[64];
+		snprintf(fdpath, sizeof fdpath, "/dev/fd/%d", fds[0]);
+		struct fw_buf got = { 0 };
+		const char *err = read_all(fdpath, &got);
+		close(fds[0]);
+		CHECK_STR(err, want_err);
+		CHECK(got.n == want.n && memcmp(got.p, want.p, want.n) == 0);
+		fw_buf_release(&got);
+	}
+	fw_buf_release(&want);
 }
 
 TEST_MAIN()
