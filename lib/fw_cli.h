@@ -200,6 +200,12 @@ struct fw_pool *fw_pool_new(const struct fw_pool_conf *conf);
  * has aborted (the job then went to drop()). */
 int fw_pool_submit(struct fw_pool *p, void *job);
 
+/* Waits for every job submitted so far and delivers them in order; the
+ * pool takes more jobs afterwards.  For a tool whose jobs borrow what an
+ * input holds (its name), before it closes that input.  Returns 0, or -1
+ * once the pool has aborted. */
+int fw_pool_drain(struct fw_pool *p);
+
 /* Waits for every job submitted and delivers them in order.  Returns 0,
  * or -1 when the pool aborted.  Idempotent. */
 int fw_pool_finish(struct fw_pool *p);

@@ -172,11 +172,19 @@ int fw_pool_submit(struct fw_pool *p, void *job)
 	return p->aborted ? -1 : 0;
 }
 
+int fw_pool_drain(struct fw_pool *p)
+{
+	assert(p && !p->closing);
+	if (p->c.workers > 1)
+		deliver(p, p->next_seq);
+	return p->aborted ? -1 : 0;
+}
+
 int fw_pool_finish(struct fw_pool *p)
 {
 	assert(p);
 	if (p->c.workers > 1 && !p->closing) {
-		deliver(p, p->next_seq);
+		fw_pool_drain(p);
 		pthread_mutex_lock(&p->mu);
 		p->closing = 1;
 		pthread_cond_broadcast(&p->cv_work);

@@ -165,4 +165,56 @@ TEST(pool_with_one_worker_runs_inline_in_order)
 		CHECK_EQ_INT(c.order[i], i);
 }
 
+TEST(pool_drain_delivers_every_job_so_far_and_takes_more)
+{
+	static struct job jobs[NJOBS];
+	for (int w = 1; w <= 4; w += 3) {
+		struct ctx c = { .abort_at = -1 };
+		struct fw_pool_conf conf = { .workers = w, .work = work, .done = done,
+					     .drop = drop, .arg = &c };
+		c.caller = pthread_self();
+		struct fw_pool *p = fw_pool_new(&conf);
+		CHECK(p != NULL);
+		if (!p)
+			return;
+		uint64_t seed = 5;
+		for (int i = 0; i < NJOBS; i++) {
+			jobs[i] = (struct job){ .n = i, .out = -1,
+						.delay_us = (unsigned)(fw_rand64(&seed) % 300) };
+			CHECK_EQ_INT(fw_pool_submit(p, &jobs[i]), 0);
+			if (i % 50 == 49) {
+				CHECK_EQ_INT(fw_pool_drain(p), 0);
+				CHECK_EQ_INT(c.ndone, i + 1);
+			}
+		}
+		CHECK_EQ_INT(fw_pool_finish(p), 0);
+		fw_pool_free(p);
+		CHECK_EQ_INT(c.ndone, NJOBS);
+		for (int i = 0; i < NJOBS; i++)
+			CHECK_EQ_INT(c.order[i], i);
+	}
+}
+
+TEST(pool_drain_after_an_abort_says_so)
+{
+	static struct job jobs[NJOBS];
+	struct ctx c = { .abort_at = 10 };
+	struct fw_pool_conf conf = { .workers = 3, .work = work, .done = done, .drop = drop,
+				     .arg = &c };
+	c.caller = pthread_self();
+	struct fw_pool *p = fw_pool_new(&conf);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	for (int i = 0; i < 20; i++) {
+		jobs[i] = (struct job){ .n = i, .out = -1 };
+		fw_pool_submit(p, &jobs[i]);
+	}
+	CHECK_EQ_INT(fw_pool_drain(p), -1);
+	CHECK_EQ_INT(c.ndone, 11);
+	CHECK_EQ_INT(c.ndone + c.ndrop, 20);
+	CHECK_EQ_INT(fw_pool_finish(p), -1);
+	fw_pool_free(p);
+}
+
 TEST_MAIN()
