@@ -161,6 +161,10 @@ int fw_mp_get(struct fw_mpv m, const char *key, struct fw_mpv *val);
 /* Equality of two strings: 1 when v is a str equal to s[0..n). */
 int fw_mp_str_eq(struct fw_mpv v, const char *s, size_t n);
 
+/* 1 when the record rec (a map) has the string kind as its `kind`.
+ * Cannot fail. */
+int fw_mp_kind_is(struct fw_mpv rec, const char *kind);
+
 /* ---- paths --------------------------------------------------------------- */
 
 /*

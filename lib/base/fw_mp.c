@@ -476,6 +476,12 @@ int fw_mp_str_eq(struct fw_mpv v, const char *s, size_t n)
 	return n == 0 || (k && memcmp(k, s, n) == 0);
 }
 
+int fw_mp_kind_is(struct fw_mpv rec, const char *kind)
+{
+	struct fw_mpv k;
+	return fw_mp_get(rec, "kind", &k) == 1 && fw_mp_str_eq(k, kind, strlen(kind));
+}
+
 int fw_mp_map_get(struct fw_mpv m, const char *key, size_t keylen, struct fw_mpv *val)
 {
 	struct fw_mp_iter it;

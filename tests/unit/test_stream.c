@@ -457,4 +457,27 @@ TEST(hash_is_stable)
 	CHECK(fw_hash64("foobar", 6) == 0x85944171f73967e8ULL);
 }
 
+TEST(kind_is_the_records_kind_string_only)
+{
+	struct fw_buf b = { 0 };
+	pack_rec(&b, 1);
+	struct fw_mpv v = { b.p, b.n };
+	CHECK(fw_mp_kind_is(v, "t"));
+	CHECK(!fw_mp_kind_is(v, "task"));
+	CHECK(!fw_mp_kind_is(v, ""));
+	/* a record without a kind, and a kind that is not a string */
+	fw_buf_reset(&b);
+	msgpack_packer pk;
+	fw_buf_packer(&pk, &b);
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_str_with_body(&pk, "kind", 4);
+	msgpack_pack_int(&pk, 7);
+	CHECK(!fw_mp_kind_is((struct fw_mpv){ b.p, b.n }, "7"));
+	fw_buf_reset(&b);
+	fw_buf_packer(&pk, &b);
+	msgpack_pack_map(&pk, 0);
+	CHECK(!fw_mp_kind_is((struct fw_mpv){ b.p, b.n }, "t"));
+	fw_buf_free(&b);
+}
+
 TEST_MAIN()
