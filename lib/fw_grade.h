@@ -36,6 +36,8 @@
 #include "fw_report.h"
 #include "fw_workspace.h"
 
+struct fw_writer;
+
 /* ---- hacks --------------------------------------------------------------- */
 
 enum fw_hack {
@@ -323,6 +325,36 @@ void fw_grader_free(struct fw_grader *g);
 int fw_grade_rollout(struct fw_grader *g, struct fw_mpv rec, struct fw_buf *out,
 		     char *err, size_t errlen);
 
+/* ---- records to grade on a worker pool (grade -j) --------------------------------- */
+
+/* One record read and what grading made of it. */
+struct fw_grade_job {
+	struct fw_buf in, out;  /* a copy of the record; the graded record */
+	int pass;               /* not a rollout: written as it came */
+	int judge_now;          /* --judge-only: out is in, for the judge */
+	char err[600];          /* why grading failed (fw_grade_rollout()'s err) */
+	const char *file;       /* where it was read (borrowed) */
+	uint64_t index, offset; /* and at which record and byte */
+};
+
+/*
+ * A job for the record rec read from file at index and offset: with
+ * judge_only a rollout or traj record goes to the judge as it is (out a
+ * copy), else a record that is not a rollout passes.  file is borrowed.
+ * Returns NULL when out of memory.  Caller frees with fw_grade_job_free().
+ */
+struct fw_grade_job *fw_grade_job_new(struct fw_mpv rec, int judge_only, const char *file,
+				      uint64_t index, uint64_t offset);
+
+/* Frees j and its buffers.  NULL does nothing. */
+void fw_grade_job_free(struct fw_grade_job *j);
+
+/* Grades j's rollout into j->out with g, a worker's grader (NULL: it
+ * could not be made, "out of memory").  Returns fw_grade_rollout()'s
+ * result, with j->err; 0 for a job that passes or goes to the judge as it
+ * is. */
+int fw_grade_job_run(struct fw_grader *g, struct fw_grade_job *j);
+
 /* ---- summaries ------------------------------------------------------------------- */
 
 /* What one summary row counts. */
@@ -395,6 +427,12 @@ const char *fw_gsum_scope_name(enum fw_gsum_scope scope);
  */
 int fw_gsum_pack_row(struct fw_buf *b, const struct fw_gsum_row *r);
 
+/* Packs each of the n rows (fw_gsum_rows()'s) with fw_gsum_pack_row() and
+ * puts it to w, a struct fw_writer (fw_stream.h).  Returns 0, or -1 with
+ * "out of memory" or "write error: REASON" in err. */
+int fw_gsum_put_rows(struct fw_writer *w, const struct fw_gsum_row *rows, long n, char *err,
+		     size_t errlen);
+
 /*
  * Appends the summary as text to b (grade(1), --summary): a table per
  * scope, then the recent checkpoints, what to retire and what was never
@@ -403,5 +441,11 @@ int fw_gsum_pack_row(struct fw_buf *b, const struct fw_gsum_row *r);
  */
 int fw_gsum_text(struct fw_buf *b, const struct fw_gsum *s, const struct fw_gsum_row *rows,
 		 long n);
+
+/* Writes fw_gsum_text()'s text to the file path (created or truncated),
+ * or to standard output when path is NULL or "-".  Returns 0, or -1 with
+ * "out of memory" or "PATH: REASON" in err. */
+int fw_gsum_write_text(const struct fw_gsum *s, const struct fw_gsum_row *rows, long n,
+		       const char *path, char *err, size_t errlen);
 
 #endif

@@ -13,10 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fw_grade.h"
 #include "fw_judge.h"
 #include "fw_mp.h"
 
 struct fw_tok;
+struct fw_writer;
 
 /*
  * Takes one example record (n bytes of msgpack at p).  Returns 0, or -1
@@ -26,8 +28,8 @@ typedef int (*fw_example_fn)(void *arg, const void *p, size_t n, char *err, size
 
 /*
  * What a judge's pass needs.  The caller sets mix, hacks_warn, judge_only,
- * put and put_arg, zeroes the rest and opens it with
- * fw_grade_judging_open().
+ * put and put_arg (or has fw_grade_judging_distil() set them), zeroes the
+ * rest and opens it with fw_grade_judging_open().
  */
 struct fw_grade_judging {
 	const struct fw_mix *mix;  /* NULL: grade.reward stays the tests' */
@@ -44,7 +46,18 @@ struct fw_grade_judging {
 	int smax_pos;              /* and its positions */
 	struct fw_verdict *verdicts;
 	struct fw_buf jbuf, gbuf, rbuf, dbuf, pbuf;
+	struct fw_writer *dw;      /* fw_grade_judging_distil()'s */
 };
+
+/*
+ * Parses grade's --reward value s: a reward's name (fw_reward_parse()),
+ * *have_mix 0; or "mix:..." into mix (fw_mix_parse(); the caller clears
+ * mix first), *have_mix 1, with the mix's test reward.  *reward is the
+ * tests' reward either way.  Returns 0, or -1 with the usage message in
+ * err.
+ */
+int fw_grade_reward_opt(const char *s, enum fw_reward *reward, struct fw_mix *mix,
+			int *have_mix, char *err, size_t errlen);
 
 /*
  * Opens jg's judge (fw_judge_open() of spec with tokenizer dir tok, NULL
@@ -59,8 +72,19 @@ int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const c
 			  double timeout_s, const char *rubric, const char *student, char *err,
 			  size_t errlen);
 
-/* Frees what jg owns.  Safe on a zeroed jg. */
+/* Frees what jg owns, and removes a distillation output not closed.
+ * Safe on a zeroed jg. */
 void fw_grade_judging_release(struct fw_grade_judging *jg);
+
+/* Makes jg's put write each distillation example to a new stream at path
+ * (fw_writer_open() with level; a write error says "--distil: REASON").
+ * Returns 0, or -1 with a message in err. */
+int fw_grade_judging_distil(struct fw_grade_judging *jg, const char *path, int level,
+			    char *err, size_t errlen);
+
+/* Closes the stream of fw_grade_judging_distil() (none: 0).  Returns 0,
+ * or -1 with a message in err. */
+int fw_grade_judging_distil_close(struct fw_grade_judging *jg, char *err, size_t errlen);
 
 /*
  * Judges the graded record in rec (a rollout with a grade sub-map, or with

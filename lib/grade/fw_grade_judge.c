@@ -11,6 +11,7 @@
 #include "fw_judge.h"
 #include "fw_model.h"
 #include "fw_mp.h"
+#include "fw_stream.h"
 #include "fw_tok.h"
 
 int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const char *tok,
@@ -44,8 +45,59 @@ int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const c
 	return 0;
 }
 
+int fw_grade_reward_opt(const char *s, enum fw_reward *reward, struct fw_mix *mix,
+			int *have_mix, char *err, size_t errlen)
+{
+	if (!strncmp(s, "mix:", 4)) {
+		char e[200];
+		if (fw_mix_parse(mix, s, e, sizeof e) < 0) {
+			fw_seterr(err, errlen, "bad reward: %s", e);
+			return -1;
+		}
+		*have_mix = 1;
+		*reward = (enum fw_reward)mix->test;
+		return 0;
+	}
+	int k = fw_reward_parse(s);
+	if (k < 0) {
+		fw_seterr(err, errlen, "unknown reward '%s' (resolved, f2p, shaped, mix:...)", s);
+		return -1;
+	}
+	*reward = (enum fw_reward)k;
+	*have_mix = 0;
+	return 0;
+}
+
+/* put for fw_grade_judging_distil(): one example to the writer arg. */
+static int put_example(void *arg, const void *p, size_t n, char *err, size_t errlen)
+{
+	struct fw_writer *w = arg;
+	if (fw_writer_put(w, p, n) == 0)
+		return 0;
+	fw_seterr(err, errlen, "--distil: %s", fw_writer_error(w));
+	return -1;
+}
+
+int fw_grade_judging_distil(struct fw_grade_judging *jg, const char *path, int level,
+			    char *err, size_t errlen)
+{
+	if (!(jg->dw = fw_writer_open(path, level, err, errlen)))
+		return -1;
+	jg->put = put_example;
+	jg->put_arg = jg->dw;
+	return 0;
+}
+
+int fw_grade_judging_distil_close(struct fw_grade_judging *jg, char *err, size_t errlen)
+{
+	struct fw_writer *w = jg->dw;
+	jg->dw = NULL;
+	return fw_writer_close(w, err, errlen);
+}
+
 void fw_grade_judging_release(struct fw_grade_judging *jg)
 {
+	fw_writer_abort(jg->dw);
 	fw_judge_free(jg->judge);
 	fw_rubric_free(jg->rubric);
 	fw_tok_free(jg->stok);

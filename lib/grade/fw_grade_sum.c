@@ -3,6 +3,7 @@
  * Wilson intervals, pass@k, saturated and never-solved tasks (see
  * fw_grade.h).  Memory grows with tasks × checkpoints, not with rollouts.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "fw_grade.h"
 #include "fw_mp.h"
 #include "fw_stats.h"
+#include "fw_stream.h"
 
 const unsigned fw_gsum_k[FW_GSUM_NK] = { 1, 5, 10 };
 
@@ -356,4 +358,45 @@ int fw_gsum_text(struct fw_buf *b, const struct fw_gsum *s, const struct fw_gsum
 			e |= fw_buf_printf(b, "%s task %s", any++ ? "," : "", rows[i].key) < 0;
 	e |= fw_buf_printf(b, "%s\n", any ? "" : " none") < 0;
 	return e ? -1 : 0;
+}
+
+int fw_gsum_put_rows(struct fw_writer *w, const struct fw_gsum_row *rows, long n, char *err,
+		     size_t errlen)
+{
+	struct fw_buf b = { 0 };
+	int rc = 0;
+	for (long i = 0; i < n && !rc; i++) {
+		fw_buf_reset(&b);
+		if (fw_gsum_pack_row(&b, &rows[i]) < 0) {
+			fw_seterr(err, errlen, "out of memory");
+			rc = -1;
+		} else if (fw_writer_put(w, b.p, b.n) < 0) {
+			fw_seterr(err, errlen, "write error: %s", fw_writer_error(w));
+			rc = -1;
+		}
+	}
+	fw_buf_free(&b);
+	return rc;
+}
+
+int fw_gsum_write_text(const struct fw_gsum *s, const struct fw_gsum_row *rows, long n,
+		       const char *path, char *err, size_t errlen)
+{
+	struct fw_buf b = { 0 };
+	FILE *f = stdout;
+	int rc = -1;
+	if (fw_gsum_text(&b, s, rows, n) < 0) {
+		fw_seterr(err, errlen, "out of memory");
+	} else if (path && strcmp(path, "-") != 0 && !(f = fopen(path, "w"))) {
+		fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
+	} else {
+		/* standard output's errors are the tool's, when it closes it */
+		fwrite(b.p, 1, b.n, f);
+		if (f != stdout && fclose(f) != 0)
+			fw_seterr(err, errlen, "%s: %s", path, strerror(errno));
+		else
+			rc = 0;
+	}
+	fw_buf_free(&b);
+	return rc;
 }
