@@ -64,8 +64,51 @@ struct fw_rollout_out {
 int fw_rollout_task(struct fw_rollout_worker *w, const uint8_t *p, size_t n,
 		    struct fw_rollout_out *r);
 
+/*
+ * Sets c->backend and c->arg from c->policy: "builtin:DIR", "exec:CMD" or
+ * "http:URL", not empty after the colon.  Returns 0, or -1 for any other
+ * spec.
+ */
+int fw_rollout_cfg_policy(struct fw_rollout_cfg *c);
+
+/*
+ * Gives each of the n workers ws (zeroed by the caller) c and loads its
+ * policy: a builtin checkpoint or an http client each (the API key from
+ * $FW_API_KEY when it is set, else $OPENAI_API_KEY); exec needs none.
+ * When one cannot be loaded, the reason goes to err and to the load_err
+ * of it and of the workers after it, whose tasks give records saying why.
+ * Returns 0, or -1 after such a failure.
+ */
+int fw_rollout_workers_load(struct fw_rollout_worker *ws, int n, const struct fw_rollout_cfg *c,
+			    char *err, size_t errlen);
+
 /* Frees w's policy and store and zeroes them; keeps w->o.  NULL does
  * nothing. */
 void fw_rollout_worker_clear(struct fw_rollout_worker *w);
+
+/* ---- records on a worker pool (rollout -j) ---------------------------------- */
+
+/* One record read and the records written for it. */
+struct fw_rollout_job {
+	struct fw_buf in;         /* a copy of the record */
+	const char *file;         /* where it was read (borrowed) */
+	uint64_t index, offset;   /* and at which record and byte */
+	int is_task;              /* a task: rolled out; else written as it came */
+	struct fw_rollout_out r;  /* what is written for it */
+};
+
+/* A job for the record rec read from file at index and offset; is_task
+ * says whether it is rolled out.  file is borrowed.  Returns NULL when out
+ * of memory.  Caller frees with fw_rollout_job_free(). */
+struct fw_rollout_job *fw_rollout_job_new(struct fw_mpv rec, int is_task, const char *file,
+					  uint64_t index, uint64_t offset);
+
+/* Frees j and its buffers.  NULL does nothing. */
+void fw_rollout_job_free(struct fw_rollout_job *j);
+
+/* Rolls out j's task on w (fw_rollout_task()) into j->r, or copies a
+ * record that is not a task to j->r.out.  Cannot fail (j->r says what
+ * failed; a copy that runs out of memory leaves j->r.out short). */
+void fw_rollout_job_run(struct fw_rollout_worker *w, struct fw_rollout_job *j);
 
 #endif

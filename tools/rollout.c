@@ -2,9 +2,7 @@
  * rollout — run a policy on task records in the clean room and write what
  * it did as rollout records.  See rollout(1).
  */
-#include <errno.h>
 #include <getopt.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +10,6 @@
 #include "fw_agent_tools.h"
 #include "fw_cli.h"
 #include "fw_mp.h"
-#include "fw_policy.h"
-#include "fw_rollout.h"
 #include "fw_rollout_run.h"
 #include "fw_stream.h"
 #include "kernels_dev.h"
@@ -73,220 +69,157 @@ struct opts {
 	int nfiles;
 };
 
-/* One input record and what became of it. */
-struct job {
-	uint8_t *rec;
-	size_t n;
-	const char *file;
-	uint64_t index, offset;
-	int is_task;
-	struct fw_rollout_out r; /* the records written for it */
+/* A run: the workers' policies, the output and what was written. */
+struct run {
+	const struct opts *o;
+	struct fw_rollout_worker *ws;
+	int next_worker;     /* the next of ws a pool worker takes */
+	struct fw_writer *out;
+	size_t batch;        /* the output is flushed every batch records of */
+	size_t unflushed;    /* a file, and at its end */
+	int status, werr;
 };
 
-/* A worker: its own policy and task store, and the batch it shares. */
-struct worker {
-	struct fw_rollout_worker w;
-	struct job *jobs;
-	size_t njobs;
-	size_t *next;
-	pthread_mutex_t *mu;
-};
-
-static void run_job(struct worker *w, struct job *j)
+static void *take_worker(void *arg)
 {
-	if (!j->is_task)
-		fw_buf_append(&j->r.out, j->rec, j->n);
-	else
-		fw_rollout_task(&w->w, j->rec, j->n, &j->r);
+	struct run *R = arg;
+	return &R->ws[__atomic_fetch_add(&R->next_worker, 1, __ATOMIC_RELAXED)];
 }
 
-static void *worker_main(void *arg)
+static int work(void *w, void *job, void *arg)
 {
-	struct worker *w = arg;
+	fw_rollout_job_run(w, job);
+	return 0;
+}
 
-	for (;;) {
-		pthread_mutex_lock(w->mu);
-		size_t i = (*w->next)++;
-		pthread_mutex_unlock(w->mu);
-		if (i >= w->njobs)
+static void drop(void *job, void *arg)
+{
+	fw_rollout_job_free(job);
+}
+
+/* Flushes what was written, so that a reader downstream has it. */
+static int flush_out(struct run *R)
+{
+	R->unflushed = 0;
+	if (!fw_writer_flush(R->out))
+		return 0;
+	fw_warn("write error: %s", fw_writer_error(R->out));
+	R->werr = 1;
+	return -1;
+}
+
+/* On the caller's thread, in input order: says what failed and writes the
+ * job's records.  Returns -1 on a write error, which ends the run. */
+static int done(void *job, int rc, void *arg)
+{
+	struct run *R = arg;
+	struct fw_rollout_job *j = job;
+	if (j->r.failed) {
+		fw_warn_rec(j->file, j->index, j->offset, "%d of %d samples failed: %s",
+			    j->r.failed, (int)R->o->c.samples, j->r.err);
+		R->status = FW_EXIT_DATA;
+	}
+	if (j->r.out.n && fw_writer_put(R->out, j->r.out.p, j->r.out.n)) {
+		fw_warn("write error: %s", fw_writer_error(R->out));
+		R->werr = 1;
+	}
+	fw_rollout_job_free(j);
+	if (!R->werr && ++R->unflushed == R->batch)
+		flush_out(R);
+	return R->werr ? -1 : 0;
+}
+
+/* Reads one operand into the pool and writes all it gave. */
+static void roll_file(struct run *R, struct fw_pool *pool, struct fw_progress *prog,
+		      uint64_t *nrec, const char *file)
+{
+	char err[1024];
+	struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof err);
+	struct fw_rec rec;
+	int rc;
+
+	if (!r) {
+		fw_warn("%s", err);
+		R->status = FW_EXIT_DATA;
+		return;
+	}
+	while ((rc = fw_reader_next(r, &rec)) != 0) {
+		if (rc < 0) {
+			/* one diagnostic, then the next file: input that
+			 * is not records is not read value by value */
+			fw_warn_reader(r);
+			R->status = FW_EXIT_DATA;
 			break;
-		run_job(w, &w->jobs[i]);
-	}
-	return NULL;
-}
-
-static int is_task(struct fw_mpv rec)
-{
-	struct fw_mpv k;
-
-	return fw_mp_get(rec, "kind", &k) == 1 && fw_mp_str_eq(k, "task", 4);
-}
-
-/* Runs the batch, writes its records in input order, frees them. */
-static int flush_batch(struct worker *ws, int nw, struct job *jobs, size_t n,
-		       struct fw_writer *out, int *status)
-{
-	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	pthread_t th[64];
-	size_t next = 0;
-	int nt = 0;
-
-	for (int i = 0; i < nw; i++) {
-		ws[i].jobs = jobs;
-		ws[i].njobs = n;
-		ws[i].next = &next;
-		ws[i].mu = &mu;
-	}
-	if (nw == 1 || n == 1) {
-		worker_main(&ws[0]);
-	} else {
-		for (int i = 0; i < nw && (size_t)i < n; i++)
-			if (!pthread_create(&th[nt], NULL, worker_main, &ws[i]))
-				nt++;
-		if (!nt)
-			worker_main(&ws[0]);
-		for (int i = 0; i < nt; i++)
-			pthread_join(th[i], NULL);
-	}
-	int rc = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct job *j = &jobs[i];
-		if (j->r.failed) {
-			fw_warn_rec(j->file, j->index, j->offset, "%d of %d samples failed: %s",
-				    j->r.failed, (int)ws[0].w.o->samples, j->r.err);
-			*status = FW_EXIT_DATA;
 		}
-		if (!rc && j->r.out.n && fw_writer_put(out, j->r.out.p, j->r.out.n)) {
-			fw_warn("write error: %s", fw_writer_error(out));
-			rc = -1;
+		int task = fw_mp_kind_is(rec.v, "task");
+		if (task && R->o->shard_n && !fw_shard_keep(rec.v, R->o->shard_k, R->o->shard_n))
+			continue;
+		struct fw_rollout_job *j = fw_rollout_job_new(rec.v, task, fw_reader_name(r),
+							      rec.index, rec.offset);
+		if (!j) {
+			fw_warn("out of memory");
+			R->status = FW_EXIT_DATA;
+			break;
 		}
-		free(j->rec);
-		fw_buf_free(&j->r.out);
+		if (fw_pool_submit(pool, j) < 0)
+			break;
+		fw_progress_tick(prog, ++*nrec, fw_reader_bytes_in(r));
 	}
-	if (!rc && fw_writer_flush(out)) {
-		fw_warn("write error: %s", fw_writer_error(out));
-		rc = -1;
-	}
-	return rc;
+	/* names point into the reader: write what it gave before closing */
+	if (!fw_pool_drain(pool) && R->unflushed)
+		flush_out(R);
+	fw_reader_close(r);
 }
 
 static int rollout_main(struct opts *o)
 {
-	static char *stdin_only[] = { "-" };
-	char **files = o->nfiles ? o->files : stdin_only;
-	int nfiles = o->nfiles ? o->nfiles : 1, status = FW_EXIT_OK, nw = (int)o->jobs;
+	int nw = (int)o->jobs;
 	char err[1024];
-	struct worker ws[64];
-	size_t cap = (size_t)nw * 4, n = 0;
-	struct job *jobs = calloc(cap, sizeof *jobs);
-	struct fw_writer *out;
+	struct fw_rollout_worker ws[64];
+	struct run R = { .o = o, .ws = ws, .batch = (size_t)nw * 4 };
 	struct fw_progress prog;
 	uint64_t nrec = 0;
 
-	if (!jobs)
-		return FW_EXIT_DATA;
 	memset(ws, 0, sizeof ws);
-	for (int i = 0; i < nw; i++) {
-		ws[i].w.o = &o->c;
-		if (o->c.backend == FW_POLICY_HTTP &&
-		    !(ws[i].w.h = fw_http_new(o->c.arg, o->c.model,
-					    getenv("FW_API_KEY") ? "FW_API_KEY" : "OPENAI_API_KEY",
-					    o->c.timeout_s, 3, ws[i].w.load_err, sizeof ws[i].w.load_err))) {
-			fw_warn("%s", ws[i].w.load_err);
-			status = FW_EXIT_DATA;
-			break;
-		}
-		if (o->c.backend == FW_POLICY_BUILTIN &&
-		    !(ws[i].w.b = fw_builtin_load(o->c.arg, ws[i].w.load_err, sizeof ws[i].w.load_err))) {
-			/* every record says why; the first failure is enough */
-			fw_warn("%s", ws[i].w.load_err);
-			for (int k = i + 1; k < nw; k++) {
-				ws[k].w.o = &o->c;
-				memcpy(ws[k].w.load_err, ws[i].w.load_err, sizeof ws[i].w.load_err);
-			}
-			status = FW_EXIT_DATA;
-			break;
-		}
-	}
-	if (!(out = fw_writer_open(o->out, o->level, err, sizeof err))) {
+	if (fw_rollout_workers_load(ws, nw, &o->c, err, sizeof err)) {
 		fw_warn("%s", err);
-		status = FW_EXIT_DATA;
-		goto done;
+		R.status = FW_EXIT_DATA;
+	}
+	const struct fw_pool_conf pc = { .workers = nw, .window = R.batch, .worker_init = take_worker,
+					 .work = work, .done = done, .drop = drop, .arg = &R };
+	struct fw_pool *pool = NULL;
+	if (!(R.out = fw_writer_open(o->out, o->level, err, sizeof err))) {
+		fw_warn("%s", err);
+		R.status = FW_EXIT_DATA;
+		goto out;
+	}
+	if (!(pool = fw_pool_new(&pc))) {
+		fw_warn("cannot start a worker thread");
+		fw_writer_abort(R.out);
+		R.status = FW_EXIT_DATA;
+		goto out;
 	}
 	fw_progress_start(&prog, o->progress);
-	for (int f = 0; f < nfiles; f++) {
-		struct fw_reader *r = fw_reader_open(files[f], NULL, err, sizeof err);
-		struct fw_rec rec;
-		int rc;
-
-		if (!r) {
+	struct fw_operands ops;
+	fw_operands_init(&ops, o->nfiles, o->files, 0);
+	for (const char *file; !R.werr && (file = fw_operands_next(&ops));)
+		roll_file(&R, pool, &prog, &nrec, file);
+	fw_pool_finish(pool);
+	fw_pool_free(pool);
+	if (R.werr) {
+		fw_writer_abort(R.out);
+		R.status = FW_EXIT_DATA;
+	} else {
+		fw_progress_end(&prog);
+		if (fw_writer_close(R.out, err, sizeof err)) {
 			fw_warn("%s", err);
-			status = FW_EXIT_DATA;
-			continue;
+			R.status = FW_EXIT_DATA;
 		}
-		while ((rc = fw_reader_next(r, &rec)) != 0) {
-			if (rc < 0) {
-				/* one diagnostic, then the next file: input that
-				 * is not records is not read value by value */
-				fw_warn_reader(r);
-				status = FW_EXIT_DATA;
-				break;
-			}
-			int task = is_task(rec.v);
-			if (task && o->shard_n && !fw_shard_keep(rec.v, o->shard_k, o->shard_n))
-				continue;
-			struct job *j = &jobs[n];
-			memset(j, 0, sizeof *j);
-			if (!(j->rec = malloc(rec.v.n))) {
-				fw_warn("out of memory");
-				status = FW_EXIT_DATA;
-				break;
-			}
-			memcpy(j->rec, rec.v.p, rec.v.n);
-			j->n = rec.v.n;
-			j->file = fw_reader_name(r);
-			j->index = rec.index;
-			j->offset = rec.offset;
-			j->is_task = task;
-			if (++n == cap) {
-				if (flush_batch(ws, nw, jobs, n, out, &status)) {
-					fw_reader_close(r);
-					fw_writer_abort(out);
-					out = NULL;
-					status = FW_EXIT_DATA;
-					goto done;
-				}
-				n = 0;
-			}
-			fw_progress_tick(&prog, ++nrec, fw_reader_bytes_in(r));
-		}
-		/* names point into the reader: run what it gave before closing */
-		if (n && flush_batch(ws, nw, jobs, n, out, &status)) {
-			fw_reader_close(r);
-			fw_writer_abort(out);
-			out = NULL;
-			status = FW_EXIT_DATA;
-			goto done;
-		}
-		n = 0;
-		fw_reader_close(r);
 	}
-	fw_progress_end(&prog);
-	if (fw_writer_close(out, err, sizeof err)) {
-		fw_warn("%s", err);
-		status = FW_EXIT_DATA;
-	}
-done:
-	for (int i = 0; i < nw; i++) {
-		fw_rollout_worker_clear(&ws[i].w);
-	}
-	free(jobs);
-	return status;
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
+out:
+	for (int i = 0; i < nw; i++)
+		fw_rollout_worker_clear(&ws[i]);
+	return R.status;
 }
 
 static int push(const char ***v, size_t *n, const char *s)
@@ -358,50 +291,50 @@ int main(int argc, char **argv)
 			if (!strcmp(optarg, "agent"))
 				o.c.agent = 1;
 			else if (strcmp(optarg, "fill"))
-				return usage_error("unknown mode '%s' (fill, agent)", optarg);
+				return fw_usage_fail("unknown mode '%s' (fill, agent)", optarg);
 			break;
 		case O_MAX_STEPS:
 			if (fw_parse_u64(optarg, &o.c.max_steps, 0) || o.c.max_steps > 100000)
-				return usage_error("bad step count '%s'", optarg);
+				return fw_usage_fail("bad step count '%s'", optarg);
 			break;
 		case O_SAMPLES:
 			if (fw_parse_u64(optarg, &o.c.samples, 0) || o.c.samples < 1 || o.c.samples > 1024)
-				return usage_error("bad sample count '%s' (1..1024)", optarg);
+				return fw_usage_fail("bad sample count '%s' (1..1024)", optarg);
 			break;
 		case O_SEED:
 			if (fw_parse_u64(optarg, &o.c.seed, 0))
-				return usage_error("bad seed '%s'", optarg);
+				return fw_usage_fail("bad seed '%s'", optarg);
 			break;
 		case O_TEMP:
 			if (fw_parse_double(optarg, &o.c.temp) || !(o.c.temp >= 0))
-				return usage_error("bad temperature '%s'", optarg);
+				return fw_usage_fail("bad temperature '%s'", optarg);
 			break;
 		case O_TOP_P:
 			if (fw_parse_double(optarg, &o.c.top_p) || !(o.c.top_p > 0 && o.c.top_p <= 1))
-				return usage_error("bad top-p '%s' (0 < P <= 1)", optarg);
+				return fw_usage_fail("bad top-p '%s' (0 < P <= 1)", optarg);
 			break;
 		case O_TOP_K:
 			if (fw_parse_u64(optarg, &u, 0) || u > 1u << 24)
-				return usage_error("bad top-k '%s'", optarg);
+				return fw_usage_fail("bad top-k '%s'", optarg);
 			o.c.top_k = (int)u;
 			break;
 		case O_CONTEXT:
 			if (fw_parse_u64(optarg, &o.c.context, 0) || o.c.context < 1 ||
 			    o.c.context > 1u << 30)
-				return usage_error("bad --context '%s'", optarg);
+				return fw_usage_fail("bad --context '%s'", optarg);
 			break;
 		case O_MAX_TOKENS:
 			if (fw_parse_u64(optarg, &o.c.max_tokens, 0) || o.c.max_tokens < 1 ||
 			    o.c.max_tokens > 1u << 20)
-				return usage_error("bad token count '%s'", optarg);
+				return fw_usage_fail("bad token count '%s'", optarg);
 			break;
 		case 'j':
 			if (fw_parse_u64(optarg, &o.jobs, 0) || o.jobs < 1 || o.jobs > 64)
-				return usage_error("bad job count '%s' (1..64)", optarg);
+				return fw_usage_fail("bad job count '%s' (1..64)", optarg);
 			break;
 		case O_SHARD:
 			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n))
-				return usage_error("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
 			break;
 		case O_ALLOW:
 			if (push(&o.c.allow, &o.c.nallow, optarg))
@@ -415,7 +348,7 @@ int main(int argc, char **argv)
 		case O_ENV_STORE: o.c.env_store = optarg; break;
 		case O_TIMEOUT:
 			if (fw_parse_double(optarg, &o.c.timeout_s) || !(o.c.timeout_s > 0))
-				return usage_error("bad timeout '%s'", optarg);
+				return fw_usage_fail("bad timeout '%s'", optarg);
 			break;
 		case O_NO_TIME: o.c.no_time = 1; break;
 		case O_MODEL: o.c.model = optarg; break;
@@ -426,9 +359,9 @@ int main(int argc, char **argv)
 		case O_PROGRESS: o.progress = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
-		case 'h': fw_help(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		case O_VERSION: fw_print_version(); return fw_close_stdout() ? FW_EXIT_DATA : 0;
-		default: fputs(usage_text, stderr); return FW_EXIT_USAGE;
+		case 'h': return fw_help_exit();
+		case O_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
 	if (o.c.tool_defs) {
@@ -446,30 +379,20 @@ int main(int argc, char **argv)
 		return fw_close_stdout() ? FW_EXIT_DATA : 0;
 	}
 	if (!o.c.policy)
-		return usage_error("%s", "--policy is required");
-	if (!strncmp(o.c.policy, "builtin:", 8) && o.c.policy[8]) {
-		o.c.backend = FW_POLICY_BUILTIN;
-		o.c.arg = o.c.policy + 8;
-	} else if (!strncmp(o.c.policy, "exec:", 5) && o.c.policy[5]) {
-		o.c.backend = FW_POLICY_EXEC;
-		o.c.arg = o.c.policy + 5;
-	} else if (!strncmp(o.c.policy, "http:", 5) && o.c.policy[5]) {
-		o.c.backend = FW_POLICY_HTTP;
-		o.c.arg = o.c.policy + 5;
-	} else {
-		return usage_error("unknown policy '%s' (builtin:DIR, http:URL, exec:CMD)", o.c.policy);
-	}
+		return fw_usage_fail("%s", "--policy is required");
+	if (fw_rollout_cfg_policy(&o.c))
+		return fw_usage_fail("unknown policy '%s' (builtin:DIR, http:URL, exec:CMD)", o.c.policy);
 	if (o.c.tool_defs)
 		o.c.tools = 1;
 	if (o.c.tools && !o.c.agent)
-		return usage_error("%s", o.c.tool_defs ? "--tool-defs needs --mode agent"
+		return fw_usage_fail("%s", o.c.tool_defs ? "--tool-defs needs --mode agent"
 						     : "--tools needs --mode agent");
 	if (o.c.agent && o.c.backend == FW_POLICY_EXEC)
-		return usage_error("%s", "--mode agent needs a builtin or http policy");
+		return fw_usage_fail("%s", "--mode agent needs a builtin or http policy");
 	if (o.c.model && o.c.backend != FW_POLICY_HTTP)
-		return usage_error("%s", "--model needs an http policy");
+		return fw_usage_fail("%s", "--model needs an http policy");
 	if (device && o.c.backend != FW_POLICY_BUILTIN)
-		return usage_error("%s", "--device needs a builtin policy");
+		return fw_usage_fail("%s", "--device needs a builtin policy");
 	if (o.c.backend == FW_POLICY_BUILTIN) {
 		char derr[256];
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fw_agent_tools.h"
+#include "fw_base.h"
 #include "fw_cli.h" /* fw_now() */
 #include "fw_env.h"
 #include "fw_history.h" /* fw_context_mount() */
@@ -669,4 +670,85 @@ void fw_rollout_worker_clear(struct fw_rollout_worker *w)
 	w->h = NULL;
 	w->st = NULL;
 	w->st_path = NULL;
+}
+
+int fw_rollout_cfg_policy(struct fw_rollout_cfg *c)
+{
+	static const struct {
+		const char *prefix;
+		enum fw_policy_backend backend;
+	} kinds[] = {
+		{ "builtin:", FW_POLICY_BUILTIN },
+		{ "exec:", FW_POLICY_EXEC },
+		{ "http:", FW_POLICY_HTTP },
+	};
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+		size_t n = strlen(kinds[i].prefix);
+		if (!strncmp(c->policy, kinds[i].prefix, n) && c->policy[n]) {
+			c->backend = kinds[i].backend;
+			c->arg = c->policy + n;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int fw_rollout_workers_load(struct fw_rollout_worker *ws, int n, const struct fw_rollout_cfg *c,
+			    char *err, size_t errlen)
+{
+	const char *key = getenv("FW_API_KEY") ? "FW_API_KEY" : "OPENAI_API_KEY";
+	for (int i = 0; i < n; i++)
+		ws[i].o = c;
+	for (int i = 0; i < n; i++) {
+		struct fw_rollout_worker *w = &ws[i];
+		if (c->backend == FW_POLICY_HTTP)
+			w->h = fw_http_new(c->arg, c->model, key, c->timeout_s, 3, w->load_err,
+					   sizeof w->load_err);
+		else if (c->backend == FW_POLICY_BUILTIN)
+			w->b = fw_builtin_load(c->arg, w->load_err, sizeof w->load_err);
+		else
+			continue;
+		if (w->h || w->b)
+			continue;
+		/* every record says why; the first failure is enough */
+		for (int k = i + 1; k < n; k++)
+			memcpy(ws[k].load_err, w->load_err, sizeof w->load_err);
+		fw_seterr(err, errlen, "%s", w->load_err);
+		return -1;
+	}
+	return 0;
+}
+
+struct fw_rollout_job *fw_rollout_job_new(struct fw_mpv rec, int is_task, const char *file,
+					  uint64_t index, uint64_t offset)
+{
+	struct fw_rollout_job *j = calloc(1, sizeof *j);
+	if (!j)
+		return NULL;
+	if (fw_buf_append(&j->in, rec.p, rec.n) < 0) {
+		free(j);
+		return NULL;
+	}
+	j->file = file;
+	j->index = index;
+	j->offset = offset;
+	j->is_task = is_task;
+	return j;
+}
+
+void fw_rollout_job_free(struct fw_rollout_job *j)
+{
+	if (!j)
+		return;
+	fw_buf_free(&j->in);
+	fw_buf_free(&j->r.out);
+	free(j);
+}
+
+void fw_rollout_job_run(struct fw_rollout_worker *w, struct fw_rollout_job *j)
+{
+	if (!j->is_task)
+		fw_buf_append(&j->r.out, j->in.p, j->in.n);
+	else
+		fw_rollout_task(w, j->in.p, j->in.n, &j->r);
 }

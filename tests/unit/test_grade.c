@@ -5,8 +5,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fw_grade.h"
+#include "fw_grade_judge.h"
+#include "fw_json.h"
+#include "fw_stream.h"
+#include "fw_base.h"
 #include "fw_store.h"
 #include "test.h"
 
@@ -511,8 +516,107 @@ TEST(summary_counts_rates_and_retirement)
 	size_t nr;
 	const char *const *rn = fw_gsum_recent(s, &nr);
 	CHECK(nr == 2 && strcmp(rn[0], "c2") == 0 && strcmp(rn[1], "c3") == 0);
+
+	/* the rows as records and as text, in files */
+	char dir[] = "/tmp/fw-test-gsum-XXXXXX", path[256];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof path, "%s/rows", dir);
+	struct fw_writer *w = fw_writer_open(path, -1, err, sizeof err);
+	CHECK(w != NULL);
+	CHECK_EQ_INT(fw_gsum_put_rows(w, r, n, err, sizeof err), 0);
+	CHECK_EQ_INT(fw_writer_close(w, err, sizeof err), 0);
+	struct fw_reader *rd = fw_reader_open(path, NULL, err, sizeof err);
+	struct fw_rec rec;
+	long got = 0;
+	while (rd && fw_reader_next(rd, &rec) == 1) {
+		fw_buf_reset(&b);
+		CHECK_EQ_INT(fw_gsum_pack_row(&b, &r[got]), 0);
+		CHECK(rec.v.n == b.n && memcmp(rec.v.p, b.p, b.n) == 0);
+		got++;
+	}
+	fw_reader_close(rd);
+	CHECK(got == n);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/text", dir);
+	CHECK_EQ_INT(fw_gsum_write_text(s, r, n, path, err, sizeof err), 0);
+	fw_buf_reset(&b);
+	CHECK_EQ_INT(fw_gsum_text(&b, s, r, n), 0);
+	size_t len;
+	char *text = fw_read_file(path, 1 << 20, &len);
+	CHECK(text && len == b.n && memcmp(text, b.p, len) == 0);
+	free(text);
+	unlink(path);
+	rmdir(dir);
+	snprintf(path, sizeof path, "%s/text", dir);
+	CHECK_EQ_INT(fw_gsum_write_text(s, r, n, path, err, sizeof err), -1);
+	CHECK(!strncmp(err, path, strlen(path)) && strstr(err, ": No such file"));
 	fw_buf_free(&b);
 	fw_gsum_free(s);
+}
+
+/* The record of JSON text js into b. */
+static struct fw_mpv json_rec(struct fw_buf *b, const char *js)
+{
+	struct fw_json_err je;
+	size_t used;
+	fw_buf_reset(b);
+	CHECK_EQ_INT(fw_json_to_mp(b, js, strlen(js), 1, &used, &je), 1);
+	return (struct fw_mpv){ b->p, b->n };
+}
+
+TEST(grade_jobs_pass_other_kinds_and_send_judge_only_records_as_they_are)
+{
+	struct fw_buf b = { 0 };
+	static const struct { const char *js; int judge_only, pass, judge_now; } cases[] = {
+		{ "{\"kind\":\"rollout\",\"id\":\"r\"}", 0, 0, 0 },
+		{ "{\"kind\":\"rollout\",\"id\":\"r\"}", 1, 0, 1 },
+		{ "{\"kind\":\"traj\",\"id\":\"t\"}", 0, 1, 0 },
+		{ "{\"kind\":\"traj\",\"id\":\"t\"}", 1, 0, 1 },
+		{ "{\"kind\":\"task\",\"id\":\"k\"}", 1, 1, 0 },
+		{ "{\"id\":\"none\"}", 0, 1, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct fw_mpv v = json_rec(&b, cases[i].js);
+		struct fw_grade_job *j = fw_grade_job_new(v, cases[i].judge_only, "f", 3, 40);
+		CHECK(j != NULL);
+		if (!j)
+			continue;
+		CHECK_EQ_INT(j->pass, cases[i].pass);
+		CHECK_EQ_INT(j->judge_now, cases[i].judge_now);
+		CHECK(j->in.n == v.n && memcmp(j->in.p, v.p, v.n) == 0);
+		/* judged as it is: the record is its own output */
+		CHECK(j->out.n == (cases[i].judge_now ? v.n : 0));
+		CHECK(!strcmp(j->file, "f") && j->index == 3 && j->offset == 40);
+		if (j->pass || j->judge_now)
+			CHECK_EQ_INT(fw_grade_job_run(NULL, j), 0);
+		else {
+			/* a worker without a grader */
+			CHECK_EQ_INT(fw_grade_job_run(NULL, j), -1);
+			CHECK(!strcmp(j->err, "out of memory"));
+		}
+		fw_grade_job_free(j);
+	}
+	fw_grade_job_free(NULL);
+	fw_buf_free(&b);
+}
+
+TEST(reward_option_names_or_a_mix)
+{
+	enum fw_reward r = FW_REWARD_RESOLVED;
+	struct fw_mix m = { 0 };
+	int have = 1;
+	char err[256];
+	CHECK_EQ_INT(fw_grade_reward_opt("f2p", &r, &m, &have, err, sizeof err), 0);
+	CHECK(r == FW_REWARD_F2P && have == 0);
+	CHECK_EQ_INT(fw_grade_reward_opt("nope", &r, &m, &have, err, sizeof err), -1);
+	CHECK(!strcmp(err, "unknown reward 'nope' (resolved, f2p, shaped, mix:...)"));
+	CHECK(r == FW_REWARD_F2P);
+	CHECK_EQ_INT(fw_grade_reward_opt("mix:shaped=1,asks=2", &r, &m, &have, err, sizeof err), 0);
+	CHECK(r == FW_REWARD_SHAPED && have == 1 && m.test == FW_REWARD_SHAPED);
+	fw_mix_clear(&m);
+	CHECK_EQ_INT(fw_grade_reward_opt("mix:", &r, &m, &have, err, sizeof err), -1);
+	CHECK(!strncmp(err, "bad reward: ", 12));
+	fw_mix_clear(&m);
 }
 
 TEST_MAIN()

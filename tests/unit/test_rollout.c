@@ -14,6 +14,7 @@
 #include "fw_json.h"
 #include "fw_mutate.h"
 #include "fw_rollout.h"
+#include "fw_rollout_run.h"
 
 static const char py_src[] =
 	"import os\n"
@@ -227,6 +228,73 @@ TEST(utf8_fix_replaces_only_bad_bytes)
 	CHECK_STR(s, "a\xc3\xa9" "b\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd");
 	CHECK_EQ_INT(n, strlen(s));
 	free(s);
+}
+
+TEST(policy_specs_name_a_backend_and_its_argument)
+{
+	struct fw_rollout_cfg c = { 0 };
+	static const struct {
+		const char *spec;
+		int ok;
+		enum fw_policy_backend b;
+		const char *arg;
+	} cases[] = {
+		{ "builtin:ck", 1, FW_POLICY_BUILTIN, "ck" },
+		{ "exec:./agent --x", 1, FW_POLICY_EXEC, "./agent --x" },
+		{ "http:http://h:1/v1", 1, FW_POLICY_HTTP, "http://h:1/v1" },
+		{ "builtin:", 0, 0, NULL },
+		{ "exec", 0, 0, NULL },
+		{ "ftp:x", 0, 0, NULL },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		c.policy = cases[i].spec;
+		c.arg = NULL;
+		CHECK_EQ_INT(fw_rollout_cfg_policy(&c), cases[i].ok ? 0 : -1);
+		if (cases[i].ok)
+			CHECK(c.backend == cases[i].b && !strcmp(c.arg, cases[i].arg));
+		else
+			CHECK(c.arg == NULL);
+	}
+}
+
+TEST(workers_that_cannot_load_say_why_in_every_later_worker)
+{
+	struct fw_rollout_cfg c = { .policy = "exec:true" };
+	struct fw_rollout_worker ws[3];
+	char err[512] = "";
+	CHECK_EQ_INT(fw_rollout_cfg_policy(&c), 0);
+	memset(ws, 0, sizeof ws);
+	/* exec loads nothing */
+	CHECK_EQ_INT(fw_rollout_workers_load(ws, 3, &c, err, sizeof err), 0);
+	for (int i = 0; i < 3; i++)
+		CHECK(ws[i].o == &c && !ws[i].b && !ws[i].h && !ws[i].load_err[0]);
+	c.policy = "builtin:/nonexistent/fw-checkpoint";
+	CHECK_EQ_INT(fw_rollout_cfg_policy(&c), 0);
+	memset(ws, 0, sizeof ws);
+	CHECK_EQ_INT(fw_rollout_workers_load(ws, 3, &c, err, sizeof err), -1);
+	CHECK(err[0] != '\0');
+	for (int i = 0; i < 3; i++) {
+		CHECK(ws[i].o == &c && !ws[i].b);
+		CHECK(!strcmp(ws[i].load_err, err));
+		fw_rollout_worker_clear(&ws[i]);
+	}
+}
+
+TEST(a_record_that_is_not_a_task_is_written_as_it_came)
+{
+	const uint8_t rec[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd', 0xa4, 't', 'r', 'a', 'j' };
+	struct fw_mpv v = { rec, sizeof rec };
+	struct fw_rollout_job *j = fw_rollout_job_new(v, fw_mp_kind_is(v, "task"), "in", 2, 9);
+	struct fw_rollout_worker w = { 0 };
+	CHECK(j != NULL);
+	if (!j)
+		return;
+	CHECK(!j->is_task && !strcmp(j->file, "in") && j->index == 2 && j->offset == 9);
+	fw_rollout_job_run(&w, j);
+	CHECK(j->r.out.n == sizeof rec && memcmp(j->r.out.p, rec, sizeof rec) == 0);
+	CHECK_EQ_INT(j->r.failed, 0);
+	fw_rollout_job_free(j);
+	fw_rollout_job_free(NULL);
 }
 
 TEST_MAIN()
