@@ -31,8 +31,8 @@ void fw_grade_job_free(struct fw_grade_job *j)
 {
 	if (!j)
 		return;
-	fw_buf_free(&j->in);
-	fw_buf_free(&j->out);
+	fw_buf_release(&j->in);
+	fw_buf_release(&j->out);
 	free(j);
 }
 

@@ -375,7 +375,7 @@ int fw_gsum_put_rows(struct fw_writer *w, const struct fw_gsum_row *rows, long n
 			rc = -1;
 		}
 	}
-	fw_buf_free(&b);
+	fw_buf_release(&b);
 	return rc;
 }
 
@@ -397,6 +397,6 @@ int fw_gsum_write_text(const struct fw_gsum *s, const struct fw_gsum_row *rows, 
 		else
 			rc = 0;
 	}
-	fw_buf_free(&b);
+	fw_buf_release(&b);
 	return rc;
 }

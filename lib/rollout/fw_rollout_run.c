@@ -740,8 +740,8 @@ void fw_rollout_job_free(struct fw_rollout_job *j)
 {
 	if (!j)
 		return;
-	fw_buf_free(&j->in);
-	fw_buf_free(&j->r.out);
+	fw_buf_release(&j->in);
+	fw_buf_release(&j->r.out);
 	free(j);
 }
 
