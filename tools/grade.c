@@ -77,7 +77,7 @@ struct run {
 	const struct opts *o;
 	struct fw_writer *w;
 	struct fw_progress prog;
-	uint64_t written, graded, errors, passed;
+	uint64_t written, errors, passed;
 	int status;
 	int fatal;
 	struct fw_grade_judging jg; /* --judge: the judge's pass, and --distil */
@@ -122,7 +122,6 @@ static int write_job(void *job, int rc, void *arg)
 			fw_warn_rec(j->file, j->index, j->offset, "%s", j->err);
 			r->errors++;
 		}
-		r->graded++;
 		if (r->jg.judge && fw_grade_judge_record(&r->jg, &j->out, j->err, sizeof j->err) < 0) {
 			fw_warn_rec(j->file, j->index, j->offset, "judge: %s", j->err);
 			r->fatal = 1;
@@ -322,9 +321,10 @@ int main(int argc, char **argv)
 	fw_usage_init(usage_text, options);
 	struct opts o = { .jobs = 1, .level = -1, .retire_at = 0.9, .recent = 3 };
 	o.g.reward = FW_REWARD_RESOLVED;
-	enum { O_STORE = 256, O_REWARD, O_HACKS, O_SHARD, O_TIMEOUT, O_NO_TIME, O_PROGRESS,
-	       O_SUMMARY, O_RETIRE_AT, O_RECENT, O_RECORDS, O_VERSION, O_JUDGE, O_RUBRIC,
-	       O_JUDGE_TOK, O_ENV, O_ENV_STORE, O_JUDGE_ONLY, O_DISTIL, O_STUDENT };
+	/* grading's options, then --summary's, then those of both */
+	enum { O_STORE = 256, O_REWARD, O_HACKS, O_SHARD, O_TIMEOUT, O_NO_TIME, O_JUDGE, O_RUBRIC,
+	       O_JUDGE_TOK, O_ENV, O_ENV_STORE, O_JUDGE_ONLY, O_DISTIL, O_STUDENT,
+	       O_RETIRE_AT, O_RECENT, O_RECORDS, O_PROGRESS, O_SUMMARY, O_VERSION };
 	static const struct option longopts[] = {
 		{ "store", required_argument, NULL, O_STORE },
 		{ "reward", required_argument, NULL, O_REWARD },
@@ -354,14 +354,15 @@ int main(int argc, char **argv)
 	int ch, grade_only = 0, summary_only = 0;
 	char err[4096]; /* a usage message quotes the argument */
 	while ((ch = getopt_long(argc, argv, "j:o:zh", longopts, NULL)) != -1) {
+		grade_only |= ch == 'j' || (ch >= O_STORE && ch <= O_STUDENT);
+		summary_only |= ch >= O_RETIRE_AT && ch <= O_RECORDS;
 		switch (ch) {
-		case O_STORE: o.g.store = optarg; grade_only = 1; break;
+		case O_STORE: o.g.store = optarg; break;
 		case O_REWARD:
 			fw_mix_clear(&o.mix);
 			if (fw_grade_reward_opt(optarg, &o.g.reward, &o.mix, &o.have_mix, err,
 						sizeof err) < 0)
 				return fw_usage_fail("%s", err);
-			grade_only = 1;
 			break;
 		case O_HACKS:
 			if (strcmp(optarg, "zero") == 0)
@@ -370,32 +371,28 @@ int main(int argc, char **argv)
 				o.g.hacks_warn = 1;
 			else
 				return fw_usage_fail("unknown hacks mode '%s' (zero, warn)", optarg);
-			grade_only = 1;
 			break;
 		case 'j':
 			if (fw_parse_u64(optarg, &o.jobs, 0) < 0 || o.jobs < 1 || o.jobs > 64)
 				return fw_usage_fail("bad job count '%s' (1..64)", optarg);
-			grade_only = 1;
 			break;
 		case O_SHARD:
 			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
 				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
-			grade_only = 1;
 			break;
 		case O_TIMEOUT:
 			if (fw_parse_double(optarg, &o.g.timeout_s) < 0 || !(o.g.timeout_s > 0))
 				return fw_usage_fail("bad timeout '%s'", optarg);
-			grade_only = 1;
 			break;
-		case O_NO_TIME: o.g.no_time = 1; grade_only = 1; break;
-		case O_JUDGE: o.judge = optarg; grade_only = 1; break;
-		case O_RUBRIC: o.rubric = optarg; grade_only = 1; break;
-		case O_JUDGE_TOK: o.judge_tok = optarg; grade_only = 1; break;
-		case O_ENV: o.g.env = optarg; grade_only = 1; break;
-		case O_ENV_STORE: o.g.env_store = optarg; grade_only = 1; break;
-		case O_JUDGE_ONLY: o.judge_only = 1; grade_only = 1; break;
-		case O_DISTIL: o.distil = optarg; grade_only = 1; break;
-		case O_STUDENT: o.student = optarg; grade_only = 1; break;
+		case O_NO_TIME: o.g.no_time = 1; break;
+		case O_JUDGE: o.judge = optarg; break;
+		case O_RUBRIC: o.rubric = optarg; break;
+		case O_JUDGE_TOK: o.judge_tok = optarg; break;
+		case O_ENV: o.g.env = optarg; break;
+		case O_ENV_STORE: o.g.env_store = optarg; break;
+		case O_JUDGE_ONLY: o.judge_only = 1; break;
+		case O_DISTIL: o.distil = optarg; break;
+		case O_STUDENT: o.student = optarg; break;
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
 		case O_PROGRESS: o.progress = 1; break;
@@ -404,14 +401,12 @@ int main(int argc, char **argv)
 			if (fw_parse_double(optarg, &o.retire_at) < 0 || o.retire_at < 0 ||
 			    o.retire_at > 1)
 				return fw_usage_fail("bad pass rate '%s' (0..1)", optarg);
-			summary_only = 1;
 			break;
 		case O_RECENT:
 			if (fw_parse_u64(optarg, &o.recent, 0) < 0 || o.recent < 1)
 				return fw_usage_fail("bad checkpoint count '%s'", optarg);
-			summary_only = 1;
 			break;
-		case O_RECORDS: o.records = 1; summary_only = 1; break;
+		case O_RECORDS: o.records = 1; break;
 		case 'h': return fw_help_exit();
 		case O_VERSION: return fw_version_exit();
 		default: return fw_usage_exit();
