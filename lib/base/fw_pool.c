@@ -183,14 +183,16 @@ int fw_pool_drain(struct fw_pool *p)
 int fw_pool_finish(struct fw_pool *p)
 {
 	assert(p);
-	if (p->c.workers > 1 && !p->closing) {
+	if (p->c.workers == 1) {
+		p->closing = 1;
+	} else if (!p->closing) {
+		/* the workers read closing: it changes under the lock only */
 		fw_pool_drain(p);
 		pthread_mutex_lock(&p->mu);
 		p->closing = 1;
 		pthread_cond_broadcast(&p->cv_work);
 		pthread_mutex_unlock(&p->mu);
 	}
-	p->closing = 1;
 	return p->aborted ? -1 : 0;
 }
 
