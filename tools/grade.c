@@ -3,6 +3,11 @@
  * tests run in the clean room on the patched task tree, protected files
  * restored, hack detectors applied.  `grade --summary` turns graded
  * rollouts into pass rates, pass@k and retirement lists.  See grade(1).
+ *
+ * Options and the record loop; a rollout is graded by fw_grade_rollout()
+ * (fw_grade.h).  With -j N the records go to the shared ordered pool
+ * (fw_pool) of N threads, each with its own grader, and are judged and
+ * written back in input order by the main thread, which also reads.
  */
 #include <getopt.h>
 #include <stdio.h>

@@ -1,6 +1,11 @@
 /*
  * rollout — run a policy on task records in the clean room and write what
  * it did as rollout records.  See rollout(1).
+ *
+ * Options and the record loop; a task is rolled out by fw_rollout_task()
+ * (fw_rollout_run.h).  With -j N the records go to the shared ordered pool
+ * (fw_pool) of N threads, each with its own policy, and are written back
+ * in input order by the main thread, which also reads.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -75,8 +80,9 @@ struct run {
 	struct fw_rollout_worker *ws;
 	int next_worker;     /* the next of ws a pool worker takes */
 	struct fw_writer *out;
-	size_t batch;        /* the output is flushed every batch records of */
-	size_t unflushed;    /* a file, and at its end */
+	/* the output is flushed after every `batch` records of a file and at
+	 * its end, so that a reader downstream gets them in steps */
+	size_t batch, unflushed;
 	int status, werr;
 };
 
