@@ -28,8 +28,8 @@ typedef int (*fw_example_fn)(void *arg, const void *p, size_t n, char *err, size
 
 /*
  * What a judge's pass needs.  The caller sets mix, hacks_warn, judge_only,
- * put and put_arg (or has fw_grade_judging_distil() set them), zeroes the
- * rest and opens it with fw_grade_judging_open().
+ * and put and put_arg or distil and distil_level, zeroes the rest and
+ * opens it with fw_grade_judging_open().
  */
 struct fw_grade_judging {
 	const struct fw_mix *mix;  /* NULL: grade.reward stays the tests' */
@@ -37,6 +37,9 @@ struct fw_grade_judging {
 	int judge_only;            /* records never graded are judged too */
 	fw_example_fn put;         /* where each distillation example goes */
 	void *put_arg;
+	const char *distil;        /* or a stream made there (put set by open;
+				    * a write error says "--distil: REASON") */
+	int distil_level;          /* and its compression (fw_writer_open()) */
 	uint64_t distilled;        /* examples given to put */
 
 	/* owned; fw_grade_judging_release() frees them */
@@ -46,7 +49,7 @@ struct fw_grade_judging {
 	int smax_pos;              /* and its positions */
 	struct fw_verdict *verdicts;
 	struct fw_buf jbuf, gbuf, rbuf, dbuf, pbuf;
-	struct fw_writer *dw;      /* fw_grade_judging_distil()'s */
+	struct fw_writer *dw;      /* the stream at distil */
 };
 
 /*
@@ -64,9 +67,10 @@ int fw_grade_reward_opt(const char *s, enum fw_reward *reward, struct fw_mix *mi
  * for the model's own, and timeout_s) and rubric (the file at rubric);
  * checks that every criterion jg->mix names is in the rubric; with student
  * (a checkpoint directory, may be NULL) loads its tokenizer and positions
- * for distillation examples.  Returns 0, or with a message in err: -1 the
- * judge or the rubric failed, -2 the mix names a criterion not in the
- * rubric, -3 the student failed.  jg is to be released either way.
+ * for distillation examples, and with jg->distil makes their stream.
+ * Returns 0, or with a message in err: -1 the judge or the rubric failed,
+ * -2 the mix names a criterion not in the rubric, -3 the student or the
+ * stream failed.  jg is to be released either way.
  */
 int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const char *tok,
 			  double timeout_s, const char *rubric, const char *student, char *err,
@@ -76,14 +80,8 @@ int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const c
  * Safe on a zeroed jg. */
 void fw_grade_judging_release(struct fw_grade_judging *jg);
 
-/* Makes jg's put write each distillation example to a new stream at path
- * (fw_writer_open() with level; a write error says "--distil: REASON").
- * Returns 0, or -1 with a message in err. */
-int fw_grade_judging_distil(struct fw_grade_judging *jg, const char *path, int level,
-			    char *err, size_t errlen);
-
-/* Closes the stream of fw_grade_judging_distil() (none: 0).  Returns 0,
- * or -1 with a message in err. */
+/* Closes the stream at jg->distil (none: 0).  Returns 0, or -1 with a
+ * message in err. */
 int fw_grade_judging_distil_close(struct fw_grade_judging *jg, char *err, size_t errlen);
 
 /*

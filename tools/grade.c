@@ -187,14 +187,12 @@ static int grade_main(struct opts *o)
 	char err[512];
 	r.jg = (struct fw_grade_judging){ .mix = o->have_mix ? &o->mix : NULL,
 					  .hacks_warn = o->g.hacks_warn,
-					  .judge_only = o->judge_only };
+					  .judge_only = o->judge_only,
+					  .distil = o->distil, .distil_level = o->level };
 	int jk = o->judge ? fw_grade_judging_open(&r.jg, o->judge, o->judge_tok,
 						  o->g.timeout_s > 0 ? o->g.timeout_s : 600,
 						  o->rubric, o->student, err, sizeof err)
 			  : 0;
-	if (jk == 0 && o->distil && fw_grade_judging_distil(&r.jg, o->distil, o->level, err,
-							    sizeof err) < 0)
-		jk = -3;
 	if (jk < 0) {
 		if (jk == -3)
 			fw_warn("--student %s: %s", o->student, err);

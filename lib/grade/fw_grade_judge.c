@@ -14,6 +14,16 @@
 #include "fw_stream.h"
 #include "fw_tok.h"
 
+/* put for jg->distil: one example to the writer arg. */
+static int put_example(void *arg, const void *p, size_t n, char *err, size_t errlen)
+{
+	struct fw_writer *w = arg;
+	if (fw_writer_put(w, p, n) == 0)
+		return 0;
+	fw_seterr(err, errlen, "--distil: %s", fw_writer_error(w));
+	return -1;
+}
+
 int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const char *tok,
 			  double timeout_s, const char *rubric, const char *student, char *err,
 			  size_t errlen)
@@ -42,6 +52,12 @@ int fw_grade_judging_open(struct fw_grade_judging *jg, const char *spec, const c
 			return -3;
 		jg->smax_pos = cfg.max_pos;
 	}
+	if (jg->distil) {
+		if (!(jg->dw = fw_writer_open(jg->distil, jg->distil_level, err, errlen)))
+			return -3;
+		jg->put = put_example;
+		jg->put_arg = jg->dw;
+	}
 	return 0;
 }
 
@@ -65,26 +81,6 @@ int fw_grade_reward_opt(const char *s, enum fw_reward *reward, struct fw_mix *mi
 	}
 	*reward = (enum fw_reward)k;
 	*have_mix = 0;
-	return 0;
-}
-
-/* put for fw_grade_judging_distil(): one example to the writer arg. */
-static int put_example(void *arg, const void *p, size_t n, char *err, size_t errlen)
-{
-	struct fw_writer *w = arg;
-	if (fw_writer_put(w, p, n) == 0)
-		return 0;
-	fw_seterr(err, errlen, "--distil: %s", fw_writer_error(w));
-	return -1;
-}
-
-int fw_grade_judging_distil(struct fw_grade_judging *jg, const char *path, int level,
-			    char *err, size_t errlen)
-{
-	if (!(jg->dw = fw_writer_open(path, level, err, errlen)))
-		return -1;
-	jg->put = put_example;
-	jg->put_arg = jg->dw;
 	return 0;
 }
 
