@@ -409,4 +409,25 @@ int fw_durable_publish(const char *tmp, const char *final, char *err, size_t err
 int fw_ckpt_create(const char *out, const struct fw_model *m, const struct fw_tok *t,
 		   const char *tok_from, enum fw_dtype dtype, char *err, size_t errlen);
 
+/*
+ * ckpt init: a fresh model of the config file config with weights drawn
+ * from seed (fw_model_new), and tokenizer ("byte" or NULL: the byte
+ * tokenizer, else a tokenizer.json to copy, whose ids the vocabulary must
+ * hold), written as the checkpoint out in dtype (fw_ckpt_create).
+ * Returns 0, or -1 with err filled.
+ */
+int fw_ckpt_init(const char *config, const char *tokenizer, uint64_t seed,
+		 enum fw_dtype dtype, const char *out, char *err, size_t errlen);
+
+/* ckpt convert: the checkpoint dir written as out with its weights in
+ * dtype and its tokenizer.json copied.  Returns 0, or -1 with err filled. */
+int fw_ckpt_convert(const char *dir, const char *out, enum fw_dtype dtype, char *err,
+		    size_t errlen);
+
+/* ckpt info: appends to out what the checkpoint dir is, one "key: value"
+ * line each: where a link points, step and parent, architecture,
+ * parameters, dtype and the config's sizes.  Returns 0, or -1 with err
+ * filled. */
+int fw_ckpt_describe(const char *dir, struct fw_buf *out, char *err, size_t errlen);
+
 #endif
