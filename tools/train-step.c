@@ -80,11 +80,12 @@ static const struct fw_opt_doc options[] = {
 
 static char err[1024];
 
-enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
-       O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
-       O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_THREADS, O_VERSION, O_PROGRESS, O_PRIVATE,
-       O_SHARD };
+/* The options that take a number >= 0 come first: the loop parses them
+ * before the switch. */
+enum { O_LR = 256, O_MINLR, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW, O_CHIGH, O_KL,
+       O_DW, O_ISCLIP, O_CKPT, O_OUT, O_OBJ, O_STEPS, O_BSZ, O_BTOK, O_WARM, O_DECAY,
+       O_SCHED, O_NOSTD, O_NORM, O_REF, O_KEEP, O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC,
+       O_DEVICE, O_ROUTE, O_THREADS, O_VERSION, O_PROGRESS, O_PRIVATE, O_SHARD };
 
 /* fw_run's step callback: the meter counts steps. */
 static void tick_step(void *ctx, long done)
@@ -126,9 +127,9 @@ static int add_one(struct fw_each *e, const struct fw_rec *rec, const char *file
 	return 0;
 }
 
-static int num_opt(const char *name, const char *arg, double lo, double *out)
+static int num_opt(const char *name, const char *arg, double *out)
 {
-	if (fw_parse_double(arg, out) || !isfinite(*out) || *out < lo) {
+	if (fw_parse_double(arg, out) || !isfinite(*out) || *out < 0) {
 		fw_warn("bad --%s '%s'", name, arg);
 		fw_usage(stderr);
 		return -1;
@@ -185,7 +186,8 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	int progress = 0;
 	uint64_t shard_k = 0, shard_n = 0;
 	const char *mout = NULL, *device = NULL;
-	int level = -1, rc = FW_EXIT_OK, c, rank = fw_dp_rank(dp), size = fw_dp_size(dp);
+	int level = -1, rc = FW_EXIT_OK, c, li = 0;
+	int rank = fw_dp_rank(dp), size = fw_dp_size(dp);
 	uint64_t u;
 	double d, dw = -1;
 	struct fw_intern private_ids = { 0 };
@@ -198,20 +200,40 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		cfg->allreduce_f = fw_dp_sum_f;
 		cfg->ctx = dp;
 	}
-	while ((c = getopt_long(argc, argv, "ho:zj:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ho:zj:", lo, &li)) != -1) {
+		if (c >= O_LR && c <= O_ISCLIP && num_opt(lo[li].name, optarg, &d))
+			return FW_EXIT_USAGE;
 		switch (c) {
+		case O_LR: cfg->adamw.lr = (float)d; ro.have_lr = 1; break;
+		case O_MINLR: cfg->min_lr = d; ro.have_min_lr = 1; break;
+		case O_CLIPG: cfg->adamw.clip = (float)d; break;
+		case O_WD: cfg->adamw.wd = (float)d; break;
+		case O_B1:
+			if (d >= 1)
+				return FW_EXIT_USAGE;
+			cfg->adamw.b1 = (float)d;
+			break;
+		case O_B2:
+			if (d >= 1)
+				return FW_EXIT_USAGE;
+			cfg->adamw.b2 = (float)d;
+			break;
+		case O_EPS: cfg->adamw.eps = (float)d; break;
+		case O_CLOW: cfg->clip_low = d; break;
+		case O_CHIGH: cfg->clip_high = d; break;
+		case O_KL: cfg->kl_coef = d; break;
+		case O_DW: dw = d; break;
+		case O_ISCLIP:
+			if (!(d > 0))
+				return FW_EXIT_USAGE;
+			cfg->is_clip = d;
+			break;
 		case O_CKPT: ro.ckpt = optarg; break;
 		case O_DEVICE: device = optarg; break;
 		case O_OUT: ro.out = optarg; break;
 		case O_OBJ:
 			if (fw_train_parse_objective(optarg, cfg))
 				return fw_usage_fail("bad --objective '%s'", optarg);
-			break;
-		case O_LR:
-			if (num_opt("lr", optarg, 0, &d))
-				return FW_EXIT_USAGE;
-			cfg->adamw.lr = (float)d;
-			ro.have_lr = 1;
 			break;
 		case O_STEPS:
 			if (fw_parse_u64(optarg, &ro.steps, 0) || ro.steps < 1 || ro.steps > 1 << 24)
@@ -238,11 +260,6 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			cfg->decay_steps = (long)u;
 			ro.have_decay = 1;
 			break;
-		case O_MINLR:
-			if (num_opt("min-lr", optarg, 0, &cfg->min_lr))
-				return FW_EXIT_USAGE;
-			ro.have_min_lr = 1;
-			break;
 		case O_SCHED:
 			if (!strcmp(optarg, "cosine"))
 				cfg->sched = FW_SCHED_COSINE;
@@ -251,39 +268,6 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			else
 				return fw_usage_fail("bad --schedule '%s'", optarg);
 			ro.have_sched = 1;
-			break;
-		case O_CLIPG:
-			if (num_opt("clip-grad", optarg, 0, &d))
-				return FW_EXIT_USAGE;
-			cfg->adamw.clip = (float)d;
-			break;
-		case O_WD:
-			if (num_opt("weight-decay", optarg, 0, &d))
-				return FW_EXIT_USAGE;
-			cfg->adamw.wd = (float)d;
-			break;
-		case O_B1:
-			if (num_opt("beta1", optarg, 0, &d) || d >= 1)
-				return FW_EXIT_USAGE;
-			cfg->adamw.b1 = (float)d;
-			break;
-		case O_B2:
-			if (num_opt("beta2", optarg, 0, &d) || d >= 1)
-				return FW_EXIT_USAGE;
-			cfg->adamw.b2 = (float)d;
-			break;
-		case O_EPS:
-			if (num_opt("eps", optarg, 0, &d))
-				return FW_EXIT_USAGE;
-			cfg->adamw.eps = (float)d;
-			break;
-		case O_CLOW:
-			if (num_opt("clip-low", optarg, 0, &cfg->clip_low))
-				return FW_EXIT_USAGE;
-			break;
-		case O_CHIGH:
-			if (num_opt("clip-high", optarg, 0, &cfg->clip_high))
-				return FW_EXIT_USAGE;
 			break;
 		case O_NOSTD: ro.no_std = 1; break;
 		case O_ROUTE: cfg->route = 1; break;
@@ -295,19 +279,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			else
 				return fw_usage_fail("bad --norm '%s' (token, seq)", optarg);
 			break;
-		case O_KL:
-			if (num_opt("kl-coef", optarg, 0, &cfg->kl_coef))
-				return FW_EXIT_USAGE;
-			break;
 		case O_REF: ro.ref = optarg; break;
-		case O_DW:
-			if (num_opt("distill-weight", optarg, 0, &dw))
-				return FW_EXIT_USAGE;
-			break;
-		case O_ISCLIP:
-			if (num_opt("is-clip", optarg, 0, &cfg->is_clip) || !(cfg->is_clip > 0))
-				return FW_EXIT_USAGE;
-			break;
 		case O_KEEP:
 			if (fw_parse_u64(optarg, &u, 0) || u > INT_MAX)
 				return fw_usage_fail("bad --keep '%s'", optarg);
