@@ -232,40 +232,30 @@ out:
 
 /* ---- score -------------------------------------------------------------------- */
 
-/* What scoring one record needs, made once. */
 struct scorer {
-	struct fw_model *m;
-	struct fw_tok *t;
-	struct fw_kvscore *ks;   /* the teacher's scorer: teach's numbers for these ids */
+	struct fw_recscore *rs;
 	struct fw_writer *w;
-	struct fw_buf ob, fb, tb;
-	struct fw_tok_ids ids;
-	int32_t *own;            /* max_position_embeddings ids */
-	float *lp;
+	struct fw_buf out;
 	int bad;                 /* a record was refused */
 };
 
 static int score_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
 	struct scorer *sc = e->arg;
-	const char *why = NULL;
-	int n, add_tokens;
+	const char *why;
+	int rc = fw_recscore_run(sc->rs, rec->v, &sc->out, &why);
 
-	n = fw_score_ids(rec->v, sc->t, sc->m->cfg.vocab, sc->m->cfg.max_pos, sc->own, &sc->ids,
-			 &add_tokens, &why);
-	if (n >= 2 && fw_kvscore_run(sc->ks, sc->own, n, 0, sc->lp, err, sizeof(err)))
-		why = err;
-	if (why) {
+	if (rc == 0) {
 		fw_progress_pause(e->meter);
 		fw_warn_rec(file, rec->index, rec->offset, "%s", why);
 		sc->bad = 1;
 		return 0;
 	}
-	if (fw_score_record(&sc->ob, rec->v, sc->own, n, sc->lp, add_tokens, &sc->fb, &sc->tb)) {
+	if (rc < 0) {
 		fw_warn("out of memory");
 		return -1;
 	}
-	if (fw_writer_put(sc->w, sc->ob.p, sc->ob.n)) {
+	if (fw_writer_put(sc->w, sc->out.p, sc->out.n)) {
 		fw_warn("%s", fw_writer_error(sc->w));
 		return -1;
 	}
@@ -277,23 +267,17 @@ static int cmd_score(struct opts *o)
 	struct scorer sc = { 0 };
 	struct fw_each e = { .go_on = 1, .progress = o->progress, .shard_k = o->shard_k,
 			     .shard_n = o->shard_n, .arg = &sc };
+	struct fw_model *m;
+	struct fw_tok *t;
 	int rc = FW_EXIT_DATA;
 
 	if (o->nargs < 1)
 		return fw_usage_fail("%s", "score needs DIR");
-	if (resolve(o))
+	if (resolve(o) || !(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
-	if (!(sc.m = load_model(o->args[0])))
-		return FW_EXIT_DATA;
-	sc.m->no_grad = 1;
-	sc.t = load_tok(o->args[0], 0);
-	sc.own = malloc(sizeof(int32_t) * sc.m->cfg.max_pos);
-	sc.lp = malloc(sizeof(float) * sc.m->cfg.max_pos);
-	if (!sc.own || !sc.lp || !(sc.ks = fw_kvscore_new(sc.m, err, sizeof(err)))) {
-		fw_warn("%s", sc.ks || !sc.own || !sc.lp ? "out of memory" : err);
-		goto out;
-	}
-	if (!(sc.w = fw_writer_open(o->out, o->level, err, sizeof(err)))) {
+	t = load_tok(o->args[0], 0);
+	if (!(sc.rs = fw_recscore_new(m, t, err, sizeof(err))) ||
+	    !(sc.w = fw_writer_open(o->out, o->level, err, sizeof(err)))) {
 		fw_warn("%s", err);
 		goto out;
 	}
@@ -309,15 +293,10 @@ static int cmd_score(struct opts *o)
 		rc = FW_EXIT_DATA;
 out:
 	fw_writer_abort(sc.w);
-	fw_buf_release(&sc.ob);
-	fw_buf_release(&sc.fb);
-	fw_buf_release(&sc.tb);
-	fw_tok_ids_release(&sc.ids);
-	fw_kvscore_free(sc.ks);
-	free(sc.own);
-	free(sc.lp);
-	fw_tok_free(sc.t);
-	fw_model_free(sc.m);
+	fw_buf_release(&sc.out);
+	fw_recscore_free(sc.rs);
+	fw_tok_free(t);
+	fw_model_free(m);
 	return rc;
 }
 
