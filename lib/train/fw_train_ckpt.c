@@ -84,24 +84,30 @@ int fw_ckpt_describe(const char *dir, struct fw_buf *out, char *err, size_t errl
 		rc |= fw_buf_printf(out, "checkpoint: %s -> %s\n", dir, link);
 	} else
 		rc |= fw_buf_printf(out, "checkpoint: %s\n", dir);
-	rc |= fw_buf_printf(out, "step: %ld\n", ts.step);
-	rc |= fw_buf_printf(out, "parent: %s\n", ts.parent[0] ? ts.parent : "none");
-	rc |= fw_buf_printf(out, "architecture: %s\n", c->arch_name);
-	rc |= fw_buf_printf(out, "parameters: %ld\n", m->nw);
-	rc |= fw_buf_printf(out, "dtype: %s\n", st && st->n ? st->t[0].dtype_name : c->dtype);
-	rc |= fw_buf_printf(out, "vocab_size: %d\n", c->vocab);
-	rc |= fw_buf_printf(out, "hidden_size: %d\n", c->C);
-	rc |= fw_buf_printf(out, "intermediate_size: %d\n", c->I);
-	rc |= fw_buf_printf(out, "layers: %d\n", c->L);
-	rc |= fw_buf_printf(out, "heads: %d\n", c->nh);
-	rc |= fw_buf_printf(out, "kv_heads: %d\n", c->nkv);
-	rc |= fw_buf_printf(out, "head_dim: %d\n", c->hd);
-	rc |= fw_buf_printf(out, "max_position_embeddings: %d\n", c->max_pos);
-	rc |= fw_buf_printf(out, "rope_theta: %g\n", c->rope_theta);
-	rc |= fw_buf_printf(out, "rms_norm_eps: %g\n", c->eps);
-	rc |= fw_buf_printf(out, "tied_embeddings: %s\n", c->tied ? "yes" : "no");
-	rc |= fw_buf_printf(out, "qkv_bias: %s\n", c->qkv_bias ? "yes" : "no");
-	rc |= fw_buf_printf(out, "qk_norm: %s\n", c->qk_norm ? "yes" : "no");
+	rc |= fw_buf_printf(out,
+			    "step: %ld\n"
+			    "parent: %s\n"
+			    "architecture: %s\n"
+			    "parameters: %ld\n"
+			    "dtype: %s\n"
+			    "vocab_size: %d\n"
+			    "hidden_size: %d\n"
+			    "intermediate_size: %d\n"
+			    "layers: %d\n"
+			    "heads: %d\n"
+			    "kv_heads: %d\n"
+			    "head_dim: %d\n"
+			    "max_position_embeddings: %d\n"
+			    "rope_theta: %g\n"
+			    "rms_norm_eps: %g\n"
+			    "tied_embeddings: %s\n"
+			    "qkv_bias: %s\n"
+			    "qk_norm: %s\n",
+			    ts.step, ts.parent[0] ? ts.parent : "none", c->arch_name, m->nw,
+			    st && st->n ? st->t[0].dtype_name : c->dtype, c->vocab, c->C, c->I,
+			    c->L, c->nh, c->nkv, c->hd, c->max_pos, c->rope_theta, c->eps,
+			    c->tied ? "yes" : "no", c->qkv_bias ? "yes" : "no",
+			    c->qk_norm ? "yes" : "no");
 	fw_st_free(st);
 	fw_model_free(m);
 	if (rc)
