@@ -3,7 +3,6 @@
  * records (sft, pg, distill), a new checkpoint written atomically, and a
  * metrics record per step.  See train-step(1).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
