@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "test_rec.h"
 #include "fw_base.h"
-#include "fw_json.h"
 #include "fw_model.h"
 #include "fw_mp.h"
 #include "fw_teach.h"
@@ -26,18 +26,6 @@ static const char cfg_json[] =
 	"\"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
 	"\"num_key_value_heads\": 1, \"max_position_embeddings\": 32, "
 	"\"rms_norm_eps\": 1e-6, \"initializer_range\": 0.3}";
-
-/* The record of JSON text js, packed into b. */
-static struct fw_mpv rec_of(struct fw_buf *b, const char *js)
-{
-	struct fw_json_err e;
-	size_t used;
-
-	b->n = 0;
-	if (fw_json_to_mp(b, js, strlen(js), 1, &used, &e) != 1)
-		printf("# bad JSON at %zu: %s\n", e.at, e.msg);
-	return fw_mp_view(b->p, b->p + b->n);
-}
 
 /* A scratch directory with cfg_json in it as config.json's source. */
 static char *scratch(char *dir, char *cfg)
@@ -138,7 +126,7 @@ TEST(records_scored_as_the_kv_scorer_scores_their_ids)
 	const char *why;
 
 	CHECK(rs && ks && m->no_grad);
-	CHECK_EQ_INT(fw_recscore_run(rs, rec_of(&in, "{\"id\":\"a\",\"tokens\":[256,1,2,3,200],"
+	CHECK_EQ_INT(fw_recscore_run(rs, test_rec(&in, "{\"id\":\"a\",\"tokens\":[256,1,2,3,200],"
 						      "\"keep\":true}"), &out, &why), 1);
 	CHECK_EQ_INT(fw_kvscore_run(ks, seq, 5, 0, lp, err, sizeof err), 0);
 	v = fw_mp_view(out.p, out.p + out.n);
@@ -146,11 +134,11 @@ TEST(records_scored_as_the_kv_scorer_scores_their_ids)
 	for (int i = 0; got && i < 4; i++)
 		CHECK((float)got[i] == lp[i]);
 	CHECK(fw_mp_get(fw_mp_view(out.p, out.p + out.n), "keep", &v) == 1);
-	CHECK_EQ_INT(fw_recscore_run(rs, rec_of(&in, "{\"id\":\"b\",\"tokens\":[1,264]}"), &out,
+	CHECK_EQ_INT(fw_recscore_run(rs, test_rec(&in, "{\"id\":\"b\",\"tokens\":[1,264]}"), &out,
 				     &why), 0);
 	CHECK_STR(why, "'tokens' holds an id outside the vocabulary");
 	/* text needs a tokenizer */
-	CHECK_EQ_INT(fw_recscore_run(rs, rec_of(&in, "{\"id\":\"c\",\"text\":\"hi\"}"), &out, &why),
+	CHECK_EQ_INT(fw_recscore_run(rs, test_rec(&in, "{\"id\":\"c\",\"text\":\"hi\"}"), &out, &why),
 		     0);
 	CHECK(why != NULL);
 	free(got);
@@ -192,22 +180,22 @@ TEST(private_tasks_by_split_or_by_the_ids_of_a_file)
 	CHECK(scratch(dir, cfg) != NULL);
 	snprintf(f, sizeof f, "%s/private.mp", dir);
 	w = fw_writer_open(f, 0, err, sizeof err);
-	rec_of(&b, "{\"kind\":\"task\",\"id\":\"t9\"}");
+	test_rec(&b, "{\"kind\":\"task\",\"id\":\"t9\"}");
 	CHECK(w && fw_writer_put(w, b.p, b.n) == 0 && fw_writer_close(w, err, sizeof err) == 0);
 	CHECK_EQ_INT(fw_private_load(f, &ids, err, sizeof err), 0);
-	CHECK(fw_private_task(rec_of(&b, "{\"task\":\"t9\",\"tokens\":[1]}"), &ids, &id, &n) == 1);
+	CHECK(fw_private_task(test_rec(&b, "{\"task\":\"t9\",\"tokens\":[1]}"), &ids, &id, &n) == 1);
 	CHECK(n == 2 && !memcmp(id, "t9", 2));
-	CHECK(fw_private_task(rec_of(&b, "{\"task\":{\"id\":\"t9\"}}"), &ids, &id, &n) == 1);
-	CHECK(fw_private_task(rec_of(&b, "{\"task\":{\"id\":\"t1\",\"split\":\"private\"}}"), &ids,
+	CHECK(fw_private_task(test_rec(&b, "{\"task\":{\"id\":\"t9\"}}"), &ids, &id, &n) == 1);
+	CHECK(fw_private_task(test_rec(&b, "{\"task\":{\"id\":\"t1\",\"split\":\"private\"}}"), &ids,
 			      &id, &n) == 1);
-	CHECK(fw_private_task(rec_of(&b, "{\"split\":\"private\"}"), &ids, &id, &n) == 1 && !id);
-	CHECK(fw_private_task(rec_of(&b, "{\"task\":{\"id\":\"t1\",\"split\":\"train\"}}"), &ids,
+	CHECK(fw_private_task(test_rec(&b, "{\"split\":\"private\"}"), &ids, &id, &n) == 1 && !id);
+	CHECK(fw_private_task(test_rec(&b, "{\"task\":{\"id\":\"t1\",\"split\":\"train\"}}"), &ids,
 			      &id, &n) == 0);
-	CHECK(fw_private_task(rec_of(&b, "{\"id\":\"t9\"}"), &ids, &id, &n) == 1);
-	CHECK(fw_private_task(rec_of(&b, "{\"task\":\"t1\"}"), &ids, &id, &n) == 0);
+	CHECK(fw_private_task(test_rec(&b, "{\"id\":\"t9\"}"), &ids, &id, &n) == 1);
+	CHECK(fw_private_task(test_rec(&b, "{\"task\":\"t1\"}"), &ids, &id, &n) == 0);
 	/* a task record without an id */
 	w = fw_writer_open(f, 0, err, sizeof err);
-	rec_of(&b, "{\"kind\":\"task\"}");
+	test_rec(&b, "{\"kind\":\"task\"}");
 	CHECK(w && fw_writer_put(w, b.p, b.n) == 0 && fw_writer_close(w, err, sizeof err) == 0);
 	CHECK_EQ_INT(fw_private_load(f, &ids, err, sizeof err), -1);
 	CHECK(strstr(err, "record 1 has no string 'id'") != NULL);
