@@ -96,7 +96,8 @@ const char *fw_operands_next(struct fw_operands *it);
  * records of one shard, --progress draws the meter with the operands' total
  * size.  A file that cannot be opened or a bad record is reported with its
  * position and makes the result FW_EXIT_DATA; the loop goes on with the
- * next file.
+ * next file, or with go_on at the next record when the reader can step
+ * past the bad one (a tool that reports every fault of its input).
  *
  * fn is called per record kept, on the caller's thread; it returns 0 to go
  * on, > 0 to stop (not an error), < 0 to stop with FW_EXIT_DATA (fn has
@@ -104,7 +105,8 @@ const char *fw_operands_next(struct fw_operands *it);
  */
 struct fw_each {
 	const struct fw_reader_opts *ropts; /* NULL: the defaults */
-	int skip_bad, progress;
+	int skip_bad, go_on;
+	int progress;                       /* fw_progress_start()'s force */
 	uint64_t shard_k, shard_n;          /* shard_n == 0: every record */
 	void *arg;                          /* for fn */
 	/* filled by the loop */
@@ -254,7 +256,9 @@ struct fw_progress {
 	uint64_t steps;   /* fw_progress_steps(): the count of steps, else 0 */
 };
 
-/* Starts a meter: on when force (--progress) or stderr is a terminal. */
+/* Starts a meter: on when force > 0 (--progress) or, when force is 0,
+ * stderr is a terminal; force < 0 keeps it off (a data-parallel rank
+ * other than the first, whose meter would repeat the first's). */
 void fw_progress_start(struct fw_progress *p, int force);
 
 /* Adds the size of the input path to the total ("-" is standard input):

@@ -278,4 +278,37 @@ long fw_feedback_orphans(struct fw_feedback *fb, int (*fn)(void *ctx, json_t *re
 /* Running counts of fb.  Cannot fail. */
 void fw_feedback_stats(const struct fw_feedback *fb, struct fw_feedback_stats *out);
 
+/* ---- a run: what fb-ingest does around the converters ---------------------- */
+
+struct fw_buf;
+
+/* What a run counted, per format, for its summary. */
+struct fw_ingest_tally {
+	unsigned long recs[FW_FMT_N];    /* trajectories written */
+	unsigned long dups[FW_FMT_N];    /* duplicates dropped */
+	unsigned long bad[FW_FMT_N];     /* lines or records skipped */
+	unsigned long files[FW_FMT_N];   /* logs read */
+	unsigned long fb_bad;            /* feedback lines skipped */
+	struct fw_redact_counts red;     /* replacements per rule */
+};
+
+/*
+ * Finishes traj, read at line of file, for output: meta.file and
+ * meta.line, the keys of meta (may be NULL) that its meta lacks, model
+ * (when not NULL) for a record that names none, and the content id
+ * (fw_ingest_set_id) when it has none, or anew when model was set, the
+ * model being part of it.  Returns 0, or -1 when memory runs out.
+ */
+int fw_ingest_finish(json_t *traj, const char *file, long line, const char *model, json_t *meta);
+
+/*
+ * Appends the summary of a run to out, lines "PROG: ...": per format the
+ * trajectories and files of t, the scale of each feedback file (the
+ * strings of the array scales), fb's counts with orphans and t's skipped
+ * lines, and the redactions per rule (or "redaction off" when not
+ * redact).  Returns 0, or -1 when memory runs out.
+ */
+int fw_ingest_summary(struct fw_buf *out, const char *prog, const struct fw_ingest_tally *t,
+		      const struct fw_feedback *fb, json_t *scales, long orphans, int redact);
+
 #endif

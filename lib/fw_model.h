@@ -360,4 +360,17 @@ struct fw_sampler {
 int32_t fw_sample(const float *logits, int V, const struct fw_sampler *s,
 		  uint64_t *rng, float *scratch, float *logp);
 
+/*
+ * Draws count continuations of prompt (n >= 1 ids) under s, on one state
+ * of count sequences: each token of each continuation from one stream of
+ * draws seeded by seed (the same seed, the same continuations), a
+ * continuation ending at the id eos (not kept; eos < 0: none) or after len
+ * tokens.  Continuation b's ids go to out + b * len, their number to
+ * outn[b].  n + len must fit max_position_embeddings.  Returns 0, or -1
+ * with err filled.
+ */
+int fw_sample_seqs(struct fw_model *m, const int32_t *prompt, int n, int len, int count,
+		   const struct fw_sampler *s, uint64_t seed, int32_t eos, int32_t *out,
+		   int *outn, char *err, size_t errlen);
+
 #endif

@@ -141,6 +141,27 @@ int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, flo
 		   char *err, size_t errlen);
 
 /*
+ * Records scored whole by a fw_kvscore, what `ckpt score` writes: the ids
+ * a record names (fw_score_ids of fw_train.h: its tokens, else its text
+ * encoded with t) and the record with their log-probs (fw_score_record).
+ *
+ * fw_recscore_new() makes a scorer for m (set to no_grad), with t (NULL:
+ * none; records then need tokens), both outliving it.  Returns it
+ * (fw_recscore_free, which takes NULL), or NULL with err filled.
+ *
+ * fw_recscore_run() writes rec with its log-probs into out (reset first)
+ * and returns 1; returns 0 with *why saying why when rec cannot be scored
+ * (no tokens or text, an id outside the vocabulary, too long), valid until
+ * the next call; -1 when memory runs out.
+ */
+struct fw_recscore;
+struct fw_recscore *fw_recscore_new(struct fw_model *m, const struct fw_tok *t, char *err,
+				    size_t errlen);
+void fw_recscore_free(struct fw_recscore *s);
+int fw_recscore_run(struct fw_recscore *s, struct fw_mpv rec, struct fw_buf *out,
+		    const char **why);
+
+/*
  * Reads the prompt log-probs of a completions answer (body, len bytes) to
  * the scoring request for seq[0..N): choices[0].logprobs.token_logprobs (N
  * values, the first null; choices[0].token_ids, when present, must be seq)

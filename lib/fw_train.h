@@ -354,6 +354,34 @@ int fw_run_save(struct fw_run *r, char *err, size_t errlen);
  * Returns 0, or -1 when out of memory. */
 int fw_run_pack_metrics(const struct fw_run *r, long i, long skipped, struct fw_buf *b);
 
+/* Writes the metrics records of a saved run's steps, in order, to path
+ * (fw_writer_open() with level: NULL is standard output); skipped as
+ * fw_run_pack_metrics() has it.  Returns 0, or -1 with err filled (the
+ * file is not left half-written). */
+int fw_run_write_metrics(const struct fw_run *r, const char *path, int level, long skipped,
+			 char *err, size_t errlen);
+
+/* Parses an --objective list, "sft", "pg:0.5,distill": each objective
+ * named gets its weight (1, or the finite W > 0 after ':'), the others 0.
+ * Returns 0, or -1 when s is not such a list or its weights sum to 0. */
+int fw_train_parse_objective(const char *s, struct fw_train_cfg *c);
+
+/*
+ * The private split is never trained on.  A training record belongs to a
+ * private task when its task (the map or id string under "task", else the
+ * record itself) has split "private" or an id of the private set.
+ *
+ * fw_private_load() adds the ids of the task records in file to ids (each
+ * record must have a string "id").  Returns 0, or -1 with err filled.
+ *
+ * fw_private_task() is 1 when rec is a private task's, with *id its task's
+ * id (NULL when it has none, *idn its length), else 0.  Cannot fail.
+ */
+struct fw_intern;
+int fw_private_load(const char *file, struct fw_intern *ids, char *err, size_t errlen);
+int fw_private_task(struct fw_mpv rec, const struct fw_intern *ids, const char **id,
+		    size_t *idn);
+
 /* ---- records to score ------------------------------------------------------------ */
 
 struct fw_tok;
@@ -408,5 +436,26 @@ int fw_durable_publish(const char *tmp, const char *final, char *err, size_t err
  */
 int fw_ckpt_create(const char *out, const struct fw_model *m, const struct fw_tok *t,
 		   const char *tok_from, enum fw_dtype dtype, char *err, size_t errlen);
+
+/*
+ * ckpt init: a fresh model of the config file config with weights drawn
+ * from seed (fw_model_new), and tokenizer ("byte" or NULL: the byte
+ * tokenizer, else a tokenizer.json to copy, whose ids the vocabulary must
+ * hold), written as the checkpoint out in dtype (fw_ckpt_create).
+ * Returns 0, or -1 with err filled.
+ */
+int fw_ckpt_init(const char *config, const char *tokenizer, uint64_t seed,
+		 enum fw_dtype dtype, const char *out, char *err, size_t errlen);
+
+/* ckpt convert: the checkpoint dir written as out with its weights in
+ * dtype and its tokenizer.json copied.  Returns 0, or -1 with err filled. */
+int fw_ckpt_convert(const char *dir, const char *out, enum fw_dtype dtype, char *err,
+		    size_t errlen);
+
+/* ckpt info: appends to out what the checkpoint dir is, one "key: value"
+ * line each: where a link points, step and parent, architecture,
+ * parameters, dtype and the config's sizes.  Returns 0, or -1 with err
+ * filled. */
+int fw_ckpt_describe(const char *dir, struct fw_buf *out, char *err, size_t errlen);
 
 #endif

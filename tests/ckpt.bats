@@ -281,3 +281,39 @@ sharp() {
   run ls -a "$T"
   refute_output --partial '.tmp.'
 }
+
+@test "ckpt score --shard K/N scores rec's shard K/N, and the shards together every record once" {
+  ckpt init "$M/tiny-llama.json" "$T/m" --seed 1
+  for i in $(seq 1 12); do echo "{\"id\":\"r$i\",\"text\":\"record $i\"}"; done | rec from-json > "$T/in.rec"
+  ckpt score "$T/m" "$T/in.rec" > "$T/all.rec"
+  for k in 0 1; do
+    ckpt score "$T/m" --shard $k/2 "$T/in.rec" > "$T/s$k.rec"
+    # the same records, scored the same, as rec's shard of the whole output
+    rec cat --shard $k/2 "$T/all.rec" | cmp - "$T/s$k.rec"
+  done
+  [ "$(cat "$T/s0.rec" "$T/s1.rec" | rec get .id | sort)" = "$(rec get .id "$T/in.rec" | sort)" ]
+  [ "$(rec count "$T/s0.rec")" -gt 0 ] && [ "$(rec count "$T/s1.rec")" -gt 0 ]
+  run -2 ckpt score "$T/m" --shard 2/2 "$T/in.rec"
+}
+
+@test "ckpt score --progress: a meter of the input with its total on stderr, stdout unchanged" {
+  ckpt init "$M/tiny-llama.json" "$T/m" --seed 1
+  for i in $(seq 1 5); do echo "{\"id\":\"r$i\",\"text\":\"record $i\"}"; done | rec from-json > "$T/in.rec"
+  ckpt score "$T/m" "$T/in.rec" > "$T/plain.rec" 2> "$T/plain.err"
+  [ ! -s "$T/plain.err" ]
+  run -0 --separate-stderr ckpt score "$T/m" --progress "$T/in.rec" -o "$T/meter.rec"
+  cmp "$T/plain.rec" "$T/meter.rec"
+  [[ "$stderr" != *$'\r'* ]]
+  size=$(stat -c %s "$T/in.rec")
+  [[ "${stderr_lines[-1]}" == "ckpt: 5 records, ${size}B, "*", 100%" ]]
+}
+
+@test "ckpt score reports each damaged record it can step over and scores the rest" {
+  ckpt init "$M/tiny-llama.json" "$T/m" --seed 1
+  echo '{"id":"a","text":"one"}' | rec from-json > "$T/a.rec"
+  echo '{"id":"b","text":"two"}' | rec from-json > "$T/b.rec"
+  { cat "$T/a.rec"; printf '\005'; cat "$T/b.rec" "$T/a.rec"; } > "$T/in.rec"
+  run -1 --separate-stderr ckpt score "$T/m" "$T/in.rec" -o "$T/out.rec"
+  assert_equal "$stderr" "ckpt: $T/in.rec: record 2 (byte 15): record is int, not a map"
+  [ "$(rec get .id "$T/out.rec" | tr '\n' ' ')" = "a b a " ]
+}

@@ -444,3 +444,32 @@ train-step: no step taken: 4 record(s) of private tasks in the training input"
   load usage
   usage_is_synopsis train-step
 }
+
+@test "--shard K/N trains on rec's shard K/N, and the two shards on every record once" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  for k in 0 1; do
+    train-step --ckpt "$T/m0" --out "$T/s$k" --shard $k/2 -o "$T/s$k.mp" "$T/corpus.mp"
+    rec cat --shard $k/2 "$T/corpus.mp" > "$T/c$k.mp"
+    train-step --ckpt "$T/m0" --out "$T/c$k" -o "$T/c$k.metrics" "$T/c$k.mp"
+    cmp "$T/s$k/latest/model.safetensors" "$T/c$k/latest/model.safetensors"
+  done
+  a=$(rec json "$T/s0.mp" | jq .seqs) b=$(rec json "$T/s1.mp" | jq .seqs)
+  [ "$a" -gt 0 ] && [ "$b" -gt 0 ] && [ $((a + b)) -eq 4 ]
+  run -2 train-step --ckpt "$T/m0" --out "$T/x" --shard 1/1 "$T/corpus.mp"
+}
+
+@test "--progress: a meter of the records read with their total, then of the steps; the update unchanged" {
+  corpus
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  train-step --ckpt "$T/m0" --out "$T/plain" --steps 2 -o /dev/null "$T/corpus.mp" 2> "$T/plain.err"
+  [ ! -s "$T/plain.err" ]
+  run -0 --separate-stderr train-step --ckpt "$T/m0" --out "$T/meter" --steps 2 --progress \
+    -o /dev/null "$T/corpus.mp"
+  [ -z "$output" ]
+  cmp "$T/plain/latest/model.safetensors" "$T/meter/latest/model.safetensors"
+  [[ "$stderr" != *$'\r'* ]]
+  size=$(stat -c %s "$T/corpus.mp")
+  printf '%s\n' "$stderr" | grep -q "^train-step: 4 records, ${size}B, .*, 100%\$"
+  [[ "${stderr_lines[-1]}" == "train-step: 2/2 steps, "*", 100%" ]]
+}

@@ -49,9 +49,14 @@ setup() {
       printf '%s\n' "$syn" | grep -q -- "$o" || bad="$bad $t:$o"
     done
   done
-  # rec and train-step: --progress (rec's -z is per subcommand, --shard common)
+  # rec, train-step and ckpt score (rec's -z is per subcommand, --shard
+  # common; train-step writes metrics, -z on them)
   rec --help | grep -q -- '\[--shard K/N\] \[--progress\]' || bad="$bad rec"
-  train-step --help | sed '/^$/,$d' | grep -q -- '\[--progress\]' || bad="$bad train-step"
+  for o in '\[-z\]' '\[--shard K/N\]' '\[--progress\]'; do
+    train-step --help | sed '/^$/,$d' | grep -q -- "$o" || bad="$bad train-step:$o"
+  done
+  ckpt --help | grep -q -- '^ *ckpt score DIR .*\[-z\] \[--shard K/N\] \[--progress\]' ||
+    bad="$bad ckpt-score"
   [ -z "$bad" ] || { echo "missing:$bad"; return 1; }
 }
 

@@ -7,14 +7,11 @@
  * A checkpoint is a directory: config.json, model.safetensors and
  * tokenizer.json, as the Hugging Face ecosystem has them.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fw_base.h"
@@ -31,7 +28,7 @@
 static const char usage_text[] =
 	"usage: ckpt init CONFIG.json OUTDIR [--seed S] [--tokenizer byte|FILE] [--dtype D]\n"
 	"       ckpt info DIR | RUN\n"
-	"       ckpt score DIR [-o OUT] [-z] [FILE...]\n"
+	"       ckpt score DIR [-o OUT] [-z] [--shard K/N] [--progress] [FILE...]\n"
 	"       ckpt sample DIR [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--top-k K]\n"
 	"                   [--count C] [--seed S]\n"
 	"       ckpt convert --dtype f32|bf16|f16 DIR OUTDIR\n"
@@ -46,6 +43,8 @@ static const struct fw_opt_doc options[] = {
 	{ "--dtype D", "the weights' type: f32, bf16 or f16" },
 	{ "-o OUT", "score: write to OUT" },
 	{ "-z", "score: compress the output with zstd" },
+	{ "--shard K/N", "score: only the records whose id hashes to K modulo N" },
+	{ "--progress", "score: a progress meter on standard error even when it is not a terminal" },
 	{ "--prompt TEXT", "sample: the text to continue" },
 	{ "-n N", "sample: tokens to draw" },
 	{ "--temp T", "sample: temperature" },
@@ -64,7 +63,8 @@ struct opts {
 	uint64_t seed;
 	const char *tokenizer, *prompt, *out, *device;
 	enum fw_dtype dtype;
-	int have_dtype, n, count, top_k, level;
+	int have_dtype, n, count, top_k, level, progress;
+	uint64_t shard_k, shard_n;
 	double temp, top_p;
 	char **args;
 	int nargs;
@@ -109,133 +109,58 @@ static struct fw_model *load_model(const char *dir)
 	return m;
 }
 
-/* ---- init --------------------------------------------------------------------- */
+/* The exit status of a library call that fills err when it fails. */
+static int result(int rc)
+{
+	if (rc)
+		fw_warn("%s", err);
+	return rc ? FW_EXIT_DATA : FW_EXIT_OK;
+}
+
+/* ---- init, info, convert ------------------------------------------------------- */
 
 static int cmd_init(struct opts *o)
 {
-	struct fw_config c;
-	struct fw_model *m;
-	struct fw_tok *t;
-	int rc = FW_EXIT_DATA;
-
 	if (o->nargs != 2)
 		return fw_usage_fail("%s", "init needs CONFIG.json and OUTDIR");
-	if (fw_config_load(&c, o->args[0], err, sizeof(err))) {
-		fw_warn("%s", err);
-		return FW_EXIT_DATA;
-	}
-	if (!o->tokenizer || !strcmp(o->tokenizer, "byte"))
-		t = fw_tok_new_byte();
-	else if (!(t = fw_tok_load(o->tokenizer, err, sizeof(err)))) {
-		fw_warn("%s", err);
-		return FW_EXIT_DATA;
-	}
-	if (!t)
-		return FW_EXIT_DATA;
-	if (fw_tok_vocab_size(t) > c.vocab) {
-		fw_warn("%s: vocab_size %d is smaller than the tokenizer's %d ids",
-			o->args[0], c.vocab, (int)fw_tok_vocab_size(t));
-		fw_tok_free(t);
-		return FW_EXIT_DATA;
-	}
-	if (!(m = fw_model_new(&c, o->seed, err, sizeof(err)))) {
-		fw_warn("%s", err);
-		fw_tok_free(t);
-		return FW_EXIT_DATA;
-	}
-	if (fw_ckpt_create(o->args[1], m, t, NULL, o->have_dtype ? o->dtype : FW_F32, err,
-			   sizeof(err)))
-		fw_warn("%s", err);
-	else
-		rc = FW_EXIT_OK;
-	fw_model_free(m);
-	fw_tok_free(t);
-	return rc;
+	return result(fw_ckpt_init(o->args[0], o->tokenizer, o->seed,
+				   o->have_dtype ? o->dtype : FW_F32, o->args[1], err, sizeof(err)));
 }
-
-/* ---- info --------------------------------------------------------------------- */
 
 static int cmd_info(struct opts *o)
 {
-	struct fw_model *m;
+	struct fw_buf b = { 0 };
 	struct fw_tok *t;
-	struct fw_train_state ts;
-	char dir[PATH_MAX], p[PATH_MAX + 32], link[PATH_MAX];
-	struct fw_st *st;
-	const struct fw_config *c;
-	ssize_t ln;
 
 	if (o->nargs != 1)
 		return fw_usage_fail("%s", "info needs DIR");
 	if (resolve(o))
 		return FW_EXIT_DATA;
-	snprintf(dir, sizeof(dir), "%s", o->args[0]);
-	if (fw_train_state_load(&ts, dir, err, sizeof(err))) {
+	if (fw_ckpt_describe(o->args[0], &b, err, sizeof(err))) {
 		fw_warn("%s", err);
+		fw_buf_release(&b);
 		return FW_EXIT_DATA;
 	}
-	if (!(m = load_model(dir)))
-		return FW_EXIT_DATA;
-	c = &m->cfg;
-	snprintf(p, sizeof(p), "%s/model.safetensors", dir);
-	st = fw_st_open(p, NULL, 0);
-	if ((ln = readlink(dir, link, sizeof(link) - 1)) > 0) {
-		link[ln] = '\0';
-		printf("checkpoint: %s -> %s\n", dir, link);
-	} else
-		printf("checkpoint: %s\n", dir);
-	printf("step: %ld\n", ts.step);
-	printf("parent: %s\n", ts.parent[0] ? ts.parent : "none");
-	printf("architecture: %s\n", c->arch_name);
-	printf("parameters: %ld\n", m->nw);
-	printf("dtype: %s\n", st && st->n ? st->t[0].dtype_name : c->dtype);
-	printf("vocab_size: %d\n", c->vocab);
-	printf("hidden_size: %d\n", c->C);
-	printf("intermediate_size: %d\n", c->I);
-	printf("layers: %d\n", c->L);
-	printf("heads: %d\n", c->nh);
-	printf("kv_heads: %d\n", c->nkv);
-	printf("head_dim: %d\n", c->hd);
-	printf("max_position_embeddings: %d\n", c->max_pos);
-	printf("rope_theta: %g\n", c->rope_theta);
-	printf("rms_norm_eps: %g\n", c->eps);
-	printf("tied_embeddings: %s\n", c->tied ? "yes" : "no");
-	printf("qkv_bias: %s\n", c->qkv_bias ? "yes" : "no");
-	printf("qk_norm: %s\n", c->qk_norm ? "yes" : "no");
-	fw_st_free(st);
-	if ((t = load_tok(dir, 0))) {
+	fwrite(b.p, 1, b.n, stdout);
+	fw_buf_release(&b);
+	if ((t = load_tok(o->args[0], 0))) {
 		printf("tokenizer: %d ids, bos %d, eos %d\n", (int)fw_tok_vocab_size(t),
 		       (int)fw_tok_bos(t), (int)fw_tok_eos(t));
 		fw_tok_free(t);
 	} else
 		printf("tokenizer: none\n");
-	fw_model_free(m);
 	return FW_EXIT_OK;
 }
 
-/* ---- convert ------------------------------------------------------------------- */
-
 static int cmd_convert(struct opts *o)
 {
-	struct fw_model *m;
-	char a[PATH_MAX + 32];
-	int rc = FW_EXIT_DATA;
-
 	if (o->nargs != 2)
 		return fw_usage_fail("%s", "convert needs DIR and OUTDIR");
 	if (!o->have_dtype)
 		return fw_usage_fail("%s", "convert needs --dtype f32|bf16|f16");
 	if (resolve(o))
 		return FW_EXIT_DATA;
-	if (!(m = load_model(o->args[0])))
-		return FW_EXIT_DATA;
-	snprintf(a, sizeof(a), "%s/tokenizer.json", o->args[0]);
-	if (fw_ckpt_create(o->args[1], m, NULL, a, o->dtype, err, sizeof(err)))
-		fw_warn("%s", err);
-	else
-		rc = FW_EXIT_OK;
-	fw_model_free(m);
-	return rc;
+	return result(fw_ckpt_convert(o->args[0], o->args[1], o->dtype, err, sizeof(err)));
 }
 
 /* ---- sample ------------------------------------------------------------------- */
@@ -245,13 +170,9 @@ static int cmd_sample(struct opts *o)
 	struct fw_model *m;
 	struct fw_tok *t;
 	struct fw_tok_ids ids = { 0 };
-	struct fw_gen *g = NULL;
 	struct fw_sampler s = { (float)o->temp, (float)o->top_p, o->top_k };
-	int rc = FW_EXIT_DATA, V, C = o->count;
-	int32_t *next = NULL, **out = NULL, eos;
-	int *len = NULL, *done = NULL;
-	float *scratch = NULL;
-	uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
+	int rc = FW_EXIT_DATA, *len = NULL;
+	int32_t *out = NULL, eos;
 
 	if (o->nargs != 1)
 		return fw_usage_fail("%s", "sample needs DIR");
@@ -261,7 +182,6 @@ static int cmd_sample(struct opts *o)
 		return FW_EXIT_DATA;
 	if (!(t = load_tok(o->args[0], 1)))
 		goto out;
-	V = m->cfg.vocab;
 	eos = fw_tok_eos(t) >= 0 ? fw_tok_eos(t) : m->cfg.eos;
 	if (fw_tok_encode(t, o->prompt, strlen(o->prompt), FW_TOK_ADD_BOS, 0, &ids))
 		goto out;
@@ -278,46 +198,19 @@ static int cmd_sample(struct opts *o)
 			ids.n, o->n, m->cfg.max_pos);
 		goto out;
 	}
-	if (!(g = fw_gen_new(m, C, (int)ids.n + o->n, err, sizeof(err))) ||
-	    fw_gen_prefill(g, ids.ids, (int)ids.n, err, sizeof(err))) {
+	out = malloc(sizeof(*out) * ((size_t)o->count * o->n + 1));
+	len = calloc(o->count, sizeof(*len));
+	if (!out || !len)
+		goto out;
+	if (fw_sample_seqs(m, ids.ids, (int)ids.n, o->n, o->count, &s, o->seed, eos, out, len,
+			   err, sizeof(err))) {
 		fw_warn("%s", err);
 		goto out;
 	}
-	next = calloc(C, sizeof(*next));
-	out = calloc(C, sizeof(*out));
-	len = calloc(C, sizeof(*len));
-	done = calloc(C, sizeof(*done));
-	scratch = malloc(sizeof(float) * 2 * V);
-	if (!next || !out || !len || !done || !scratch)
-		goto out;
-	for (int b = 0; b < C; b++)
-		if (!(out[b] = malloc(sizeof(int32_t) * (o->n + 1))))
-			goto out;
-	for (int step = 0; step < o->n; step++) {
-		int live = 0;
-
-		for (int b = 0; b < C; b++) {
-			next[b] = fw_sample(fw_gen_logits(g) + (size_t)b * V, V, &s,
-					    &rng, scratch, NULL);
-			if (done[b])
-				continue;
-			if (next[b] == eos)
-				done[b] = 1;
-			else
-				out[b][len[b]++] = next[b];
-			live += !done[b];
-		}
-		if (!live || step + 1 == o->n)
-			break;
-		if (fw_gen_step(g, next, err, sizeof(err))) {
-			fw_warn("%s", err);
-			goto out;
-		}
-	}
-	for (int b = 0; b < C; b++) {
+	for (int b = 0; b < o->count; b++) {
 		size_t n;
-		char *txt = fw_tok_decode(t, out[b], len[b], FW_TOK_SKIP_SPECIAL, &n,
-					  err, sizeof(err));
+		char *txt = fw_tok_decode(t, out + (size_t)b * o->n, len[b], FW_TOK_SKIP_SPECIAL,
+					  &n, err, sizeof(err));
 
 		if (!txt) {
 			fw_warn("%s", err);
@@ -329,16 +222,9 @@ static int cmd_sample(struct opts *o)
 	}
 	rc = FW_EXIT_OK;
 out:
-	if (out)
-		for (int b = 0; b < C; b++)
-			free(out[b]);
 	free(out);
-	free(next);
 	free(len);
-	free(done);
-	free(scratch);
 	fw_tok_ids_release(&ids);
-	fw_gen_free(g);
 	fw_tok_free(t);
 	fw_model_free(m);
 	return rc;
@@ -346,100 +232,69 @@ out:
 
 /* ---- score -------------------------------------------------------------------- */
 
+struct scorer {
+	struct fw_recscore *rs;
+	struct fw_writer *w;
+	struct fw_buf out;
+	int bad;                 /* a record was refused */
+};
+
+static int score_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+{
+	struct scorer *sc = e->arg;
+	const char *why;
+	int rc = fw_recscore_run(sc->rs, rec->v, &sc->out, &why);
+
+	if (rc == 0) {
+		fw_progress_pause(e->meter);
+		fw_warn_rec(file, rec->index, rec->offset, "%s", why);
+		sc->bad = 1;
+		return 0;
+	}
+	if (rc < 0) {
+		fw_warn("out of memory");
+		return -1;
+	}
+	if (fw_writer_put(sc->w, sc->out.p, sc->out.n)) {
+		fw_warn("%s", fw_writer_error(sc->w));
+		return -1;
+	}
+	return 0;
+}
+
 static int cmd_score(struct opts *o)
 {
-	struct fw_operands ops;
+	struct scorer sc = { 0 };
+	struct fw_each e = { .go_on = 1, .progress = o->progress, .shard_k = o->shard_k,
+			     .shard_n = o->shard_n, .arg = &sc };
 	struct fw_model *m;
 	struct fw_tok *t;
-	struct fw_writer *w = NULL;
-	struct fw_buf ob = { 0 }, fb = { 0 }, tb = { 0 };
-	struct fw_tok_ids ids = { 0 };
-	struct fw_kvscore *ks = NULL;
-	int maxT, rc = FW_EXIT_OK;
-	int32_t *own = NULL;
-	float *lp = NULL;
+	int rc = FW_EXIT_DATA;
 
 	if (o->nargs < 1)
 		return fw_usage_fail("%s", "score needs DIR");
-	if (resolve(o))
+	if (resolve(o) || !(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
-	fw_operands_init(&ops, o->nargs, o->args, 1);
-	if (!(m = load_model(o->args[0])))
-		return FW_EXIT_DATA;
-	m->no_grad = 1;
 	t = load_tok(o->args[0], 0);
-	maxT = m->cfg.max_pos;
-	/* the teacher's scorer: the same numbers as teach's for these ids */
-	own = malloc(sizeof(int32_t) * maxT);
-	lp = malloc(sizeof(float) * maxT);
-	if (!own || !lp || !(ks = fw_kvscore_new(m, err, sizeof(err)))) {
-		fw_warn("%s", ks || !own || !lp ? "out of memory" : err);
-		rc = FW_EXIT_DATA;
-		goto out;
-	}
-	if (!(w = fw_writer_open(o->out, o->level, err, sizeof(err)))) {
+	if (!(sc.rs = fw_recscore_new(m, t, err, sizeof(err))) ||
+	    !(sc.w = fw_writer_open(o->out, o->level, err, sizeof(err)))) {
 		fw_warn("%s", err);
-		rc = FW_EXIT_DATA;
 		goto out;
 	}
-	for (const char *file; (file = fw_operands_next(&ops));) {
-		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof(err));
-		struct fw_rec rec;
-		int got;
-
-		if (!r) {
-			fw_warn("%s", err);
-			rc = FW_EXIT_DATA;
-			continue;
-		}
-		while ((got = fw_reader_next(r, &rec)) != 0) {
-			const char *why = NULL;
-			int n, add_tokens;
-
-			if (got < 0) {
-				fw_warn_reader(r);
-				rc = FW_EXIT_DATA;
-				if (!fw_reader_recoverable(r))
-					break;
-				continue;
-			}
-			n = fw_score_ids(rec.v, t, m->cfg.vocab, maxT, own, &ids, &add_tokens, &why);
-			if (n >= 2 && fw_kvscore_run(ks, own, n, 0, lp, err, sizeof(err)))
-				why = err;
-			if (why) {
-				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", why);
-				rc = FW_EXIT_DATA;
-				continue;
-			}
-			if (fw_score_record(&ob, rec.v, own, n, lp, add_tokens, &fb, &tb)) {
-				fw_warn("out of memory");
-				rc = FW_EXIT_DATA;
-				fw_reader_close(r);
-				goto out;
-			}
-			if (fw_writer_put(w, ob.p, ob.n)) {
-				fw_warn("%s", fw_writer_error(w));
-				rc = FW_EXIT_DATA;
-				fw_reader_close(r);
-				goto out;
-			}
-		}
-		fw_reader_close(r);
-	}
-	if (fw_writer_close(w, err, sizeof(err))) {
+	rc = fw_each_record(&e, o->nargs, o->args, 1, score_one);
+	if (e.stopped) /* a write failed: what was written stays unfinished */
+		goto out;
+	if (fw_writer_close(sc.w, err, sizeof(err))) {
 		fw_warn("%s", err);
 		rc = FW_EXIT_DATA;
 	}
-	w = NULL;
+	sc.w = NULL;
+	if (sc.bad)
+		rc = FW_EXIT_DATA;
 out:
-	fw_writer_abort(w);
-	fw_buf_free(&ob);
-	fw_buf_free(&fb);
-	fw_buf_free(&tb);
-	fw_tok_ids_release(&ids);
-	fw_kvscore_free(ks);
-	free(own);
-	free(lp);
+	fw_writer_abort(sc.w);
+	fw_buf_release(&sc.out);
+	fw_recscore_free(sc.rs);
 	fw_tok_free(t);
 	fw_model_free(m);
 	return rc;
@@ -448,7 +303,7 @@ out:
 /* ---- main --------------------------------------------------------------------- */
 
 enum { O_SEED = 256, O_TOK, O_DTYPE, O_PROMPT, O_TEMP, O_TOPP, O_TOPK,
-       O_COUNT, O_THREADS, O_DEVICE, O_VERSION };
+       O_COUNT, O_THREADS, O_DEVICE, O_SHARD, O_PROGRESS, O_VERSION };
 
 int main(int argc, char **argv)
 {
@@ -463,6 +318,8 @@ int main(int argc, char **argv)
 		{ "top-k", required_argument, NULL, O_TOPK },
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "threads", required_argument, NULL, O_THREADS },
+		{ "shard", required_argument, NULL, O_SHARD },
+		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -523,21 +380,18 @@ int main(int argc, char **argv)
 		case 'o': o.out = optarg; break;
 		case 'z': o.level = 3; break;
 		case O_DEVICE: o.device = optarg; break;
-		case 'h':
-			fw_help();
-			return FW_EXIT_OK;
-		case O_VERSION:
-			fw_print_version();
-			return FW_EXIT_OK;
-		default:
-			fw_usage(stderr);
-			return FW_EXIT_USAGE;
+		case O_SHARD:
+			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
+		case O_PROGRESS: o.progress = 1; break;
+		case 'h': return fw_help_exit();
+		case O_VERSION: return fw_version_exit();
+		default: return fw_usage_exit();
 		}
 	}
-	if (optind >= argc) {
-		fw_usage(stderr);
-		return FW_EXIT_USAGE;
-	}
+	if (optind >= argc)
+		return fw_usage_exit();
 	cmd = argv[optind++];
 	o.args = argv + optind;
 	o.nargs = argc - optind;

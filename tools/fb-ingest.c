@@ -58,10 +58,7 @@ struct state {
 	struct fw_buf mp;
 	json_t *seen; /* ids written so far */
 	json_t *scales; /* per feedback file: "FILE: SCALE scale (WHY)" */
-	unsigned long recs[FW_FMT_N], dups[FW_FMT_N], bad[FW_FMT_N];
-	unsigned long files[FW_FMT_N];
-	unsigned long fb_bad;
-	struct fw_redact_counts red;
+	struct fw_ingest_tally n;
 	struct fw_progress prog;
 	uint64_t written, bytes_in; /* records out; bytes of the logs read */
 	uint64_t shard_k, shard_n;  /* --shard; shard_n == 0: every trajectory */
@@ -74,7 +71,7 @@ static int fb_bad_line(void *ctx, const char *file, long line, const char *why)
 {
 	struct state *st = ctx;
 	fw_warn("%s: line %ld: %s", file, line, why);
-	st->fb_bad++;
+	st->n.fb_bad++;
 	if (st->strict)
 		st->status = FW_EXIT_DATA;
 	return st->strict;
@@ -109,32 +106,15 @@ static int put_json(struct state *st, struct fw_writer *w, json_t *rec)
  * fatal error. */
 static int emit(struct state *st, enum fw_fmt f, json_t *traj, const char *file, long line)
 {
-	json_t *meta = json_object_get(traj, "meta");
 	const char *src;
 	int rc = -1;
 
-	if (!json_is_object(meta)) {
-		meta = json_object();
-		json_object_set_new(traj, "meta", meta);
-	}
-	json_object_set_new(meta, "file", json_string(file));
-	json_object_set_new(meta, "line", json_integer(line));
-	const char *k;
-	json_t *v;
-	json_object_foreach(st->meta, k, v)
-		if (!json_object_get(meta, k))
-			json_object_set(meta, k, v);
-	if (st->model && !json_string_length(json_object_get(traj, "model"))) {
-		/* the model is part of the content id: a record that had one
-		 * gets it again */
-		json_object_set_new(traj, "model", json_string(st->model));
-		json_object_set_new(traj, "id", json_string(""));
-	}
-	if (!json_string_length(json_object_get(traj, "id")) && fw_ingest_set_id(traj))
+	if (fw_ingest_finish(traj, file, line, st->model, st->meta))
 		goto out;
 	const char *id = json_string_value(json_object_get(traj, "id"));
+	json_t *meta = json_object_get(traj, "meta");
 	if (json_object_get(st->seen, id)) {
-		st->dups[f]++;
+		st->n.dups[f]++;
 		rc = 0;
 		goto out;
 	}
@@ -150,11 +130,11 @@ static int emit(struct state *st, enum fw_fmt f, json_t *traj, const char *file,
 		rc = 0;
 		goto out;
 	}
-	if (st->redact && fw_ingest_redact(traj, st->rd, &st->red) < 0)
+	if (st->redact && fw_ingest_redact(traj, st->rd, &st->n.red) < 0)
 		goto out;
 	if (put_json(st, st->w, traj))
 		goto out;
-	st->recs[f]++;
+	st->n.recs[f]++;
 	fw_progress_tick(&st->prog, ++st->written, st->bytes_in);
 	rc = 0;
 out:
@@ -198,7 +178,7 @@ static int on_bad(void *ctx, enum fw_fmt f, const char *where, const char *why)
 
 	fw_progress_pause(&st->prog); /* the meter redraws itself on the next record */
 	fw_warn("%s: %s: %s", fs->name, where, why);
-	st->bad[f]++;
+	st->n.bad[f]++;
 	if (st->strict) {
 		st->stop = 1;
 		st->status = FW_EXIT_DATA;
@@ -230,7 +210,7 @@ static int ingest_file(struct state *st, const char *path)
 		st->bytes_in += (uint64_t)sb.st_size;
 	fw_progress_tick(&st->prog, st->written, st->bytes_in);
 	if (f)
-		st->files[f]++;
+		st->n.files[f]++;
 	if (rc != 0) {
 		fw_warn("%s: %s", fs.name, err);
 		st->status = FW_EXIT_DATA;
@@ -250,45 +230,19 @@ static int put_orphan(void *ctx, json_t *rec)
 	if (!o->w)
 		return 0;
 	if (o->st->redact)
-		fw_ingest_redact(rec, o->st->rd, &o->st->red);
+		fw_ingest_redact(rec, o->st->rd, &o->st->n.red);
 	return put_json(o->st, o->w, rec);
 }
 
 static void summary(struct state *st, long orphans)
 {
-	struct fw_feedback_stats fs;
-	char line[1024];
-	size_t n = 0;
-	unsigned long total = 0;
+	struct fw_buf b = { 0 };
 
-	for (int f = 1; f < FW_FMT_N; f++) {
-		if (!st->files[f] && !st->bad[f])
-			continue;
-		fprintf(stderr, "%s: %s: %lu %s from %lu file%s, %lu duplicates dropped, "
-			"%lu skipped\n", fw_prog, fw_fmt_name(f), st->recs[f],
-			st->recs[f] == 1 ? "trajectory" : "trajectories", st->files[f],
-			st->files[f] == 1 ? "" : "s", st->dups[f], st->bad[f]);
-	}
-	fw_feedback_stats(st->fb, &fs);
-	size_t i;
-	json_t *sc;
-	json_array_foreach(st->scales, i, sc)
-		fprintf(stderr, "%s: feedback: %s\n", fw_prog, json_string_value(sc));
-	fprintf(stderr, "%s: feedback: %lu events, %lu joined, %ld orphaned, %lu superseded, "
-		"%lu neutral, %lu skipped\n", fw_prog, fs.events, fs.joined, orphans, fs.superseded,
-		fs.neutral, st->fb_bad);
-	for (int r = 0; r < FW_RD_NRULES; r++) {
-		if (!st->red.n[r])
-			continue;
-		total += st->red.n[r];
-		n += (size_t)snprintf(line + n, n < sizeof line ? sizeof line - n : 0, "%s%s %lu",
-				      n ? ", " : "", fw_redact_rule_name(r), st->red.n[r]);
-	}
-	if (st->redact)
-		fprintf(stderr, "%s: redactions: %lu%s%s%s\n", fw_prog, total, total ? " (" : "",
-			total ? line : "", total ? ")" : "");
+	if (fw_ingest_summary(&b, fw_prog, &st->n, st->fb, st->scales, orphans, st->redact))
+		fw_warn("out of memory");
 	else
-		fprintf(stderr, "%s: redaction off\n", fw_prog);
+		fwrite(b.p, 1, b.n, stderr);
+	fw_buf_release(&b);
 }
 
 int main(int argc, char **argv)
@@ -424,10 +378,10 @@ int main(int argc, char **argv)
 		st.status = FW_EXIT_DATA;
 	struct fw_feedback_stats fbs;
 	fw_feedback_stats(st.fb, &fbs);
-	if (nfb && !fbs.joined && st.fb_bad) {
+	if (nfb && !fbs.joined && st.n.fb_bad) {
 		/* every rating lost, some of them to bad lines: not a success */
 		fw_warn("feedback: no event was joined to a trajectory and %lu line%s skipped",
-			st.fb_bad, st.fb_bad == 1 ? " was" : "s were");
+			st.n.fb_bad, st.n.fb_bad == 1 ? " was" : "s were");
 		st.status = FW_EXIT_DATA;
 	}
 	if (oo.w && fw_writer_close(oo.w, err, sizeof err)) {

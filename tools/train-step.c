@@ -3,7 +3,6 @@
  * records (sft, pg, distill), a new checkpoint written atomically, and a
  * metrics record per step.  See train-step(1).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -30,7 +29,7 @@ static const char usage_text[] =
 	"                  [--clip-low X] [--clip-high X] [--no-std] [--norm token|seq]\n"
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X] [--route]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
-	"                  [--private FILE] [--device cpu|cuda[:N]]\n"
+	"                  [--private FILE] [--device cpu|cuda[:N]] [--shard K/N]\n"
 	"                  [--progress] [-o OUT] [-z] [--threads N] [-j N] [FILE...]\n"
 	"                  [-h | --help] [--version]\n";
 
@@ -67,7 +66,8 @@ static const struct fw_opt_doc options[] = {
 	{ "--truncate", "cut a sequence longer than max_position_embeddings instead of refusing it" },
 	{ "--private FILE", "task records whose ids are private: a record of one of them stops the run" },
 	{ "--device cpu|cuda[:N]", "where the step runs" },
-	{ "--progress", "a progress meter of steps on standard error even when it is not a terminal" },
+	{ "--shard K/N", "train on the records whose id hashes to K modulo N" },
+	{ "--progress", "meters of the records read and the steps on standard error even when it is not a terminal" },
 	{ "-o OUT", "write the metrics records, one per step, to OUT" },
 	{ "-z", "compress the metrics with zstd" },
 	{ "--threads N", "threads of the kernels (as FW_THREADS)" },
@@ -79,109 +79,12 @@ static const struct fw_opt_doc options[] = {
 
 static char err[1024];
 
-static void usage(FILE *f)
-{
-	fputs(usage_text, f);
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	return fw_usage_error(usage_text, fmt, arg);
-}
-
-/* Parses "sft", "pg:0.5,distill" into the objective weights. */
-static int parse_objective(const char *s, struct fw_train_cfg *c)
-{
-	char buf[256], *save = NULL, *tok;
-
-	if (strlen(s) >= sizeof(buf))
-		return -1;
-	strcpy(buf, s);
-	c->w_sft = c->w_pg = c->w_distill = 0;
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char *colon = strchr(tok, ':');
-		double w = 1;
-
-		if (colon) {
-			*colon = 0;
-			if (fw_parse_double(colon + 1, &w) || !(w > 0) || !isfinite(w))
-				return -1;
-		}
-		if (!strcmp(tok, "sft"))
-			c->w_sft = w;
-		else if (!strcmp(tok, "pg"))
-			c->w_pg = w;
-		else if (!strcmp(tok, "distill"))
-			c->w_distill = w;
-		else
-			return -1;
-	}
-	return c->w_sft + c->w_pg + c->w_distill > 0 ? 0 : -1;
-}
-
-enum { O_CKPT = 256, O_OUT, O_OBJ, O_LR, O_STEPS, O_BSZ, O_BTOK, O_WARM,
-       O_DECAY, O_MINLR, O_SCHED, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW,
-       O_CHIGH, O_NOSTD, O_NORM, O_KL, O_REF, O_DW, O_ISCLIP, O_KEEP,
-       O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC, O_DEVICE, O_ROUTE, O_THREADS, O_VERSION, O_PROGRESS, O_PRIVATE };
-
-/*
- * The private split is never trained on.  A training record belongs to a
- * private task when its task (the map or id string under "task", else the
- * record itself) has split "private" or an id that --private names.  Such a
- * record stops the run before any step, --skip-bad or not: skipping it
- * would hide a pipeline that feeds the private split to training.
- */
-static int load_private(const char *file, struct fw_intern *ids)
-{
-	struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof(err));
-	struct fw_rec rec;
-	struct fw_mpv id;
-	const char *s;
-	size_t n;
-	int got;
-
-	if (!r)
-		return -1;
-	*err = 0;
-	while ((got = fw_reader_next(r, &rec)) > 0) {
-		if (fw_mp_get(rec.v, "id", &id) != 1 || fw_mp_str(id, &s, &n)) {
-			snprintf(err, sizeof(err), "--private %s: record %llu has no string 'id'",
-				 file, (unsigned long long)rec.index + 1);
-			got = -1;
-			break;
-		}
-		if (fw_intern_add(ids, s, n) < 0) {
-			snprintf(err, sizeof(err), "out of memory");
-			got = -1;
-			break;
-		}
-	}
-	if (got < 0 && !*err)
-		snprintf(err, sizeof(err), "--private %s: record %llu: %s", file,
-			 (unsigned long long)fw_reader_index(r) + 1, fw_reader_error(r));
-	fw_reader_close(r);
-	return got < 0 ? -1 : 0;
-}
-
-/* 1 when rec is a private task's, with its id (NULL when it has none). */
-static int private_task(struct fw_mpv rec, const struct fw_intern *ids,
-			const char **id, size_t *idn)
-{
-	struct fw_mpv task = rec, v;
-
-	*id = NULL;
-	*idn = 0;
-	if (fw_mp_get(rec, "task", &v) == 1) {
-		if (!fw_mp_str(v, id, idn))
-			return fw_intern_find(ids, *id, *idn) >= 0;
-		task = v;
-	}
-	if (fw_mp_get(task, "id", &v) == 1 && fw_mp_str(v, id, idn))
-		*id = NULL, *idn = 0;
-	if (fw_mp_get(task, "split", &v) == 1 && fw_mp_str_eq(v, "private", 7))
-		return 1;
-	return *id && fw_intern_find(ids, *id, *idn) >= 0;
-}
+/* The options that take a number >= 0 come first: the loop parses them
+ * before the switch. */
+enum { O_LR = 256, O_MINLR, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW, O_CHIGH, O_KL,
+       O_DW, O_ISCLIP, O_CKPT, O_OUT, O_OBJ, O_STEPS, O_BSZ, O_BTOK, O_WARM, O_DECAY,
+       O_SCHED, O_NOSTD, O_NORM, O_REF, O_KEEP, O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC,
+       O_DEVICE, O_ROUTE, O_THREADS, O_VERSION, O_PROGRESS, O_PRIVATE, O_SHARD };
 
 /* fw_run's step callback: the meter counts steps. */
 static void tick_step(void *ctx, long done)
@@ -189,11 +92,45 @@ static void tick_step(void *ctx, long done)
 	fw_progress_tick(ctx, (uint64_t)done, 0);
 }
 
-static int num_opt(const char *name, const char *arg, double lo, double *out)
+/* What reading the records gathers. */
+struct reading {
+	struct fw_run *run;
+	const struct fw_intern *private_ids;
+	long skipped, nprivate;  /* records left out; of private tasks */
+	int skip_bad, bad;       /* --skip-bad; a record was bad without it */
+};
+
+/*
+ * fw_each_record's callback: a record of a private task stops the run
+ * before any step, --skip-bad or not (skipping it would hide a pipeline
+ * that feeds the private split to training); one that cannot be trained
+ * on is left out, and without --skip-bad stops the run too.
+ */
+static int add_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	if (fw_parse_double(arg, out) || !isfinite(*out) || *out < lo) {
-		fprintf(stderr, "%s: bad --%s '%s'\n", fw_prog, name, arg);
-		usage(stderr);
+	struct reading *rd = e->arg;
+	const char *id;
+	size_t idn;
+
+	if (fw_private_task(rec->v, rd->private_ids, &id, &idn)) {
+		fw_progress_pause(e->meter);
+		fw_warn_rec(file, rec->index, rec->offset, "refusing to train on private task %.*s",
+			    id ? (int)idn : 9, id ? id : "(no id)");
+		rd->nprivate++;
+	} else if (fw_run_add(rd->run, rec->v, err, sizeof(err))) {
+		fw_progress_pause(e->meter);
+		fw_warn_rec(file, rec->index, rec->offset, "%s", err);
+		rd->skipped++;
+		rd->bad |= !rd->skip_bad;
+	}
+	return 0;
+}
+
+static int num_opt(const char *name, const char *arg, double *out)
+{
+	if (fw_parse_double(arg, out) || !isfinite(*out) || *out < 0) {
+		fw_warn("bad --%s '%s'", name, arg);
+		fw_usage(stderr);
 		return -1;
 	}
 	return 0;
@@ -236,22 +173,22 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		{ "private", required_argument, NULL, O_PRIVATE },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "progress", no_argument, NULL, O_PROGRESS },
+		{ "shard", required_argument, NULL, O_SHARD },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct fw_run_opts ro;
 	struct fw_train_cfg *cfg = &ro.cfg;
-	struct fw_operands ops;
 	struct fw_run *run = NULL;
+	struct reading rd = { 0 };
 	int progress = 0;
-	struct fw_writer *w = NULL;
-	struct fw_buf mb = { 0 };
+	uint64_t shard_k = 0, shard_n = 0;
 	const char *mout = NULL, *device = NULL;
-	int level = -1, skip_bad = 0, rc = FW_EXIT_OK, c, rank = fw_dp_rank(dp), size = fw_dp_size(dp);
+	int level = -1, rc = FW_EXIT_OK, c, li = 0;
+	int rank = fw_dp_rank(dp), size = fw_dp_size(dp);
 	uint64_t u;
 	double d, dw = -1;
-	long skipped = 0, nprivate = 0;
 	struct fw_intern private_ids = { 0 };
 	const char *privf[16];
 	size_t nprivf = 0;
@@ -262,50 +199,65 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		cfg->allreduce_f = fw_dp_sum_f;
 		cfg->ctx = dp;
 	}
-	while ((c = getopt_long(argc, argv, "ho:zj:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ho:zj:", lo, &li)) != -1) {
+		if (c >= O_LR && c <= O_ISCLIP && num_opt(lo[li].name, optarg, &d))
+			return FW_EXIT_USAGE;
 		switch (c) {
+		case O_LR: cfg->adamw.lr = (float)d; ro.have_lr = 1; break;
+		case O_MINLR: cfg->min_lr = d; ro.have_min_lr = 1; break;
+		case O_CLIPG: cfg->adamw.clip = (float)d; break;
+		case O_WD: cfg->adamw.wd = (float)d; break;
+		case O_B1:
+			if (d >= 1)
+				return FW_EXIT_USAGE;
+			cfg->adamw.b1 = (float)d;
+			break;
+		case O_B2:
+			if (d >= 1)
+				return FW_EXIT_USAGE;
+			cfg->adamw.b2 = (float)d;
+			break;
+		case O_EPS: cfg->adamw.eps = (float)d; break;
+		case O_CLOW: cfg->clip_low = d; break;
+		case O_CHIGH: cfg->clip_high = d; break;
+		case O_KL: cfg->kl_coef = d; break;
+		case O_DW: dw = d; break;
+		case O_ISCLIP:
+			if (!(d > 0))
+				return FW_EXIT_USAGE;
+			cfg->is_clip = d;
+			break;
 		case O_CKPT: ro.ckpt = optarg; break;
 		case O_DEVICE: device = optarg; break;
 		case O_OUT: ro.out = optarg; break;
 		case O_OBJ:
-			if (parse_objective(optarg, cfg))
-				return usage_error("bad --objective '%s'", optarg);
-			break;
-		case O_LR:
-			if (num_opt("lr", optarg, 0, &d))
-				return FW_EXIT_USAGE;
-			cfg->adamw.lr = (float)d;
-			ro.have_lr = 1;
+			if (fw_train_parse_objective(optarg, cfg))
+				return fw_usage_fail("bad --objective '%s'", optarg);
 			break;
 		case O_STEPS:
 			if (fw_parse_u64(optarg, &ro.steps, 0) || ro.steps < 1 || ro.steps > 1 << 24)
-				return usage_error("bad --steps '%s'", optarg);
+				return fw_usage_fail("bad --steps '%s'", optarg);
 			break;
 		case O_BSZ:
 			if (fw_parse_u64(optarg, &ro.batch_size, 0) || ro.batch_size > INT_MAX)
-				return usage_error("bad --batch-size '%s'", optarg);
+				return fw_usage_fail("bad --batch-size '%s'", optarg);
 			break;
 		case O_BTOK:
 			if (fw_parse_u64(optarg, &u, 1) || u < 1 || u > (1ull << 32))
-				return usage_error("bad --batch-tokens '%s'", optarg);
+				return fw_usage_fail("bad --batch-tokens '%s'", optarg);
 			cfg->batch_tokens = (long)u;
 			break;
 		case O_WARM:
 			if (fw_parse_u64(optarg, &u, 0) || u > 1ull << 40)
-				return usage_error("bad --warmup '%s'", optarg);
+				return fw_usage_fail("bad --warmup '%s'", optarg);
 			cfg->warmup = (long)u;
 			ro.have_warmup = 1;
 			break;
 		case O_DECAY:
 			if (fw_parse_u64(optarg, &u, 0) || u > 1ull << 40)
-				return usage_error("bad --decay-steps '%s'", optarg);
+				return fw_usage_fail("bad --decay-steps '%s'", optarg);
 			cfg->decay_steps = (long)u;
 			ro.have_decay = 1;
-			break;
-		case O_MINLR:
-			if (num_opt("min-lr", optarg, 0, &cfg->min_lr))
-				return FW_EXIT_USAGE;
-			ro.have_min_lr = 1;
 			break;
 		case O_SCHED:
 			if (!strcmp(optarg, "cosine"))
@@ -313,41 +265,8 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			else if (!strcmp(optarg, "constant"))
 				cfg->sched = FW_SCHED_CONSTANT;
 			else
-				return usage_error("bad --schedule '%s'", optarg);
+				return fw_usage_fail("bad --schedule '%s'", optarg);
 			ro.have_sched = 1;
-			break;
-		case O_CLIPG:
-			if (num_opt("clip-grad", optarg, 0, &d))
-				return FW_EXIT_USAGE;
-			cfg->adamw.clip = (float)d;
-			break;
-		case O_WD:
-			if (num_opt("weight-decay", optarg, 0, &d))
-				return FW_EXIT_USAGE;
-			cfg->adamw.wd = (float)d;
-			break;
-		case O_B1:
-			if (num_opt("beta1", optarg, 0, &d) || d >= 1)
-				return FW_EXIT_USAGE;
-			cfg->adamw.b1 = (float)d;
-			break;
-		case O_B2:
-			if (num_opt("beta2", optarg, 0, &d) || d >= 1)
-				return FW_EXIT_USAGE;
-			cfg->adamw.b2 = (float)d;
-			break;
-		case O_EPS:
-			if (num_opt("eps", optarg, 0, &d))
-				return FW_EXIT_USAGE;
-			cfg->adamw.eps = (float)d;
-			break;
-		case O_CLOW:
-			if (num_opt("clip-low", optarg, 0, &cfg->clip_low))
-				return FW_EXIT_USAGE;
-			break;
-		case O_CHIGH:
-			if (num_opt("clip-high", optarg, 0, &cfg->clip_high))
-				return FW_EXIT_USAGE;
 			break;
 		case O_NOSTD: ro.no_std = 1; break;
 		case O_ROUTE: cfg->route = 1; break;
@@ -357,49 +276,41 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			else if (!strcmp(optarg, "seq"))
 				cfg->norm_seq = 1;
 			else
-				return usage_error("bad --norm '%s' (token, seq)", optarg);
-			break;
-		case O_KL:
-			if (num_opt("kl-coef", optarg, 0, &cfg->kl_coef))
-				return FW_EXIT_USAGE;
+				return fw_usage_fail("bad --norm '%s' (token, seq)", optarg);
 			break;
 		case O_REF: ro.ref = optarg; break;
-		case O_DW:
-			if (num_opt("distill-weight", optarg, 0, &dw))
-				return FW_EXIT_USAGE;
-			break;
-		case O_ISCLIP:
-			if (num_opt("is-clip", optarg, 0, &cfg->is_clip) || !(cfg->is_clip > 0))
-				return FW_EXIT_USAGE;
-			break;
 		case O_KEEP:
 			if (fw_parse_u64(optarg, &u, 0) || u > INT_MAX)
-				return usage_error("bad --keep '%s'", optarg);
+				return fw_usage_fail("bad --keep '%s'", optarg);
 			ro.keep = (int)u;
 			break;
 		case O_DTYPE:
 			if (fw_dtype_parse(optarg, &ro.dtype))
-				return usage_error("bad --dtype '%s' (f32, bf16, f16)", optarg);
+				return fw_usage_fail("bad --dtype '%s' (f32, bf16, f16)", optarg);
 			break;
 		case O_SEED:
 			if (fw_parse_u64(optarg, &ro.seed, 0))
-				return usage_error("bad --seed '%s'", optarg);
+				return fw_usage_fail("bad --seed '%s'", optarg);
 			ro.have_seed = 1;
 			break;
-		case O_SKIPBAD: skip_bad = 1; break;
+		case O_SKIPBAD: rd.skip_bad = 1; break;
 		case O_TRUNC: ro.truncate = 1; break;
 		case O_PRIVATE:
 			if (nprivf == sizeof(privf) / sizeof(*privf))
-				return usage_error("%s", "too many --private files");
+				return fw_usage_fail("%s", "too many --private files");
 			privf[nprivf++] = optarg;
 			break;
 		case O_PROGRESS: progress = 1; break;
+		case O_SHARD:
+			if (fw_parse_shard(optarg, &shard_k, &shard_n) < 0)
+				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
+			break;
 		case 'o': mout = optarg; break;
 		case 'z': level = 3; break;
 		case 'j':
 		case O_THREADS:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1024)
-				return usage_error(c == 'j' ? "bad -j '%s'" : "bad --threads '%s'", optarg);
+				return fw_usage_fail(c == 'j' ? "bad -j '%s'" : "bad --threads '%s'", optarg);
 			fw_kernels_set_threads((int)u);
 			break;
 		case 'h':
@@ -409,22 +320,20 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			fw_print_version();
 			return FW_EXIT_OK;
 		default:
-			usage(stderr);
-			return FW_EXIT_USAGE;
+			return fw_usage_exit();
 		}
 	}
 	if (!ro.ckpt || !ro.out)
-		return usage_error("%s", "--ckpt and --out are required");
+		return fw_usage_fail("%s", "--ckpt and --out are required");
 	if (dw >= 0) {
 		if (cfg->w_distill == 0)
-			return usage_error("%s", "--distill-weight needs the distill objective");
+			return fw_usage_fail("%s", "--distill-weight needs the distill objective");
 		cfg->w_distill = dw;
 	}
 	if (cfg->kl_coef > 0 && !ro.ref)
-		return usage_error("%s", "--kl-coef needs --ref DIR");
-	fw_operands_init(&ops, argc, argv, optind);
+		return fw_usage_fail("%s", "--kl-coef needs --ref DIR");
 	for (size_t i = 0; i < nprivf; i++)
-		if (load_private(privf[i], &private_ids))
+		if (fw_private_load(privf[i], &private_ids, err, sizeof(err)))
 			goto fail;
 
 	/* The device (--device, $FW_DEVICE, else a GPU when there is one);
@@ -440,47 +349,16 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 	if (!(run = fw_run_open(&ro, err, sizeof(err))))
 		goto fail;
 
-	/* The records. */
-	for (const char *file; (file = fw_operands_next(&ops));) {
-		struct fw_reader *r = fw_reader_open(file, NULL, err, sizeof(err));
-		struct fw_rec rec;
-		int got;
-
-		if (!r) {
-			fw_warn("%s", err);
-			rc = FW_EXIT_DATA;
-			continue;
-		}
-		while ((got = fw_reader_next(r, &rec)) != 0) {
-			const char *id;
-			size_t idn;
-
-			if (got < 0) {
-				fw_warn_reader(r);
-				rc = FW_EXIT_DATA;
-				if (!fw_reader_recoverable(r))
-					break;
-				continue;
-			}
-			if (private_task(rec.v, &private_ids, &id, &idn)) {
-				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset,
-					    "refusing to train on private task %.*s",
-					    id ? (int)idn : 9, id ? id : "(no id)");
-				nprivate++;
-				continue;
-			}
-			if (fw_run_add(run, rec.v, err, sizeof(err))) {
-				fw_warn_rec(fw_reader_name(r), rec.index, rec.offset, "%s", err);
-				skipped++;
-				if (!skip_bad)
-					rc = FW_EXIT_DATA;
-			}
-		}
-		fw_reader_close(r);
-	}
-	if (nprivate) {
+	/* The records, every bad one reported before the run stops. */
+	rd.run = run;
+	rd.private_ids = &private_ids;
+	struct fw_each e = { .go_on = 1, .progress = rank == 0 ? progress : -1,
+			     .shard_k = shard_k, .shard_n = shard_n, .arg = &rd };
+	if (fw_each_record(&e, argc, argv, optind, add_one) != FW_EXIT_OK || rd.bad)
+		rc = FW_EXIT_DATA;
+	if (rd.nprivate) {
 		fw_warn("no step taken: %ld record(s) of private tasks in the training input",
-			nprivate);
+			rd.nprivate);
 		rc = FW_EXIT_DATA;
 		goto out;
 	}
@@ -497,48 +375,26 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		fw_warn("%d records without a finite 'grade.reward' are left out of pg",
 			run->gs.no_reward);
 	struct fw_progress meter;
-	fw_progress_start(&meter, progress);
-	meter.on = meter.on && rank == 0;
+	fw_progress_start(&meter, rank == 0 ? progress : -1);
 	fw_progress_steps(&meter, run->o->steps);
 	run->on_step = tick_step;
 	run->on_step_ctx = &meter;
 	int failed = fw_run_steps(run, rank, size, err, sizeof(err));
-	if (failed)
-		fw_progress_pause(&meter);
-	else
-		fw_progress_end(&meter);
 	if (failed) {
+		fw_progress_pause(&meter);
 		fw_warn("step %ld: %s; no checkpoint written", run->failed_step, err);
 		rc = FW_EXIT_DATA;
 		goto out;
 	}
-	if (rank != 0)
-		goto out;
-	if (fw_run_save(run, err, sizeof(err)) || !(w = fw_writer_open(mout, level, err, sizeof(err))))
+	fw_progress_end(&meter);
+	if (rank == 0 && (fw_run_save(run, err, sizeof(err)) ||
+			  fw_run_write_metrics(run, mout, level, rd.skipped, err, sizeof(err))))
 		goto fail;
-	for (long s = 0; s < run->nsteps; s++) {
-		if (fw_run_pack_metrics(run, s, skipped, &mb))
-			goto oom;
-		if (fw_writer_put(w, mb.p, mb.n)) {
-			fw_warn("%s", fw_writer_error(w));
-			rc = FW_EXIT_DATA;
-			goto out;
-		}
-	}
-	if (fw_writer_close(w, err, sizeof(err))) {
-		w = NULL;
-		goto fail;
-	}
-	w = NULL;
 	goto out;
-oom:
-	snprintf(err, sizeof(err), "out of memory");
 fail:
 	fw_warn("%s", err);
 	rc = FW_EXIT_DATA;
 out:
-	fw_writer_abort(w);
-	fw_buf_free(&mb);
 	fw_run_free(run);
 	fw_dev_comm_free();
 	fw_intern_release(&private_ids);

@@ -172,6 +172,8 @@ int fw_each_record(struct fw_each *e, int argc, char **argv, int first,
 				fw_progress_pause(&meter);
 				fw_warn_reader(r);
 				status = FW_EXIT_DATA;
+				if (e->go_on && fw_reader_recoverable(r))
+					continue;
 				break;
 			}
 			if (e->shard_n && !fw_shard_keep(rec.v, e->shard_k, e->shard_n))
@@ -278,7 +280,7 @@ void fw_progress_start(struct fw_progress *p, int force)
 {
 	memset(p, 0, sizeof *p);
 	p->tty = isatty(2);
-	p->on = force || p->tty;
+	p->on = force > 0 || (force == 0 && p->tty);
 	p->t0 = p->last = fw_now();
 }
 

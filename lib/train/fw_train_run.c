@@ -1,10 +1,12 @@
 /*
  * fw_train_run.c — a training run: resume a checkpoint where it stopped,
- * take the steps over a batch, write the next checkpoint and the metrics
+ * take the steps over a batch, write the next checkpoint and the metrics;
+ * the objectives train-step names and the private tasks it refuses
  * (fw_train.h).
  */
 #include <assert.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "fw_base.h"
 #include "fw_cli.h"
 #include "fw_mp.h"
+#include "fw_stream.h"
 #include "fw_tok.h"
 #include "fw_train.h"
 
@@ -287,4 +290,113 @@ int fw_run_pack_metrics(const struct fw_run *r, long i, long skipped, struct fw_
 		e |= kv_int(&pk, "groups", gs->groups) || kv_int(&pk, "skipped_groups", gs->skipped);
 	}
 	return e ? -1 : 0;
+}
+
+int fw_run_write_metrics(const struct fw_run *r, const char *path, int level, long skipped,
+			 char *err, size_t errlen)
+{
+	struct fw_writer *w = fw_writer_open(path, level, err, errlen);
+	struct fw_buf b = { 0 };
+	int rc = -1;
+
+	if (!w)
+		return -1;
+	for (long s = 0; s < r->nsteps; s++) {
+		if (fw_run_pack_metrics(r, s, skipped, &b)) {
+			fw_seterr(err, errlen, "out of memory");
+			goto out;
+		}
+		if (fw_writer_put(w, b.p, b.n)) {
+			fw_seterr(err, errlen, "%s", fw_writer_error(w));
+			goto out;
+		}
+	}
+	rc = fw_writer_close(w, err, errlen);
+	w = NULL;
+out:
+	fw_writer_abort(w);
+	fw_buf_release(&b);
+	return rc;
+}
+
+/* ---- what a run refuses and how it is asked ------------------------------------ */
+
+int fw_train_parse_objective(const char *s, struct fw_train_cfg *c)
+{
+	char buf[256], *save = NULL, *tok;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	c->w_sft = c->w_pg = c->w_distill = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':');
+		double w = 1;
+
+		if (colon) {
+			*colon = 0;
+			if (fw_parse_double(colon + 1, &w) || !(w > 0) || !isfinite(w))
+				return -1;
+		}
+		if (!strcmp(tok, "sft"))
+			c->w_sft = w;
+		else if (!strcmp(tok, "pg"))
+			c->w_pg = w;
+		else if (!strcmp(tok, "distill"))
+			c->w_distill = w;
+		else
+			return -1;
+	}
+	return c->w_sft + c->w_pg + c->w_distill > 0 ? 0 : -1;
+}
+
+int fw_private_load(const char *file, struct fw_intern *ids, char *err, size_t errlen)
+{
+	struct fw_reader *r = fw_reader_open(file, NULL, err, errlen);
+	struct fw_rec rec;
+	struct fw_mpv id;
+	const char *s;
+	size_t n;
+	int got;
+
+	if (!r)
+		return -1;
+	*err = 0;
+	while ((got = fw_reader_next(r, &rec)) > 0) {
+		if (fw_mp_get(rec.v, "id", &id) != 1 || fw_mp_str(id, &s, &n)) {
+			fw_seterr(err, errlen, "--private %s: record %llu has no string 'id'", file,
+				  (unsigned long long)rec.index + 1);
+			got = -1;
+			break;
+		}
+		if (fw_intern_add(ids, s, n) < 0) {
+			fw_seterr(err, errlen, "out of memory");
+			got = -1;
+			break;
+		}
+	}
+	if (got < 0 && !*err)
+		fw_seterr(err, errlen, "--private %s: record %llu: %s", file,
+			  (unsigned long long)fw_reader_index(r) + 1, fw_reader_error(r));
+	fw_reader_close(r);
+	return got < 0 ? -1 : 0;
+}
+
+int fw_private_task(struct fw_mpv rec, const struct fw_intern *ids, const char **id,
+		    size_t *idn)
+{
+	struct fw_mpv task = rec, v;
+
+	*id = NULL;
+	*idn = 0;
+	if (fw_mp_get(rec, "task", &v) == 1) {
+		if (!fw_mp_str(v, id, idn))
+			return fw_intern_find(ids, *id, *idn) >= 0;
+		task = v;
+	}
+	if (fw_mp_get(task, "id", &v) == 1 && fw_mp_str(v, id, idn))
+		*id = NULL, *idn = 0;
+	if (fw_mp_get(task, "split", &v) == 1 && fw_mp_str_eq(v, "private", 7))
+		return 1;
+	return *id && fw_intern_find(ids, *id, *idn) >= 0;
 }

@@ -1,11 +1,13 @@
 /*
  * test_ingest.c — the parts of fw_ingest.h that bats cannot reach one by
  * one: time normalisation, format detection on prefixes, content ids,
- * rating scales, and Claude Code trees with broken or looping links.
+ * rating scales, Claude Code trees with broken or looping links, a
+ * trajectory finished for output and the summary of a run.
  */
 #include <unistd.h>
 
 #include "fw_ingest.h"
+#include "fw_mp.h"
 #include "test.h"
 
 static const char *tm_of(json_t *v)
@@ -409,6 +411,79 @@ TEST(claude_code_broken_and_looping_links_end_the_walk)
 	CHECK(fw_ingest_claude_session(ev, err, sizeof err) == NULL);
 	CHECK_STR(err, "no user or assistant event outside side chains");
 	json_decref(ev);
+}
+
+TEST(a_trajectory_finished_with_its_place_meta_model_and_content_id)
+{
+	json_t *meta = json_pack("{s:s, s:s}", "team", "a", "file", "not-this");
+	json_t *t = conv(FW_FMT_SHAREGPT,
+			 "{\"id\":\"x1\",\"conversations\":[{\"from\":\"human\",\"value\":\"hi\"}]}");
+	json_t *u = json_deep_copy(t);
+
+	CHECK(meta && t && u);
+	if (!meta || !t || !u)
+		return;
+	json_object_set_new(json_object_get(t, "meta"), "team", json_string("kept"));
+	CHECK_EQ_INT(fw_ingest_finish(t, "log.jsonl", 7, NULL, meta), 0);
+	json_t *m = json_object_get(t, "meta");
+	CHECK_STR(json_string_value(json_object_get(m, "file")), "log.jsonl");
+	CHECK(json_integer_value(json_object_get(m, "line")) == 7);
+	CHECK_STR(json_string_value(json_object_get(m, "team")), "kept");
+	CHECK_EQ_INT(strlen(json_string_value(json_object_get(t, "id"))), 16);
+	/* --model: a record naming none gets it, and the id it implies */
+	CHECK_EQ_INT(fw_ingest_finish(u, "log.jsonl", 7, "ckpt-z", NULL), 0);
+	CHECK_STR(json_string_value(json_object_get(u, "model")), "ckpt-z");
+	CHECK(json_object_get(json_object_get(u, "meta"), "team") == NULL);
+	json_t *v = json_deep_copy(u);
+	json_object_set_new(v, "id", json_string(""));
+	fw_ingest_set_id(v);
+	CHECK_STR(json_string_value(json_object_get(u, "id")),
+		  json_string_value(json_object_get(v, "id")));
+	CHECK(strcmp(json_string_value(json_object_get(u, "id")),
+		     json_string_value(json_object_get(t, "id"))) != 0);
+	json_decref(meta);
+	json_decref(t);
+	json_decref(u);
+	json_decref(v);
+}
+
+TEST(the_summary_of_a_run_line_by_line)
+{
+	struct fw_ingest_tally n = { 0 };
+	struct fw_feedback *fb = fw_feedback_new();
+	json_t *scales = json_pack("[s]", "fb.csv: stars scale (a rating of 2 at line 2)");
+	struct fw_buf b = { 0 };
+
+	n.recs[FW_FMT_SHAREGPT] = 1;
+	n.files[FW_FMT_SHAREGPT] = 1;
+	n.recs[FW_FMT_CODEX] = 3;
+	n.files[FW_FMT_CODEX] = 2;
+	n.dups[FW_FMT_CODEX] = 1;
+	n.bad[FW_FMT_OTEL] = 2; /* a format seen only in bad lines is still named */
+	n.fb_bad = 4;
+	n.red.n[0] = 2;
+	n.red.n[FW_RD_NRULES - 1] = 1;
+	CHECK_EQ_INT(fw_ingest_summary(&b, "fb-ingest", &n, fb, scales, 5, 1), 0);
+	fw_buf_append(&b, "", 1);
+	char want[1024];
+	snprintf(want, sizeof want,
+		 "fb-ingest: sharegpt: 1 trajectory from 1 file, 0 duplicates dropped, 0 skipped\n"
+		 "fb-ingest: codex: 3 trajectories from 2 files, 1 duplicates dropped, 0 skipped\n"
+		 "fb-ingest: otel: 0 trajectories from 0 files, 0 duplicates dropped, 2 skipped\n"
+		 "fb-ingest: feedback: fb.csv: stars scale (a rating of 2 at line 2)\n"
+		 "fb-ingest: feedback: 0 events, 0 joined, 5 orphaned, 0 superseded, 0 neutral, "
+		 "4 skipped\n"
+		 "fb-ingest: redactions: 3 (%s 2, %s 1)\n",
+		 fw_redact_rule_name(0), fw_redact_rule_name(FW_RD_NRULES - 1));
+	CHECK_STR((char *)b.p, want);
+	b.n = 0;
+	CHECK_EQ_INT(fw_ingest_summary(&b, "x", &(struct fw_ingest_tally){ 0 }, fb, NULL, 0, 0), 0);
+	fw_buf_append(&b, "", 1);
+	CHECK_STR((char *)b.p, "x: feedback: 0 events, 0 joined, 0 orphaned, 0 superseded, "
+			       "0 neutral, 0 skipped\nx: redaction off\n");
+	fw_buf_release(&b);
+	json_decref(scales);
+	fw_feedback_free(fb);
 }
 
 TEST_MAIN()

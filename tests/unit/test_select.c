@@ -7,21 +7,11 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "test_rec.h"
 #include "fw_base.h"
 #include "fw_decontam.h"
 #include "fw_json.h"
 #include "fw_select.h"
-
-/* The msgpack of the JSON text js, in b (reset first). */
-static struct fw_mpv mp_of(struct fw_buf *b, const char *js)
-{
-	struct fw_json_err e;
-	size_t used;
-	fw_buf_reset(b);
-	if (fw_json_to_mp(b, js, strlen(js), 1, &used, &e) != 1)
-		return (struct fw_mpv){ NULL, 0 };
-	return (struct fw_mpv){ b->p, b->n };
-}
 
 TEST(keyset_says_new_once_per_key_across_growth)
 {
@@ -96,9 +86,9 @@ TEST(sample_of_more_than_offered_keeps_everything)
 TEST(id_hash_is_the_id_strings_hash_else_the_whole_record)
 {
 	struct fw_buf b = { 0 };
-	struct fw_mpv v = mp_of(&b, "{\"id\":\"abc\",\"x\":1}");
+	struct fw_mpv v = test_rec(&b, "{\"id\":\"abc\",\"x\":1}");
 	CHECK(fw_select_id_hash(v) == fw_hash64("abc", 3));
-	v = mp_of(&b, "{\"id\":7}");
+	v = test_rec(&b, "{\"id\":7}");
 	CHECK(fw_select_id_hash(v) == fw_hash64(b.p, b.n));
 	CHECK(fw_select_key(v, 1) != fw_select_key(v, 2));
 	CHECK(fw_select_unit(0) == 0);
@@ -115,7 +105,7 @@ TEST(split_falls_where_the_unit_hash_is)
 	char js[64];
 	for (int i = 0; i < 4000; i++) {
 		snprintf(js, sizeof js, "{\"id\":\"%016llx\"}", (unsigned long long)fw_rand64(&st));
-		struct fw_mpv v = mp_of(&b, js);
+		struct fw_mpv v = test_rec(&b, js);
 		int k = fw_select_split(v, upto, 3);
 		double u = fw_select_unit(fw_select_id_hash(v));
 		int in = k >= 0 && k < 3;
@@ -134,24 +124,24 @@ TEST(dates_read_text_seconds_and_the_tasks_own)
 	struct fw_buf b = { 0 };
 	struct fw_select_dates d = { 0 };
 	int64_t t;
-	CHECK_EQ_INT(fw_select_created(mp_of(&b, "{\"created\":86400}"), &t), 0);
+	CHECK_EQ_INT(fw_select_created(test_rec(&b, "{\"created\":86400}"), &t), 0);
 	CHECK_EQ_INT(t, 86400);
-	CHECK_EQ_INT(fw_select_created(mp_of(&b, "{\"created\":\"1970-01-02\"}"), &t), 0);
+	CHECK_EQ_INT(fw_select_created(test_rec(&b, "{\"created\":\"1970-01-02\"}"), &t), 0);
 	CHECK_EQ_INT(t, 86400);
-	CHECK_EQ_INT(fw_select_created(mp_of(&b, "{\"task\":{\"created\":60}}"), &t), 0);
+	CHECK_EQ_INT(fw_select_created(test_rec(&b, "{\"task\":{\"created\":60}}"), &t), 0);
 	CHECK_EQ_INT(t, 60);
-	CHECK_EQ_INT(fw_select_created(mp_of(&b, "{\"id\":\"x\"}"), &t), -1);
+	CHECK_EQ_INT(fw_select_created(test_rec(&b, "{\"id\":\"x\"}"), &t), -1);
 	/* no bound: every record, dated or not */
-	CHECK_EQ_INT(fw_select_dated(&d, mp_of(&b, "{}")), 1);
+	CHECK_EQ_INT(fw_select_dated(&d, test_rec(&b, "{}")), 1);
 	d.has_after = 1;
 	d.after = 100;
-	CHECK_EQ_INT(fw_select_dated(&d, mp_of(&b, "{}")), -1);
-	CHECK_EQ_INT(fw_select_dated(&d, mp_of(&b, "{\"created\":100}")), 0);
-	CHECK_EQ_INT(fw_select_dated(&d, mp_of(&b, "{\"created\":101}")), 1);
+	CHECK_EQ_INT(fw_select_dated(&d, test_rec(&b, "{}")), -1);
+	CHECK_EQ_INT(fw_select_dated(&d, test_rec(&b, "{\"created\":100}")), 0);
+	CHECK_EQ_INT(fw_select_dated(&d, test_rec(&b, "{\"created\":101}")), 1);
 	d.has_before = 1;
 	d.before = 200;
-	CHECK_EQ_INT(fw_select_dated(&d, mp_of(&b, "{\"created\":200}")), 0);
-	CHECK_EQ_INT(fw_select_dated(&d, mp_of(&b, "{\"created\":199}")), 1);
+	CHECK_EQ_INT(fw_select_dated(&d, test_rec(&b, "{\"created\":200}")), 0);
+	CHECK_EQ_INT(fw_select_dated(&d, test_rec(&b, "{\"created\":199}")), 1);
 	fw_buf_release(&b);
 }
 
@@ -211,7 +201,7 @@ TEST(eval_sources_load_as_text_jsonl_and_records)
 	CHECK_EQ_INT(ev.added, 0); /* the same n-grams as the plain text */
 	unlink(path);
 
-	struct fw_mpv v = mp_of(&b, "{\"id\":\"t1\",\"text\":\"say: the quick brown fox jumps over "
+	struct fw_mpv v = test_rec(&b, "{\"id\":\"t1\",\"text\":\"say: the quick brown fox jumps over "
 				    "the lazy dog while the cat sleeps on a warm mat\"}");
 	CHECK_EQ_INT(fw_decontam_check_record(dc, v, &hit), 1);
 	CHECK_EQ_INT(fw_select_hit_text(&msg, v, &hit, files), 0);

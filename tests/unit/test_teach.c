@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_rec.h"
 #include "fw_json.h"
 #include "fw_mp.h"
 #include "fw_teach.h"
@@ -123,18 +124,6 @@ TEST(rules_parse_and_match)
 	fw_buf_free(&b);
 }
 
-/* The record of JSON text js, packed into b. */
-static struct fw_mpv from_json(struct fw_buf *b, const char *js)
-{
-	struct fw_json_err e;
-	size_t used;
-
-	b->n = 0;
-	if (fw_json_to_mp(b, js, strlen(js), 1, &used, &e) != 1)
-		printf("# bad JSON at %zu: %s\n", e.at, e.msg);
-	return (struct fw_mpv){ b->p, b->n };
-}
-
 TEST(weak_turn)
 {
 	struct fw_buf b = { 0 };
@@ -154,10 +143,10 @@ TEST(weak_turn)
 	fw_teach_rules_free(r);
 	fw_teach_hints_free(&hs);
 	/* not resolved, no other sign: the last assistant turn */
-	CHECK_EQ_INT(fw_teach_weak_turn(from_json(&b, "{\"turns\":[{\"role\":\"user\"},"
+	CHECK_EQ_INT(fw_teach_weak_turn(test_rec(&b, "{\"turns\":[{\"role\":\"user\"},"
 		"{\"role\":\"assistant\"},{\"role\":\"user\"},{\"role\":\"assistant\"}],"
 		"\"grade\":{\"resolved\":false}}"), &hs), 3);
-	CHECK_EQ_INT(fw_teach_weak_turn(from_json(&b, "{\"turns\":[{\"role\":\"assistant\"}],"
+	CHECK_EQ_INT(fw_teach_weak_turn(test_rec(&b, "{\"turns\":[{\"role\":\"assistant\"}],"
 		"\"grade\":{\"resolved\":true}}"), &hs), -1);
 	fw_buf_free(&b);
 }
@@ -166,7 +155,7 @@ TEST(hint_prompt_documented_form)
 {
 	struct fw_buf b = { 0 }, o = { 0 };
 	char err[128];
-	struct fw_mpv v = from_json(&b, "{\"id\":\"x\",\"stop\":\"submit\","
+	struct fw_mpv v = test_rec(&b, "{\"id\":\"x\",\"stop\":\"submit\","
 		"\"task\":{\"prompt\":\"Fix double().\"},"
 		"\"turns\":[{\"role\":\"system\",\"text\":\"sys\"},{\"role\":\"user\",\"text\":\"Fix it\"},"
 		"{\"role\":\"assistant\",\"text\":\"ls\"},{\"role\":\"tool\",\"text\":\"a.py\",\"exit\":0},"
@@ -219,7 +208,7 @@ TEST(hint_prompt_bounded)
 	fw_buf_puts(&js, "\"}],\"grade\":{\"resolved\":false}}");
 	fw_buf_reserve(&js, 1);
 	js.p[js.n] = 0;
-	struct fw_mpv v = from_json(&b, (const char *)js.p);
+	struct fw_mpv v = test_rec(&b, (const char *)js.p);
 
 	for (size_t budget = 256; budget <= 8192; budget *= 2) {
 		o.n = 0;
@@ -332,7 +321,7 @@ TEST(one_record_gets_env_hints_and_says_why_it_has_no_credit)
 	char err[256];
 
 	CHECK(W != NULL);
-	fw_teach_one(&C, W, from_json(&b, FAILED), (struct fw_mpv){ NULL, 0 }, &res);
+	fw_teach_one(&C, W, test_rec(&b, FAILED), (struct fw_mpv){ NULL, 0 }, &res);
 	CHECK_EQ_INT(res.bad, 0);
 	CHECK_EQ_INT(res.diag.n, 0);
 	CHECK(res.hinted && !res.credited && !res.split);
@@ -352,7 +341,7 @@ TEST(one_record_gets_env_hints_and_says_why_it_has_no_credit)
 
 	/* hints only: no credit asked, none omitted */
 	C.no_teacher = 1;
-	fw_teach_one(&C, W, from_json(&b, FAILED), (struct fw_mpv){ NULL, 0 }, &res);
+	fw_teach_one(&C, W, test_rec(&b, FAILED), (struct fw_mpv){ NULL, 0 }, &res);
 	CHECK(!res.hinted && !res.credited && res.out.n > 0);
 	/* not a record: bad, and said why */
 	uint8_t junk[1] = { 0x07 };
@@ -378,7 +367,7 @@ TEST(a_group_ends_at_a_new_key_and_its_demo_is_the_first_resolved)
 	uint64_t key = 0, k2;
 
 	for (int i = 0; i < 3; i++) {
-		struct fw_mpv v = from_json(&b, recs[i]);
+		struct fw_mpv v = test_rec(&b, recs[i]);
 		CHECK_EQ_INT(fw_teach_group_key(v, &key), 1);
 		CHECK_EQ_INT(fw_teach_group_ends(&G, 1, key), 0);
 		CHECK_EQ_INT(fw_teach_group_add(&G, v, (uint64_t)i, 10 * (uint64_t)i, 1, key), 0);
@@ -391,7 +380,7 @@ TEST(a_group_ends_at_a_new_key_and_its_demo_is_the_first_resolved)
 	CHECK(fw_mp_get(fw_teach_group_rec(&G, 2), "id", &id) == 1 &&
 	      fw_mp_str(id, &s, &n) == 0 && *s == '2');
 	CHECK_EQ_INT(G.r[2].offset, 20);
-	CHECK(fw_teach_group_key(from_json(&b, "{\"task\":{\"id\":\"u\"}}"), &k2) == 1 && k2 != key);
+	CHECK(fw_teach_group_key(test_rec(&b, "{\"task\":{\"id\":\"u\"}}"), &k2) == 1 && k2 != key);
 	CHECK_EQ_INT(fw_teach_group_ends(&G, 1, k2), 1);
 	CHECK_EQ_INT(fw_teach_group_ends(&G, 0, key), 1);
 	/* without a key the records have no demo */
