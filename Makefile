@@ -33,6 +33,8 @@ DEB_PKGS := build-essential pkg-config libmsgpack-dev libzstd-dev zstd \
 	zlib1g-dev libssl-dev bubblewrap git universal-ctags bats bats-support bats-assert jq groff \
 	clang libclang-rt-14-dev python3-torch python3-pytest python3-numpy gnuplot-nox \
 	nodejs curl socat python3-scipy bc time
+# bats runs the test files side by side through GNU parallel (tests/run)
+DEB_PKGS += parallel
 # train-step's data-parallel test (Open MPI's mpirun; the library is loaded at run time)
 DEB_PKGS += mpi-default-bin
 # serve's HTTP server (libmicrohttpd; the library is loaded at run time)
