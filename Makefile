@@ -24,6 +24,8 @@ NVCC       ?= /usr/local/cuda/bin/nvcc
 NVCCFLAGS  ?= -O2 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
 CUDA_HOME  ?= /usr/local/cuda
 PYTHON     ?= /usr/bin/python3
+# the build's jobs in `make test` (the cores)
+NPROC      := $(shell nproc 2>/dev/null || echo 1)
 VERSION    := 0.1.0
 
 # Debian packages the build, tests and demo need.  `make deps` installs the
@@ -149,7 +151,7 @@ deps:
 # ---- tests ---------------------------------------------------------------
 # `make test` re-enters make after deps so pkg-config sees fresh packages.
 test: deps
-	$(Q)$(MAKE) --no-print-directory all unit
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all unit
 	$(Q)BIN_DIR=$(B) UNIT_DIR=$(O)/tests tests/run
 
 check: deps
@@ -167,9 +169,11 @@ learn: deps
 # Does teach speed learning?  The demo's bootstrap, then its inner loop
 # with and without teach, three training seeds each, at the demo's size
 # (pipelines/ablate.sh): a table, $(LOOP)/ablate/ablate.json and
-# ablate.png.  Part of `make check`, not of `make test`.
+# ablate.png, after tests/slow/ablate.bats checks the script at a tiny
+# size.  Part of `make check`, not of `make test`.
 learn-ablate: deps
 	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BIN_DIR=$(B) tests/run tests/slow/ablate.bats
 	$(Q)FW_BIN=$(abspath $(B)) pipelines/ablate.sh $(LOOP)/ablate
 
 # The weight of teach's term chosen on the training split alone: the

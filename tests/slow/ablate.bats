@@ -8,7 +8,7 @@ setup() {
   bats_load_library bats-support
   bats_load_library bats-assert
   export LC_ALL=C
-  ROOT="$BATS_TEST_DIRNAME/.."
+  ROOT="$BATS_TEST_DIRNAME/../.."
   PY=/usr/bin/python3
   [ -x "$PY" ] || PY=python3
 }
