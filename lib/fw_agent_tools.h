@@ -77,13 +77,13 @@ struct fw_tool_cmd {
  * stdin may be written.  A call with an unknown tool, arguments that are
  * not an object or that lack a string argument the tool needs sets
  * cmd->error.  Returns 0, or -1 when out of memory or scratch cannot be
- * written (err filled).  Release with fw_tool_cmd_clear().
+ * written (err filled).  Release with fw_tool_cmd_release().
  */
 int fw_tool_cmd(const struct fw_toolset *ts, const char *name, const char *args,
 		const char *scratch, struct fw_tool_cmd *cmd, char *err, size_t errlen);
 
 /* Frees what cmd holds (unlinking its stdin file) and zeroes it.  NULL
  * does nothing. */
-void fw_tool_cmd_clear(struct fw_tool_cmd *cmd);
+void fw_tool_cmd_release(struct fw_tool_cmd *cmd);
 
 #endif

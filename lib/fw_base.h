@@ -57,13 +57,6 @@ int fw_strlist_add(struct fw_strlist *l, const char *s);
  * fw_strlist_release(NULL) does nothing. */
 void fw_strlist_release(struct fw_strlist *l);
 
-/* The older name of fw_strlist_release(), kept for its callers in
- * lib/task, lib/rollout, lib/grade and task-mutate. */
-static inline void fw_strlist_free(struct fw_strlist *l)
-{
-	fw_strlist_release(l);
-}
-
 /* ---- string interner ------------------------------------------------------- */
 
 /* Strings to dense indices 0, 1, ... in the order they were first added.

@@ -171,12 +171,12 @@ struct fw_mix {
 /*
  * Parses "mix:TEST=W,CRITERION=W,…" (TEST one of resolved, f2p, shaped,
  * at most once; weights finite and >= 0, not all 0).  Returns 0, or -1 with
- * err filled.  Free the names with fw_mix_clear().
+ * err filled.  Free the names with fw_mix_release().
  */
 int fw_mix_parse(struct fw_mix *m, const char *s, char *err, size_t errlen);
 
 /* Frees m's names and zeroes it.  NULL does nothing. */
-void fw_mix_clear(struct fw_mix *m);
+void fw_mix_release(struct fw_mix *m);
 
 /*
  * The mixed reward for test reward T in [0, 1] and verdicts v of rubric r;

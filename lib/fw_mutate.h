@@ -81,12 +81,6 @@ int fw_ctags(const char *dir, enum fw_lang only, struct fw_symbols *out,
 /* Frees what out holds; the list is empty afterwards.  NULL does nothing. */
 void fw_symbols_release(struct fw_symbols *out);
 
-/* The former name of fw_symbols_release(), for callers not yet renamed. */
-static inline void fw_symbols_free(struct fw_symbols *out)
-{
-	fw_symbols_release(out);
-}
-
 enum fw_strategy {
 	FW_STUB_BODY = 0,
 	FW_DELETE_FUNCTION,
@@ -120,12 +114,6 @@ struct fw_mutation {
 
 /* Frees what m holds and zeroes it.  NULL does nothing. */
 void fw_mutation_release(struct fw_mutation *m);
-
-/* The former name of fw_mutation_release(), for callers not yet renamed. */
-static inline void fw_mutation_clear(struct fw_mutation *m)
-{
-	fw_mutation_release(m);
-}
 
 /*
  * Stubs the body of sym in src (len bytes, the content of sym->path).

@@ -39,7 +39,7 @@ void fw_builtin_free(struct fw_builtin *b);
  * (n bytes); returns the bytes to keep when the end is in it, else -1. */
 typedef long (*fw_cut_fn)(void *ctx, const char *text, size_t n);
 
-/* One sample's completion.  Release with fw_completion_clear(). */
+/* One sample's completion.  Release with fw_completion_release(). */
 struct fw_completion {
 	int32_t *tokens;   /* every id drawn, the stopping one included */
 	float *logprobs;   /* the log-prob of each, natural log */
@@ -55,7 +55,7 @@ struct fw_completion {
 };
 
 /* Frees what c holds and zeroes it.  NULL does nothing. */
-void fw_completion_clear(struct fw_completion *c);
+void fw_completion_release(struct fw_completion *c);
 
 /*
  * Encodes prompt (len bytes; special tokens are not matched, a BOS is put
@@ -105,7 +105,7 @@ struct fw_exec_opts {
 /* Bytes of $FW_TRAJ the host reads at most: a bigger file is not read. */
 #define FW_TRAJ_MAX (16u << 20)
 
-/* What an exec episode left.  Release with fw_exec_result_clear(). */
+/* What an exec episode left.  Release with fw_exec_result_release(). */
 struct fw_exec_result {
 	char *patch;                   /* the workspace against the task tree */
 	struct fw_strlist left_out;    /* "PATH: why" for each file the
@@ -122,7 +122,7 @@ struct fw_exec_result {
 };
 
 /* Frees what r holds and zeroes it.  NULL does nothing. */
-void fw_exec_result_clear(struct fw_exec_result *r);
+void fw_exec_result_release(struct fw_exec_result *r);
 
 /*
  * One episode of the agent o->cmd on tree tree_hex of store s: the tree is
@@ -176,7 +176,7 @@ struct fw_agent_opts {
 					   * builtin ones */
 };
 
-/* What an agent episode left.  Release with fw_agent_result_clear(). */
+/* What an agent episode left.  Release with fw_agent_result_release(). */
 struct fw_agent_result {
 	struct fw_buf turns;  /* msgpack array: system, user, then assistant
 			       * turns {role, text, tokens, logprobs} and tool
@@ -191,7 +191,7 @@ struct fw_agent_result {
 };
 
 /* Frees what r holds and zeroes it.  NULL does nothing. */
-void fw_agent_result_clear(struct fw_agent_result *r);
+void fw_agent_result_release(struct fw_agent_result *r);
 
 /* The system prompt of agent episodes: the protocol the policy follows. */
 extern const char fw_agent_system[];

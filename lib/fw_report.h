@@ -61,12 +61,6 @@ void fw_report_free(struct fw_report *r);
 /* Empties r, keeping it usable.  NULL does nothing. */
 void fw_report_reset(struct fw_report *r);
 
-/* The former name of fw_report_reset(), for callers not yet renamed. */
-static inline void fw_report_clear(struct fw_report *r)
-{
-	fw_report_reset(r);
-}
-
 /*
  * Adds the testcases of a JUnit XML document (len bytes at xml, need not be
  * NUL-terminated) to r.  Returns the number of testcases read (0 is valid:

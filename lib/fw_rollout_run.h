@@ -37,7 +37,7 @@ struct fw_rollout_cfg {
 
 /* One thread's policy (b for builtin:, h for http:, loaded by the caller;
  * load_err why it could not be) and the task store it last opened.
- * Release what it holds with fw_rollout_worker_clear(). */
+ * Release what it holds with fw_rollout_worker_release(). */
 struct fw_rollout_worker {
 	const struct fw_rollout_cfg *o;
 	struct fw_builtin *b;
@@ -84,7 +84,7 @@ int fw_rollout_workers_load(struct fw_rollout_worker *ws, int n, const struct fw
 
 /* Frees w's policy and store and zeroes them; keeps w->o.  NULL does
  * nothing. */
-void fw_rollout_worker_clear(struct fw_rollout_worker *w);
+void fw_rollout_worker_release(struct fw_rollout_worker *w);
 
 /* ---- records on a worker pool (rollout -j) ---------------------------------- */
 

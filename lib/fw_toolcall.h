@@ -40,7 +40,7 @@ struct fw_toolcall {
 	char *args;
 };
 
-/* The calls in a reply.  Release with fw_toolcalls_clear(). */
+/* The calls in a reply.  Release with fw_toolcalls_release(). */
 struct fw_toolcalls {
 	struct fw_toolcall *v;
 	size_t n;
@@ -59,7 +59,7 @@ int fw_toolcall_parse(enum fw_chat_template tmpl, const char *text, size_t len,
 		      struct fw_toolcalls *out);
 
 /* Frees what c holds and zeroes it.  NULL does nothing. */
-void fw_toolcalls_clear(struct fw_toolcalls *c);
+void fw_toolcalls_release(struct fw_toolcalls *c);
 
 /* The text that starts a call under tmpl, where a streaming server holds
  * back what follows: "<tool_call>" for ChatML; NULL for Llama 3, whose call

@@ -7,10 +7,12 @@ setup_file() {
   export LC_ALL=C
   R="$BATS_TEST_DIRNAME/.."
   mkdir -p "$BATS_FILE_TMPDIR/tmp"
+  # the status kept for the first test, which shows stderr when it is not 0
+  rc=0
   TMPDIR="$BATS_FILE_TMPDIR/tmp" "$R/pipelines/outer-loop.sh" -o "$BATS_FILE_TMPDIR/out" \
     --private-eval "$R/samples/evals/private-eval.jsonl" --paired-by .meta.item \
-    "$R/samples/feedback" > "$BATS_FILE_TMPDIR/stdout" 2> "$BATS_FILE_TMPDIR/stderr"
-  echo $? > "$BATS_FILE_TMPDIR/rc"
+    "$R/samples/feedback" > "$BATS_FILE_TMPDIR/stdout" 2> "$BATS_FILE_TMPDIR/stderr" || rc=$?
+  echo $rc > "$BATS_FILE_TMPDIR/rc"
 }
 
 setup() {
@@ -23,7 +25,7 @@ setup() {
 }
 
 @test "the pipeline runs on the samples, quiet on stdout, and leaves no work files" {
-  [ "$(cat "$BATS_FILE_TMPDIR/rc")" = 0 ]
+  [ "$(cat "$BATS_FILE_TMPDIR/rc")" = 0 ] || { cat "$BATS_FILE_TMPDIR/stderr"; return 1; }
   [ ! -s "$BATS_FILE_TMPDIR/stdout" ]
   [ -z "$(ls -A "$BATS_FILE_TMPDIR/tmp")" ]
   for f in traj.msgpack sft.msgpack eval-candidates.msgpack report.txt report.msgpack \

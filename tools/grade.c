@@ -362,7 +362,7 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case O_STORE: o.g.store = optarg; break;
 		case O_REWARD:
-			fw_mix_clear(&o.mix);
+			fw_mix_release(&o.mix);
 			if (fw_grade_reward_opt(optarg, &o.g.reward, &o.mix, &o.have_mix, err,
 						sizeof err) < 0)
 				return fw_usage_fail("%s", err);
@@ -430,7 +430,7 @@ int main(int argc, char **argv)
 	o.files = argv + optind;
 	o.nfiles = argc - optind;
 	int status = o.summary ? summary_main(&o) : grade_main(&o);
-	fw_mix_clear(&o.mix);
+	fw_mix_release(&o.mix);
 	if (fw_close_stdout() < 0)
 		status = FW_EXIT_DATA;
 	return status;

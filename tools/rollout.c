@@ -224,7 +224,7 @@ static int rollout_main(struct opts *o)
 	}
 out:
 	for (int i = 0; i < nw; i++)
-		fw_rollout_worker_clear(&ws[i]);
+		fw_rollout_worker_release(&ws[i]);
 	return R.status;
 }
 

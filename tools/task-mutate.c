@@ -550,11 +550,11 @@ int main(int argc, char **argv)
 	summary(&o, &lines, &t, &ht);
 out:
 	fw_context_free(cm);
-	fw_strlist_free(&lines);
+	fw_strlist_release(&lines);
 	free(store_abs);
-	fw_strlist_free(&repos);
-	fw_strlist_free(&cmds);
-	fw_strlist_free(&fmts);
+	fw_strlist_release(&repos);
+	fw_strlist_release(&cmds);
+	fw_strlist_release(&fmts);
 	if (fw_close_stdout() < 0)
 		status = FW_EXIT_DATA;
 	return status;

@@ -93,6 +93,8 @@ int fw_grade_judging_distil_close(struct fw_grade_judging *jg, char *err, size_t
 
 void fw_grade_judging_release(struct fw_grade_judging *jg)
 {
+	if (!jg)
+		return;
 	fw_writer_abort(jg->dw);
 	fw_judge_free(jg->judge);
 	fw_rubric_free(jg->rubric);

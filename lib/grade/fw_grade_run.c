@@ -94,8 +94,8 @@ void fw_grader_free(struct fw_grader *g)
 		free(g->stores[i].path);
 		fw_store_free(g->stores[i].s);
 	}
-	fw_strlist_free(&g->lits);
-	fw_strlist_free(&g->installed);
+	fw_strlist_release(&g->lits);
+	fw_strlist_release(&g->installed);
 	free(g);
 }
 
@@ -285,7 +285,7 @@ static void orig_cache_free(struct orig_cache *c)
 	for (size_t i = 0; i < c->n; i++)
 		free(c->data[i]);
 	free(c->data);
-	fw_strlist_free(&c->paths);
+	fw_strlist_release(&c->paths);
 }
 
 /* Everything one grading holds, released together. */
@@ -319,10 +319,10 @@ static void job_free(struct job *j)
 	free(j->patch);
 	free(j->env_id);
 	free(j->env);
-	fw_strlist_free(&j->f2p);
-	fw_strlist_free(&j->p2p);
-	fw_strlist_free(&j->xfail);
-	fw_strlist_free(&j->scope);
+	fw_strlist_release(&j->f2p);
+	fw_strlist_release(&j->p2p);
+	fw_strlist_release(&j->xfail);
+	fw_strlist_release(&j->scope);
 	fw_files_free(j->ofiles, j->nofiles);
 	fw_files_free(j->tfiles, j->ntfiles);
 	fw_patch_free(&j->patch_parsed);
@@ -580,10 +580,10 @@ static int check_scope(struct fw_grader *g, struct job *j, const struct fw_strli
 		if (why && fw_hacks_add(&j->hacks, FW_HACK_SCOPE, "%s: %s", t->v[i], why) < 0)
 			goto oom;
 	}
-	fw_strlist_free(&env_names);
+	fw_strlist_release(&env_names);
 	return 0;
 oom:
-	fw_strlist_free(&env_names);
+	fw_strlist_release(&env_names);
 	return -1;
 }
 
@@ -755,7 +755,7 @@ static int load_literals(struct fw_grader *g, struct job *j)
 {
 	if (g->lit_store == j->s && strcmp(g->lit_tree, j->orig) == 0)
 		return 0;
-	fw_strlist_free(&g->lits);
+	fw_strlist_release(&g->lits);
 	g->lit_store = NULL;
 	for (size_t i = 0; i < j->nofiles; i++) {
 		const struct fw_file *f = &j->ofiles[i];
@@ -1043,7 +1043,7 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 	/* what the patch touched, from the files alone: never through the
 	 * workspace's repository, whose configuration is no part of a task */
 	if (fw_workspace_changed(j->s, j->tree, j->ws, &t, err, errlen) < 0) {
-		fw_strlist_free(&t);
+		fw_strlist_release(&t);
 		return -1;
 	}
 	k = check_scope(g, j, &t);
@@ -1053,12 +1053,12 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 		orig_cache_free(&bc);
 	}
 	if (k < 0) {
-		fw_strlist_free(&t);
+		fw_strlist_release(&t);
 		fw_seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	k = restore_protected(j, &t, err, errlen);
-	fw_strlist_free(&t);
+	fw_strlist_release(&t);
 	if (k < 0)
 		return -1;
 	struct fw_strlist scrubbed = { 0 };
@@ -1076,11 +1076,11 @@ static int grade(struct fw_grader *g, struct fw_mpv rec, struct job *j, char *er
 			continue;
 		if (fw_hacks_add(&j->hacks, FW_HACK_CACHE, "%s: cache or build output added",
 				 scrubbed.v[i]) < 0) {
-			fw_strlist_free(&scrubbed);
+			fw_strlist_release(&scrubbed);
 			return -1;
 		}
 	}
-	fw_strlist_free(&scrubbed);
+	fw_strlist_release(&scrubbed);
 	return run_tests(g, j, err, errlen);
 }
 

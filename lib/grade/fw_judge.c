@@ -833,7 +833,7 @@ int fw_judge_pack(msgpack_packer *pk, const struct fw_rubric *r, const struct fw
 
 /* ---- mixed rewards -------------------------------------------------------------- */
 
-void fw_mix_clear(struct fw_mix *m)
+void fw_mix_release(struct fw_mix *m)
 {
 	if (!m)
 		return;
@@ -905,7 +905,7 @@ int fw_mix_parse(struct fw_mix *m, const char *s, char *err, size_t errlen)
 	return 0;
 fail:
 	free(copy);
-	fw_mix_clear(m);
+	fw_mix_release(m);
 	return -1;
 }
 

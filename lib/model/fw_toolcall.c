@@ -170,7 +170,7 @@ int fw_toolcall_parse(enum fw_chat_template tmpl, const char *text, size_t len,
 		if (b < e && text[b] == '{') {
 			int rc = add_call(out, text + b, e - b, "parameters", "arguments");
 			if (rc < 0) {
-				fw_toolcalls_clear(out);
+				fw_toolcalls_release(out);
 				return -1;
 			}
 			if (rc)
@@ -187,7 +187,7 @@ int fw_toolcall_parse(enum fw_chat_template tmpl, const char *text, size_t len,
 		int rc = add_call(out, q, n, "arguments", "parameters");
 		if (rc <= 0) {
 			/* not a call: the whole reply is text */
-			fw_toolcalls_clear(out);
+			fw_toolcalls_release(out);
 			memset(out, 0, sizeof *out);
 			out->content_len = len;
 			return rc < 0 ? -1 : 0;
@@ -206,7 +206,7 @@ int fw_toolcall_parse(enum fw_chat_template tmpl, const char *text, size_t len,
 	return (int)out->n;
 }
 
-void fw_toolcalls_clear(struct fw_toolcalls *c)
+void fw_toolcalls_release(struct fw_toolcalls *c)
 {
 	if (!c)
 		return;

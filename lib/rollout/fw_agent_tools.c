@@ -49,7 +49,7 @@ static const char str_replace_py[] =
 static const char write_file_sh[] =
 	"d=$(dirname -- \"$1\") && mkdir -p -- \"$d\" && cat > \"$1\"";
 
-void fw_tool_cmd_clear(struct fw_tool_cmd *c)
+void fw_tool_cmd_release(struct fw_tool_cmd *c)
 {
 	if (!c)
 		return;
@@ -470,7 +470,7 @@ oom:
 done:
 	json_decref(a);
 	if (rc < 0) {
-		fw_tool_cmd_clear(c);
+		fw_tool_cmd_release(c);
 		rc = -1;
 	}
 	return rc;

@@ -52,7 +52,7 @@ void fw_builtin_free(struct fw_builtin *b)
 	free(b);
 }
 
-void fw_completion_clear(struct fw_completion *c)
+void fw_completion_release(struct fw_completion *c)
 {
 	if (!c)
 		return;
@@ -199,7 +199,7 @@ oom:
 out:
 	if (rc)
 		for (int k = 0; k < K; k++)
-			fw_completion_clear(&out[k]);
+			fw_completion_release(&out[k]);
 	if (txt)
 		for (int k = 0; k < K; k++)
 			fw_buf_free(&txt[k]);

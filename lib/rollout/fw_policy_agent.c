@@ -34,7 +34,7 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-void fw_agent_result_clear(struct fw_agent_result *r)
+void fw_agent_result_release(struct fw_agent_result *r)
 {
 	if (!r)
 		return;
@@ -264,7 +264,7 @@ static char *parse_calls(int tmpl, const char *text, size_t len, size_t turn, in
 		json_decref(a);
 		*oom = !out;
 	}
-	fw_toolcalls_clear(&tc);
+	fw_toolcalls_release(&tc);
 	return out;
 }
 
@@ -389,7 +389,7 @@ static int episode(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 			ended = !strcmp(c.stop, "eos");
 			used += c.n ? c.n : 1;
 			if (add_turn(&tv, &nt, &cap, "assistant", c.text, c.len)) {
-				fw_completion_clear(&c);
+				fw_completion_release(&c);
 				goto oom;
 			}
 			/* the reply's calls (NULL without tools) */
@@ -557,13 +557,13 @@ reply:;
 				} else {
 					if (run_obs(o, ws, tc.argv, tc.stdin_path, tc.program, left, t0, &pk, &nev, &obs,
 						    &ol, &exitc, &failed, err, errlen)) {
-						fw_tool_cmd_clear(&tc);
+						fw_tool_cmd_release(&tc);
 						json_decref(cs);
 						goto out;
 					}
 					r->steps++;
 				}
-				fw_tool_cmd_clear(&tc);
+				fw_tool_cmd_release(&tc);
 				if (why)
 					break;
 				if (!obs || add_turn(&tv, &nt, &cap, "tool", obs, ol)) {
@@ -697,13 +697,13 @@ out:
 	free(ct);
 	free(scratch);
 	fw_buf_free(&ev);
-	fw_strlist_free(&unread);
+	fw_strlist_release(&unread);
 	fw_tok_ids_release(&ids);
 	fw_tok_ids_release(&fed);
 	if (!shared)
 		fw_gen_free(g);
 	if (rc)
-		fw_agent_result_clear(r);
+		fw_agent_result_release(r);
 	fw_rmtree(top);
 	return rc;
 }
@@ -729,7 +729,7 @@ int fw_agent_group(struct fw_builtin *b, const struct fw_agent_opts *o, struct f
 		rc = episode(b, o, s, tree_hex, prompt, plen, seeds[k], g, k, &r[k], err, errlen);
 	if (rc)
 		for (int k = 0; k < K; k++)
-			fw_agent_result_clear(&r[k]);
+			fw_agent_result_release(&r[k]);
 	fw_gen_free(g);
 	return rc;
 }

@@ -27,12 +27,12 @@
 /* Tasks longer than this go in the file only ($FW_TASK is then empty). */
 #define TASK_ENV_MAX 100000
 
-void fw_exec_result_clear(struct fw_exec_result *r)
+void fw_exec_result_release(struct fw_exec_result *r)
 {
 	if (!r)
 		return;
 	free(r->patch);
-	fw_strlist_free(&r->left_out);
+	fw_strlist_release(&r->left_out);
 	fw_buf_free(&r->turns);
 	fw_sandbox_result_free(&r->run);
 	memset(r, 0, sizeof *r);
@@ -208,7 +208,7 @@ out:
 	for (int i = 0; i < 5; i++)
 		free(env[i]);
 	if (rc)
-		fw_exec_result_clear(r);
+		fw_exec_result_release(r);
 	fw_rmtree(top);
 	return rc;
 }

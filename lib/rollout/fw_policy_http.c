@@ -310,7 +310,7 @@ oom:
 	snprintf(err, errlen, "out of memory");
 out:
 	if (rc)
-		fw_completion_clear(out);
+		fw_completion_release(out);
 	json_decref(rq);
 	json_decref(doc);
 	free(body);

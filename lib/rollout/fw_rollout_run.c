@@ -366,7 +366,7 @@ no_seq:
 out:
 	if (c)
 		for (int k = 0; k < K; k++)
-			fw_completion_clear(&c[k]);
+			fw_completion_release(&c[k]);
 	free(c);
 	free(seeds);
 	free(src);
@@ -530,7 +530,7 @@ static void run_exec(struct fw_rollout_worker *w, struct fw_rollout_out *j, stru
 			fw_buf_free(&e.turns);
 		fw_buf_free(&e.events);
 		fw_buf_free(&e.extra);
-		fw_exec_result_clear(&r);
+		fw_exec_result_release(&r);
 	}
 out:
 	fw_context_unmount(&cm);
@@ -626,7 +626,7 @@ static void run_agent(struct fw_rollout_worker *w, struct fw_rollout_out *j, str
 out:
 	if (rs)
 		for (int k = 0; k < K; k++)
-			fw_agent_result_clear(&rs[k]);
+			fw_agent_result_release(&rs[k]);
 	free(rs);
 	free(seeds);
 	free(errs);
@@ -658,7 +658,7 @@ int fw_rollout_task(struct fw_rollout_worker *w, const uint8_t *p, size_t n,
 	return j->failed;
 }
 
-void fw_rollout_worker_clear(struct fw_rollout_worker *w)
+void fw_rollout_worker_release(struct fw_rollout_worker *w)
 {
 	if (!w)
 		return;

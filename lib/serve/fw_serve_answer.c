@@ -125,7 +125,7 @@ static json_t *tool_calls(const struct arm *a, const struct want *w, const struc
 	if (w->tools == TOOLS_NONE ||
 	    fw_toolcall_parse((enum fw_chat_template)a->tmpl, (const char *)c->text.p, c->len,
 			      &tc) <= 0) {
-		fw_toolcalls_clear(&tc);
+		fw_toolcalls_release(&tc);
 		return NULL;
 	}
 	arr = json_array();
@@ -140,7 +140,7 @@ static json_t *tool_calls(const struct arm *a, const struct want *w, const struc
 		json_array_append_new(arr, call);
 	}
 	*content_len = tc.content_len;
-	fw_toolcalls_clear(&tc);
+	fw_toolcalls_release(&tc);
 	return arr;
 }
 

@@ -329,7 +329,7 @@ static int make_opaque(int root, const char *rel, const struct written *w)
 		else if (h == 2)
 			rc = make_opaque(root, child, w);
 	}
-	fw_strlist_free(&names);
+	fw_strlist_release(&names);
 	closedir(d);
 	return rc;
 }

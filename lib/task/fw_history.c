@@ -1212,10 +1212,10 @@ out:
 	free(prompt);
 	free(blobs);
 	free(sizes);
-	fw_strlist_free(&f2p);
-	fw_strlist_free(&p2p);
-	fw_strlist_free(&xfail);
-	fw_strlist_free(&leaks);
+	fw_strlist_release(&f2p);
+	fw_strlist_release(&p2p);
+	fw_strlist_release(&xfail);
+	fw_strlist_release(&leaks);
 	fw_report_free(c1);
 	fw_report_free(c2);
 	fw_report_free(m1);

@@ -366,10 +366,10 @@ out:
 	fw_rmtree(ws);
 	free(patch);
 	free(prompt);
-	fw_strlist_free(&f2p);
-	fw_strlist_free(&p2p);
-	fw_strlist_free(&xfail);
-	fw_strlist_free(&leaks);
+	fw_strlist_release(&f2p);
+	fw_strlist_release(&p2p);
+	fw_strlist_release(&xfail);
+	fw_strlist_release(&leaks);
 	fw_report_free(m1);
 	fw_report_free(m2);
 	fw_audit_free(audit);

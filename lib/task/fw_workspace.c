@@ -471,8 +471,8 @@ void fw_audit_free(struct fw_audit *a)
 	free(a->kept_grams.v);
 	free(a->removed_ids.v);
 	free(a->kept_ids.v);
-	fw_strlist_free(&a->removed_id_names);
-	fw_strlist_free(&a->removed_lines);
+	fw_strlist_release(&a->removed_id_names);
+	fw_strlist_release(&a->removed_lines);
 	free(a);
 }
 
@@ -1602,8 +1602,8 @@ out:
 	fw_files_free(f, nf);
 	wlist_free(&old);
 	wlist_free(&w.now);
-	fw_strlist_free(&unread);
-	fw_strlist_free(&got);
+	fw_strlist_release(&unread);
+	fw_strlist_release(&got);
 	git_libgit2_shutdown();
 	return rc;
 }

@@ -486,11 +486,11 @@ int fw_teacher_hint(struct fw_teacher *T, const char *prompt, size_t len, uint64
 	}
 	if (n == b) {
 		fw_seterr(err, errlen, "the teacher wrote an empty hint");
-		fw_completion_clear(&c);
+		fw_completion_release(&c);
 		return -1;
 	}
 	*hint = fw_utf8_fix(c.text + b, n - b, &fl);
-	fw_completion_clear(&c);
+	fw_completion_release(&c);
 	if (!*hint) {
 		fw_seterr(err, errlen, "out of memory");
 		return -1;

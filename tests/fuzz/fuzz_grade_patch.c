@@ -78,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(m2);
 
 	fw_hacks_free(&h);
-	fw_strlist_free(&lits);
+	fw_strlist_release(&lits);
 	fw_patch_free(&p);
 	free(patch);
 	free(o);

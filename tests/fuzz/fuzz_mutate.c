@@ -36,12 +36,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		char *p = fw_task_prompt(&m, NULL, 0);
 		free(p);
-		fw_mutation_clear(&m);
+		fw_mutation_release(&m);
 	}
 	if (fw_mutate_delete(FW_DELETE_FUNCTION, &sym, NULL, 0, src, len, &m) == 0) {
 		if (strlen(m.data) > m.len || m.len > len)
 			abort();
-		fw_mutation_clear(&m);
+		fw_mutation_release(&m);
 	}
 	free(src);
 	return 0;

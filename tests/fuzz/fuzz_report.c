@@ -32,10 +32,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	fw_report_parse_junit(r, (const char *)data, size, err, sizeof err);
 	check(r);
-	fw_report_clear(r);
+	fw_report_reset(r);
 	fw_report_parse_tap(r, (const char *)data, size, err, sizeof err);
 	check(r);
-	fw_report_clear(r);
+	fw_report_reset(r);
 	fw_report_parse_gotest(r, (const char *)data, size, err, sizeof err);
 	check(r);
 	fw_report_free(r);

@@ -68,12 +68,11 @@ TEST(strlist_copies_and_frees_null_safely)
 	CHECK(l.n == 0 && l.v == NULL);
 	fw_strlist_release(&l);
 	fw_strlist_release(NULL);
-	fw_strlist_free(NULL); /* the older name */
-	/* the other frees and clears of the library take NULL too */
-	fw_symbols_free(NULL);
-	fw_report_clear(NULL);
+	/* the other frees, releases and resets of the library take NULL too */
+	fw_symbols_release(NULL);
+	fw_report_reset(NULL);
 	fw_report_free(NULL);
-	fw_mix_clear(NULL);
+	fw_mix_release(NULL);
 	fw_intern_release(NULL);
 	fw_buf_free(NULL);
 	fw_buf_release(NULL);
@@ -211,7 +210,7 @@ TEST(packers_write_str_text_and_lists)
 	/* fixstr 2 "ab"; fixstr 4 "a" U+FFFD; fixarray 2 of fixstr 1, fixstr 2 */
 	static const char want[] = "\xa2" "ab" "\xa4" "a\xef\xbf\xbd" "\x92\xa1x\xa2yz";
 	CHECK(b.n == sizeof want - 1 && memcmp(b.p, want, b.n) == 0);
-	fw_strlist_free(&l);
+	fw_strlist_release(&l);
 	fw_buf_free(&b);
 }
 

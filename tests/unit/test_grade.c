@@ -279,7 +279,7 @@ TEST(literals_copied_from_test_expectations)
 	/* literals of a test file itself do not count */
 	CHECK(detect("tests/test_b.py", "    if n == 1994:\n        return \"MCMXCIV\"\n", &lits) ==
 	      0);
-	fw_strlist_free(&lits);
+	fw_strlist_release(&lits);
 }
 
 TEST(cache_mentions)
@@ -427,8 +427,8 @@ TEST(patch_scope)
 	CHECK(fw_scope_why(&sc, "extra/a/b.py") == NULL);
 	CHECK_STR(fw_scope_why(&sc, "textkit/__init__.py"), "outside the task's scope");
 	CHECK_STR(fw_scope_why(&sc, "extra/x.pth"), "a .pth startup file");
-	fw_strlist_free(&globs);
-	fw_strlist_free(&installed);
+	fw_strlist_release(&globs);
+	fw_strlist_release(&installed);
 }
 
 TEST(hacks_are_listed_once)
@@ -613,10 +613,10 @@ TEST(reward_option_names_or_a_mix)
 	CHECK(r == FW_REWARD_F2P);
 	CHECK_EQ_INT(fw_grade_reward_opt("mix:shaped=1,asks=2", &r, &m, &have, err, sizeof err), 0);
 	CHECK(r == FW_REWARD_SHAPED && have == 1 && m.test == FW_REWARD_SHAPED);
-	fw_mix_clear(&m);
+	fw_mix_release(&m);
 	CHECK_EQ_INT(fw_grade_reward_opt("mix:", &r, &m, &have, err, sizeof err), -1);
 	CHECK(!strncmp(err, "bad reward: ", 12));
-	fw_mix_clear(&m);
+	fw_mix_release(&m);
 }
 
 TEST_MAIN()

@@ -168,10 +168,10 @@ TEST(mixed_reward_weights_tests_and_scaled_scores)
 	CHECK(fw_mix_parse(&m, "mix:resolved=2,asks=1,style=1", err, sizeof err) == 0);
 	/* (2*1 + 1*0.5 + 1*(4-1)/(5-1)) / 4 */
 	CHECK(fabs(fw_mix_reward(&m, 1, r, v, err, sizeof err) - (2 + 0.5 + 0.75) / 4) < 1e-12);
-	fw_mix_clear(&m);
+	fw_mix_release(&m);
 	CHECK(fw_mix_parse(&m, "mix:nope=1", err, sizeof err) == 0);
 	CHECK(fw_mix_reward(&m, 1, r, v, err, sizeof err) == -1);
-	fw_mix_clear(&m);
+	fw_mix_release(&m);
 	CHECK(fw_mix_parse(&m, "mix:resolved=0", err, sizeof err) == -1);
 	CHECK(fw_mix_parse(&m, "mix:resolved=1,f2p=1", err, sizeof err) == -1);
 	CHECK(fw_mix_parse(&m, "mix:asks=-1", err, sizeof err) == -1);

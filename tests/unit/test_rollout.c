@@ -94,7 +94,7 @@ static void round_trip(const char *src, const char *path, enum fw_lang lang, int
 	CHECK(back && strcmp(back, src) == 0);
 	free(back);
 	free(c);
-	fw_mutation_clear(&m);
+	fw_mutation_release(&m);
 }
 
 TEST(python_fill_puts_the_body_back_and_stops_at_the_next_def)
@@ -276,7 +276,7 @@ TEST(workers_that_cannot_load_say_why_in_every_later_worker)
 	for (int i = 0; i < 3; i++) {
 		CHECK(ws[i].o == &c && !ws[i].b);
 		CHECK(!strcmp(ws[i].load_err, err));
-		fw_rollout_worker_clear(&ws[i]);
+		fw_rollout_worker_release(&ws[i]);
 	}
 }
 

@@ -195,7 +195,7 @@ TEST(workspace_has_one_commit_no_history_and_no_scrubbed_files)
 	CHECK_EQ_INT(scrubbed.n, 2);
 	CHECK(scrubbed.n == 2 && strcmp(scrubbed.v[0], "textkit/__pycache__") == 0);
 	CHECK(scrubbed.n == 2 && strcmp(scrubbed.v[1], "textkit/mod.o") == 0);
-	fw_strlist_free(&scrubbed);
+	fw_strlist_release(&scrubbed);
 	CHECK_STR(out1("git -C %s log --all --oneline | wc -l", ws), "1");
 	CHECK_STR(out1("git -C %s rev-parse HEAD", ws), c1);
 	CHECK_STR(out1("git -C %s remote | wc -l", ws), "0");
@@ -239,7 +239,7 @@ TEST(scrub_removes_caches_and_keeps_sources)
 	   "src/a.c.rej .a.c.swp notes~ .git/x/keep.pyc build.py htmlcov", dir, dir, dir, dir, dir);
 	struct fw_strlist l = { 0 };
 	CHECK_EQ_INT(fw_workspace_scrub(dir, &l, err, sizeof err), 9);
-	fw_strlist_free(&l);
+	fw_strlist_release(&l);
 	CHECK_STR(out1("cd %s && find . -type f | sort | tr '\\n' ' '", dir),
 		  "./.git/x/keep.pyc ./build.py ./htmlcov ./src/a.c ");
 	CHECK(fw_scrub_match("__pycache__", 1));
@@ -303,7 +303,7 @@ TEST(audit_of_a_clean_workspace_finds_nothing)
 	CHECK_EQ_INT(fw_audit_workspace(a, ws, &found, err, sizeof err), 0);
 	for (size_t i = 0; i < found.n; i++)
 		printf("# unexpected: %s\n", found.v[i]);
-	fw_strlist_free(&found);
+	fw_strlist_release(&found);
 	/* the original tree as a workspace is all leak */
 	snprintf(ws, sizeof ws, "%s/ws5orig", scratch);
 	CHECK_EQ_INT(fw_workspace_create(s, tree, ws, NULL, NULL, err, sizeof err), 0);
@@ -315,7 +315,7 @@ TEST(audit_of_a_clean_workspace_finds_nothing)
 	}
 	CHECK_EQ_INT(file_hit, 1);
 	CHECK_EQ_INT(obj_hit, 1);
-	fw_strlist_free(&found);
+	fw_strlist_release(&found);
 	fw_audit_free(a);
 	fw_audit_free(NULL);
 	fw_store_free(s);
@@ -336,12 +336,12 @@ TEST(audit_catches_a_planted_pyc_of_the_removed_function)
 	CHECK_EQ_INT(fw_audit_workspace(a, ws, &found, err, sizeof err), 1);
 	CHECK(found.n == 1 && strstr(found.v[0], "file textkit/.cache.bin: ") == found.v[0]);
 	CHECK(found.n == 1 && strstr(found.v[0], "identifiers of the removed code"));
-	fw_strlist_free(&found);
+	fw_strlist_release(&found);
 	/* the bytecode of the mutated module is no leak */
 	sh("/usr/bin/python3 -c \"import py_compile; py_compile.compile('%s/textkit/strings.py', "
 	   "cfile='%s/textkit/.cache.bin', doraise=True)\"", ws, ws);
 	CHECK_EQ_INT(fw_audit_workspace(a, ws, &found, err, sizeof err), 0);
-	fw_strlist_free(&found);
+	fw_strlist_release(&found);
 	fw_audit_free(a);
 	fw_store_free(s);
 }
@@ -380,7 +380,7 @@ TEST(a_committed_cache_does_not_blind_the_audit)
 	CHECK(m && atoi(m + 2) >= 2);
 	if (found.n)
 		printf("# %s\n", found.v[0]);
-	fw_strlist_free(&found);
+	fw_strlist_release(&found);
 	fw_audit_free(a);
 	fw_store_free(s);
 }
@@ -399,10 +399,10 @@ TEST(audit_catches_removed_code_in_a_loose_object_and_a_renamed_copy)
 	struct fw_strlist found = { 0 };
 	CHECK_EQ_INT(fw_audit_workspace(a, ws, &found, err, sizeof err), 1);
 	CHECK(found.n == 1 && strncmp(found.v[0], "object ", 7) == 0);
-	fw_strlist_free(&found);
+	fw_strlist_release(&found);
 	sh("cp %s/repo/textkit/strings.py %s/notes.txt", scratch, ws);
 	CHECK_EQ_INT(fw_audit_workspace(a, ws, &found, err, sizeof err), 2);
-	fw_strlist_free(&found);
+	fw_strlist_release(&found);
 	fw_audit_free(a);
 	fw_store_free(s);
 }
@@ -657,7 +657,7 @@ TEST(workspace_diff_reads_files_not_the_workspace_git)
 			      !strcmp(left.v[1], "big.bin: over the 16777216-byte file limit")));
 	CHECK(left.n == 2 && (!strcmp(left.v[0], "fifo: not a regular file") ||
 			      !strcmp(left.v[1], "fifo: not a regular file")));
-	fw_strlist_free(&left);
+	fw_strlist_release(&left);
 	free(p);
 	free(want);
 	fw_store_free(s);

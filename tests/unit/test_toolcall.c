@@ -100,13 +100,13 @@ TEST(qwen_calls_are_the_tool_call_blocks_after_the_text)
 	CHECK_STR(c.v[1].name, "now");
 	CHECK_STR(c.v[1].args, "{}");
 	CHECK_EQ_INT((int)c.content_len, 13); /* "Let me look.\n" */
-	fw_toolcalls_clear(&c);
+	fw_toolcalls_release(&c);
 	/* a reply cut before its closing tag still made its call */
 	static const char cut[] = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": [1, 2]}}\n";
 	CHECK_EQ_INT(fw_toolcall_parse(FW_CHAT_CHATML, cut, sizeof cut - 1, &c), 1);
 	CHECK_STR(c.v[0].args, "{\"x\":[1,2]}");
 	CHECK_EQ_INT((int)c.content_len, 0);
-	fw_toolcalls_clear(&c);
+	fw_toolcalls_release(&c);
 	/* a block that is not a call: the reply is text */
 	static const char bad[] = "Hi <tool_call>\n{\"name\": 3}\n</tool_call>";
 	CHECK_EQ_INT(fw_toolcall_parse(FW_CHAT_CHATML, bad, sizeof bad - 1, &c), 0);
@@ -115,8 +115,8 @@ TEST(qwen_calls_are_the_tool_call_blocks_after_the_text)
 	CHECK_EQ_INT(fw_toolcall_parse(FW_CHAT_CHATML, junk, sizeof junk - 1, &c), 0);
 	CHECK_EQ_INT(fw_toolcall_parse(FW_CHAT_CHATML, "plain", 5, &c), 0);
 	CHECK_EQ_INT((int)c.content_len, 5);
-	fw_toolcalls_clear(&c);
-	fw_toolcalls_clear(NULL);
+	fw_toolcalls_release(&c);
+	fw_toolcalls_release(NULL);
 }
 
 TEST(llama3_calls_are_a_reply_that_is_one_json_object)
@@ -128,16 +128,16 @@ TEST(llama3_calls_are_a_reply_that_is_one_json_object)
 	CHECK_STR(c.v[0].name, "get_weather");
 	CHECK_STR(c.v[0].args, "{\"city\":\"Rome\"}");
 	CHECK_EQ_INT((int)c.content_len, 0);
-	fw_toolcalls_clear(&c);
+	fw_toolcalls_release(&c);
 	static const char a[] = "{\"name\": \"f\", \"arguments\": {}}";
 	CHECK_EQ_INT(fw_toolcall_parse(FW_CHAT_LLAMA3, a, sizeof a - 1, &c), 1);
-	fw_toolcalls_clear(&c);
+	fw_toolcalls_release(&c);
 	static const char txt[] = "It is {hot} today.";
 	CHECK_EQ_INT(fw_toolcall_parse(FW_CHAT_LLAMA3, txt, sizeof txt - 1, &c), 0);
 	CHECK_EQ_INT((int)c.content_len, (int)sizeof txt - 1);
 	static const char obj[] = "{\"city\": \"Rome\"}";
 	CHECK_EQ_INT(fw_toolcall_parse(FW_CHAT_LLAMA3, obj, sizeof obj - 1, &c), 0);
-	fw_toolcalls_clear(&c);
+	fw_toolcalls_release(&c);
 }
 
 TEST(a_forced_call_starts_as_the_template_writes_one)
@@ -158,7 +158,7 @@ TEST(a_forced_call_starts_as_the_template_writes_one)
 				   "{\"city\": \"Oslo\"}}\n</tool_call>";
 	struct fw_toolcalls c;
 	CHECK_EQ_INT(fw_toolcall_parse(FW_CHAT_CHATML, done, sizeof done - 1, &c), 1);
-	fw_toolcalls_clear(&c);
+	fw_toolcalls_release(&c);
 }
 
 TEST_MAIN()

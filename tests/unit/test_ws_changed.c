@@ -99,7 +99,7 @@ TEST(changed_paths_are_git_status_of_the_files)
 	CHECK(strstr(want, "textkit/y.pyc\n") && strstr(want, "textkit/units.py\n"));
 	CHECK_EQ_INT(fw_workspace_changed(s, tree, ws, &got, err, sizeof err), 0);
 	CHECK_STR(lines(&got), want);
-	fw_strlist_free(&got);
+	fw_strlist_release(&got);
 
 	/* the workspace's git re-pointed, hooked, monitored, included,
 	 * ignoring and excluding everything, borrowing objects, a nested
@@ -120,12 +120,12 @@ TEST(changed_paths_are_git_status_of_the_files)
 	CHECK_EQ_INT(fw_workspace_changed(s, tree, ws, &got, err, sizeof err), 0);
 	CHECK_STR(lines(&got), want2);
 	size_t n2 = got.n;
-	fw_strlist_free(&got);
+	fw_strlist_release(&got);
 	/* and .git a link to another repository */
 	sh("cd %s && mv .git ../ws-git && ln -s %s/.git .git", ws, repo);
 	CHECK_EQ_INT(fw_workspace_changed(s, tree, ws, &got, err, sizeof err), 0);
 	CHECK_STR(lines(&got), want2);
-	fw_strlist_free(&got);
+	fw_strlist_release(&got);
 	char mark[600];
 	snprintf(mark, sizeof mark, "%s/ran-hook", scratch);
 	CHECK_EQ_INT(access(mark, F_OK), -1);
@@ -140,7 +140,7 @@ TEST(changed_paths_are_git_status_of_the_files)
 		fifo |= !strcmp(got.v[i], "fifo");
 	CHECK(fifo);
 	CHECK_EQ_INT(got.n, n2 + 1);
-	fw_strlist_free(&got);
+	fw_strlist_release(&got);
 	free(want);
 	free(want2);
 	fw_store_free(s);
