@@ -46,6 +46,7 @@ construct() {
   run --separate-stderr env FW_BIN="$BIN_DIR" DEMO_QUICK=1 \
     DEMO_MODEL="$ROOT/samples/models/drills-small.json" DEMO_DRILLS_MAX=100 DEMO_SFT_STEPS=1200 \
     DEMO_ITERS=5 DEMO_TASKS=40 DEMO_SAMPLES=4 DEMO_EVAL_SAMPLES=3 "$ROOT/pipelines/demo.sh" "$O"
+  [ "$status" = 0 ] || { printf '%s\n' "$stderr" | grep -v '^tok-encode: ' | tail -40; }
   assert_success
   demo_out=$output
   # the bootstrap's SFT lowered the loss
