@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # demo.sh — what `make demo` runs: the whole flywheel on the embedded
 # samples, the outer loop feeding a model that the inner loop then improves.
 #
@@ -35,7 +35,9 @@
 # stages 2-4), DEMO_UPTO (stop after that stage), DEMO_DRILLS_MAX (tasks made
 # from the drills at most, 1000), DEMO_MODEL (the model's config,
 # samples/models/drills-llama.json).  FW_BIN names the tools' directory (default bin/ beside this
-# script).
+# script).  The run and its stages are recorded in FW_RUNS (default
+# $FW_STATE/runs.msgpack, FW_STATE ~/.local/state/flywheel; empty: none),
+# so `make status` shows them (fw-cron(1)).
 #
 # Outputs in OUTDIR: outer-loop/, tasks.msgpack, graded.msgpack,
 # drills/ (tasks.msgpack, store.git), model/, boot/, iter-N/ (see
@@ -70,16 +72,55 @@ out=$(cd "$out" && pwd)
 # grading's workspaces on a tmpfs when there is one with room (fast-tmp.sh)
 . "$here/pipelines/fast-tmp.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/fw-demo.XXXXXX")
-trap 'rm -rf "$work" ${FW_FAST_TMP:+"$FW_FAST_TMP"}' EXIT INT TERM
-log=$out/demo.log
+log=$(realpath -m -s -- "$out/demo.log")
 : > "$log"
+
+# The runs log that `make status` reads (fw-cron(1)): every stage below
+# and the inner loop's own stages leave a run record there under one run
+# id, and the demo, unless fw-cron runs it, a closing "(run)" record.
+# FW_RUNS= (set and empty) records nothing.
+fw_prog=demo
+. "$here/pipelines/cron/runlog.sh"
+FW_RUNS=${FW_RUNS-${FW_STATE:-$HOME/.local/state/flywheel}/runs.msgpack}
+own_run=
+if [ -n "$FW_RUNS" ]; then
+  FW_RUNS=$(realpath -m -s -- "$FW_RUNS")
+  mkdir -p -- "$(dirname "$FW_RUNS")"
+  if [ -z "${FW_RUN_ID:-}" ]; then
+    own_run=1
+    FW_RUN_ID=demo-$(date -u +%Y%m%dT%H%M%SZ)-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+    FW_PIPELINE=demo
+  fi
+fi
+export FW_RUNS FW_RUN_ID FW_PIPELINE
+fw_clock; run_us0=$fw_us
+demo_end() {
+  local rc=$1 st=ok
+  [ "$rc" = 0 ] || st=failed
+  if [ -n "$own_run" ]; then
+    fw_clock
+    fw_log=$log fw_run_append "(run)" $st "$rc" "$run_us0" "$fw_us" -- "$0" "$out" || true
+  fi
+  rm -rf "$work" ${FW_FAST_TMP:+"$FW_FAST_TMP"}
+}
+trap 'demo_end $?' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 t0=$(date +%s)
 stage() { printf '\n== [%ss] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
-run() { "$@" >> "$log" 2>&1 || { echo "demo: failed: $*  (see $log)" >&2; tail -20 "$log" >&2; exit 1; }; }
+# run CMD ARG...: one stage, named by its command, into the demo's log
+# (its record counts what CMD's -o OUT holds)
+run() {
+  local a p= o=
+  for a in "$@"; do [ "$p" != -o ] || o=$a; p=$a; done
+  "$here/pipelines/fw-stage" "${1##*/}" ${o:+-o "$o"} -- "$@" >> "$log" 2>&1 \
+    || { echo "demo: failed: $*  (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
+}
 # pipelines_eval ARGS: eval.sh on the drills' held-out split; prints its line
 pipelines_eval() {
-  "$here/pipelines/eval.sh" -t "$tasks" -s "$store" --samples "$ek" --context 80 "$@" 2>> "$log" \
+  "$here/pipelines/fw-stage" eval -- \
+    "$here/pipelines/eval.sh" -t "$tasks" -s "$store" --samples "$ek" --context 80 "$@" 2>> "$log" \
     || { echo "demo: eval failed (see $log)" >&2; tail -20 "$log" >&2; exit 1; }
 }
 
