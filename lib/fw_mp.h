@@ -28,11 +28,18 @@
 /* ---- byte buffer ------------------------------------------------------ */
 
 /* A growable byte buffer.  Zero-initialise it ({0}); fw_buf_release() frees
- * its memory.  p is NULL until the first append. */
+ * its memory.  p is NULL until the first append.
+ *
+ * Failure is sticky: once memory runs out, failed is set and every later
+ * append (and msgpack_pack_*() through fw_buf_packer()) is refused until
+ * fw_buf_reset() or fw_buf_release(), so a record packed field by field
+ * never holds a hole where one field was lost.  Pack the whole record,
+ * then check once with fw_buf_packed(). */
 struct fw_buf {
 	uint8_t *p;
 	size_t n;   /* bytes used */
 	size_t cap; /* bytes allocated */
+	int failed; /* an append ran out of memory */
 };
 
 /* Makes room for at least extra more bytes.  Returns 0, or -1 (ENOMEM). */
@@ -48,8 +55,14 @@ int fw_buf_puts(struct fw_buf *b, const char *s);
 int fw_buf_printf(struct fw_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Empties the buffer, keeping its memory. */
+/* Empties the buffer, keeping its memory; clears failed. */
 void fw_buf_reset(struct fw_buf *b);
+
+/* After packing into b from byte start on: 0 when every append since the
+ * buffer was last reset succeeded; else b is cut back to start, failed
+ * is cleared and -1 returned (errno ENOMEM), so the caller can report the
+ * record as lost and go on with the next. */
+int fw_buf_packed(struct fw_buf *b, size_t start);
 
 /* Releases the memory (the buffer's contents, not the struct, which the
  * caller owns); the buffer is empty and reusable afterwards.

@@ -15,10 +15,15 @@
 
 int fw_buf_reserve(struct fw_buf *b, size_t extra)
 {
+	if (b->failed) {
+		errno = ENOMEM;
+		return -1;
+	}
 	if (b->cap - b->n >= extra)
 		return 0;
 	size_t want = b->n + extra;
 	if (want < b->n) {
+		b->failed = 1;
 		errno = ENOMEM;
 		return -1;
 	}
@@ -26,8 +31,10 @@ int fw_buf_reserve(struct fw_buf *b, size_t extra)
 	while (cap < want)
 		cap = cap > SIZE_MAX / 2 ? want : cap * 2;
 	uint8_t *p = realloc(b->p, cap);
-	if (!p)
+	if (!p) {
+		b->failed = 1;
 		return -1;
+	}
 	b->p = p;
 	b->cap = cap;
 	return 0;
@@ -72,6 +79,18 @@ void fw_buf_reset(struct fw_buf *b)
 {
 	assert(b);
 	b->n = 0;
+	b->failed = 0;
+}
+
+int fw_buf_packed(struct fw_buf *b, size_t start)
+{
+	assert(b && start <= b->n);
+	if (!b->failed)
+		return 0;
+	b->n = start;
+	b->failed = 0;
+	errno = ENOMEM;
+	return -1;
 }
 
 void fw_buf_release(struct fw_buf *b)
@@ -81,6 +100,7 @@ void fw_buf_release(struct fw_buf *b)
 	free(b->p);
 	b->p = NULL;
 	b->n = b->cap = 0;
+	b->failed = 0;
 }
 
 static int buf_write_cb(void *data, const char *buf, size_t len)

@@ -1220,7 +1220,7 @@ int fw_grade_rollout(struct fw_grader *g, struct fw_mpv rec, struct fw_buf *out,
 		fw_seterr(err, errlen, "%s", j.error);
 	}
 	struct fw_field f = { "grade", 5, { gb.p, gb.n } };
-	if (fw_rec_set(out, rec, &f, 1) < 0) {
+	if (fw_buf_packed(&gb, 0) < 0 || fw_rec_set(out, rec, &f, 1) < 0) {
 		fw_seterr(err, errlen, "out of memory");
 		rc = -1;
 	}

@@ -680,7 +680,12 @@ reply:;
 	}
 	fw_buf_packer(&pk, &r->events);
 	msgpack_pack_array(&pk, (size_t)nev);
+	if (ev.failed)
+		r->events.failed = 1;
 	fw_buf_append(&r->events, ev.p, ev.n);
+	/* memory ran out somewhere in the packing: no record with a hole */
+	if (r->turns.failed || r->events.failed)
+		goto oom;
 	rc = 0;
 	goto out;
 oom:

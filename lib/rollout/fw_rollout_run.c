@@ -47,7 +47,17 @@ struct episode {
 	double time;
 };
 
-/* Appends one rollout record to j->out. */
+/* A record that memory ran out packing: counted as a failed sample, not
+ * written.  Returns -1. */
+static int lost(struct fw_rollout_out *j)
+{
+	if (!j->failed++)
+		snprintf(j->err, sizeof j->err, "out of memory packing the rollout record");
+	return -1;
+}
+
+/* Appends one rollout record to j->out; on running out of memory, none
+ * (lost()).  Returns 0 or -1. */
 static int emit(const struct fw_rollout_cfg *o, struct fw_rollout_out *j, struct fw_mpv task, const char *tid,
 		const struct episode *e)
 {
@@ -56,9 +66,10 @@ static int emit(const struct fw_rollout_cfg *o, struct fw_rollout_out *j, struct
 	msgpack_packer pk;
 	char id[17];
 	int n = 12 + (e->error != NULL) + !o->no_time + e->nextra;
+	size_t start = j->out.n;
 
 	if (fw_rec_set(&tb, task, &del, 1))
-		return -1;
+		return lost(j);
 	fw_rollout_id(id, tid, strlen(tid), o->policy, o->seed, e->sample);
 	fw_buf_packer(&pk, &j->out);
 	msgpack_pack_map(&pk, (size_t)n);
@@ -137,6 +148,13 @@ static int emit(const struct fw_rollout_cfg *o, struct fw_rollout_out *j, struct
 		if (!j->failed++)
 			snprintf(j->err, sizeof j->err, "%s", fixed ? fixed : "");
 		free(fixed);
+	}
+	/* the episode's parts, packed apart, failed as the record would */
+	if (e->turns.failed || e->events.failed || e->extra.failed)
+		j->out.failed = 1;
+	if (fw_buf_packed(&j->out, start) < 0) {
+		j->failed -= e->error != NULL;
+		return lost(j);
 	}
 	return 0;
 }

@@ -321,7 +321,7 @@ void fw_teach_one(const struct fw_teach_conf *C, struct fw_teach_worker *W, stru
 			msgpack_pack_str_body(&pk, "n_rest", 6);
 			msgpack_pack_int64(&pk, J->n_rest);
 			sf.val = (struct fw_mpv){ sb.p, sb.n };
-			oom = fw_rec_set(&tb2, f.val, &sf, 1) != 0;
+			oom = fw_buf_packed(&sb, 0) < 0 || fw_rec_set(&tb2, f.val, &sf, 1) != 0;
 			f.val = (struct fw_mpv){ tb2.p, tb2.n };
 		}
 		if (oom || fw_rec_set(&J->out, v, &f, 1)) {

@@ -215,3 +215,36 @@ TEST(packers_write_str_text_and_lists)
 }
 
 TEST_MAIN()
+
+/* A buffer that ran out of memory refuses every later append, so a record
+ * packed field by field has no hole; fw_buf_packed() cuts it back. */
+TEST(buf_failure_is_sticky_until_packed)
+{
+	struct fw_buf b = { 0 };
+	msgpack_packer pk;
+
+	fw_buf_packer(&pk, &b);
+	CHECK(msgpack_pack_map(&pk, 1) == 0);
+	CHECK(fw_pack_cstr(&pk, "a") == 0);
+	size_t start = b.n;
+	CHECK(fw_buf_packed(&b, start) == 0);
+	CHECK(msgpack_pack_array(&pk, 2) == 0);
+	/* more than any allocation can give: the size overflows */
+	CHECK(fw_buf_reserve(&b, SIZE_MAX) < 0 && b.failed);
+	size_t at = b.n;
+	CHECK(msgpack_pack_int(&pk, 1) != 0); /* refused, though it would fit */
+	CHECK(fw_buf_append(&b, "x", 1) < 0);
+	CHECK(b.n == at);
+	errno = 0;
+	CHECK(fw_buf_packed(&b, start) < 0 && errno == ENOMEM);
+	CHECK(b.n == start && !b.failed);
+	CHECK(msgpack_pack_int(&pk, 7) == 0 && b.n == start + 1);
+	struct fw_mpv v = fw_mp_view(b.p, b.p + b.n), x;
+	int64_t i;
+	CHECK(fw_mp_get(v, "a", &x) == 1 && fw_mp_int(x, &i) == 0 && i == 7);
+	CHECK(fw_buf_reserve(&b, SIZE_MAX) < 0);
+	fw_buf_reset(&b);
+	CHECK(!b.failed && b.n == 0 && fw_buf_append(&b, "x", 1) == 0);
+	fw_buf_release(&b);
+	CHECK(!b.failed && !b.p);
+}
