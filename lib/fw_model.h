@@ -145,7 +145,7 @@ struct fw_model *fw_model_new(const struct fw_config *c, uint64_t seed,
 struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen);
 
 /* Writes config.json and model.safetensors (dtype F32, BF16 or F16) into
- * the existing directory dir, each via a temp file and rename.  A loaded
+ * the existing directory dir, each via a temp file synced and renamed.  A loaded
  * model writes back its own config.json with every field kept and only
  * torch_dtype changed; a fresh one writes the fields fw_config knows.  Tied
  * models do not write lm_head.weight.  Returns 0, or -1 with err filled. */

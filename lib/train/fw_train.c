@@ -1051,7 +1051,7 @@ int fw_train_state_save(const struct fw_train_state *s, const char *dir,
 	}
 	rc = json_dump_file(j, t, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
 	json_decref(j);
-	if (rc || rename(t, p)) {
+	if (rc || fw_durable_sync(t) || rename(t, p)) {
 		fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 		unlink(t);
 		return -1;
