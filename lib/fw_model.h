@@ -24,8 +24,12 @@
  * The same code runs on both; what crosses to the host is the ids in,
  * the log-probs and logits out, and the weights at save.
  *
- * Threading: one model is used by one thread at a time; the kernels use
- * the pool of kernels.h inside each call.
+ * Threading: one model is used by one thread at a time, except that
+ * decoding states (struct fw_gen) of the same model may run in several
+ * threads at once, one thread per state: decoding only reads the model
+ * (weights, rope tables, config) and writes its own state.  Nothing may
+ * change the model meanwhile.  The kernels use the pool of kernels.h
+ * inside each call.
  */
 #ifndef FW_MODEL_H
 #define FW_MODEL_H
