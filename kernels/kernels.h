@@ -41,7 +41,9 @@
  * calls, not during one.  Cannot fail. */
 void fw_kernels_set_threads(int n);
 
-/* Returns the number of threads the CPU kernels use (>= 1). */
+/* Returns the number of threads the CPU kernels use (>= 1), the default
+ * of fw_kernels_set_threads(0) when none was set.  Threads may call it,
+ * and the kernels, at once: the default is set once, by the first. */
 int fw_kernels_threads(void);
 
 /* Runs fn(ctx, i0, i1) over [0, n) split into contiguous chunks, one per

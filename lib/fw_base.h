@@ -1,7 +1,8 @@
 /*
  * fw_base.h — the base layer every other part of libflywheel stands on:
  * the caller's error buffer, hashing and random numbers, string lists, a
- * string interner, whole files, removing a tree, UTF-8.
+ * string interner, whole files, removing a tree, durable directory writes,
+ * UTF-8.
  *
  * Nothing here includes another flywheel header, so any file may include
  * this one without making a circle.  Like the rest of the library it never
@@ -97,6 +98,30 @@ int fw_copy_file(const char *from, const char *to);
  * not followed).  Returns 0, or -1 with errno set.  A missing path is
  * success. */
 int fw_rmtree(const char *path);
+
+/* ---- durable writes ------------------------------------------------------- */
+
+/* fsync(2)s the file or directory path, so what it holds, or the names it
+ * holds, survive a crash.  Returns 0, or -1 with errno set. */
+int fw_durable_sync(const char *path);
+
+/* fw_durable_sync()s every regular file directly in dir, then dir itself.
+ * Returns 0, or -1 with err naming the path that failed. */
+int fw_durable_sync_dir(const char *dir, char *err, size_t errlen);
+
+/* Makes a fresh directory beside final ("FINAL.tmp.PID") for files to be
+ * written into and published with fw_durable_publish().  Returns its path
+ * (malloc'd, the caller frees), or NULL with err filled. */
+char *fw_durable_tmpdir(const char *final, char *err, size_t errlen);
+
+/*
+ * Publishes the directory tmp as final: syncs every file in tmp and tmp
+ * itself, renames tmp over final (absent, or an empty directory) and syncs
+ * final's parent, so after a crash final is absent, or whole with its
+ * data.  Returns 0, or -1 with err filled; tmp is removed on failure
+ * before the rename.
+ */
+int fw_durable_publish(const char *tmp, const char *final, char *err, size_t errlen);
 
 /* ---- UTF-8 ------------------------------------------------------------------ */
 

@@ -24,8 +24,12 @@
  * The same code runs on both; what crosses to the host is the ids in,
  * the log-probs and logits out, and the weights at save.
  *
- * Threading: one model is used by one thread at a time; the kernels use
- * the pool of kernels.h inside each call.
+ * Threading: one model is used by one thread at a time, except that
+ * decoding states (struct fw_gen) of the same model may run in several
+ * threads at once, one thread per state: decoding only reads the model
+ * (weights, rope tables, config) and writes its own state.  Nothing may
+ * change the model meanwhile.  The kernels use the pool of kernels.h
+ * inside each call.
  */
 #ifndef FW_MODEL_H
 #define FW_MODEL_H
@@ -145,7 +149,7 @@ struct fw_model *fw_model_new(const struct fw_config *c, uint64_t seed,
 struct fw_model *fw_model_load(const char *dir, char *err, size_t errlen);
 
 /* Writes config.json and model.safetensors (dtype F32, BF16 or F16) into
- * the existing directory dir, each via a temp file and rename.  A loaded
+ * the existing directory dir, each via a temp file synced and renamed.  A loaded
  * model writes back its own config.json with every field kept and only
  * torch_dtype changed; a fresh one writes the fields fw_config knows.  Tied
  * models do not write lm_head.weight.  Returns 0, or -1 with err filled. */

@@ -147,7 +147,10 @@ int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, flo
  *
  * fw_recscore_new() makes a scorer for m (set to no_grad), with t (NULL:
  * none; records then need tokens), both outliving it.  Returns it
- * (fw_recscore_free, which takes NULL), or NULL with err filled.
+ * (fw_recscore_free, which takes NULL), or NULL with err filled.  Scorers
+ * of one model and tokenizer may run in several threads at once, one
+ * thread per scorer (fw_model.h, fw_tok.h); make them before the threads
+ * start, since this sets m.
  *
  * fw_recscore_run() writes rec with its log-probs into out (reset first)
  * and returns 1; returns 0 with *why saying why when rec cannot be scored

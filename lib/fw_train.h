@@ -407,31 +407,13 @@ int fw_score_ids(struct fw_mpv rec, const struct fw_tok *t, int vocab, int max, 
 int fw_score_record(struct fw_buf *out, struct fw_mpv rec, const int32_t *ids, int n,
 		    const float *lp, int with_tokens, struct fw_buf *lb, struct fw_buf *tb);
 
-/* ---- durable writes -------------------------------------------------------------- */
-
-/* fsync(2)s the file or directory path, so what it holds, or the names it
- * holds, survive a crash.  Returns 0, or -1 with errno set. */
-int fw_durable_sync(const char *path);
-
-/* Makes a fresh directory beside final ("FINAL.tmp.PID") for files to be
- * written into and published with fw_durable_publish().  Returns its path
- * (malloc'd, the caller frees), or NULL with err filled. */
-char *fw_durable_tmpdir(const char *final, char *err, size_t errlen);
-
-/*
- * Publishes the directory tmp as final: syncs every file in tmp and tmp
- * itself, renames tmp over final (absent, or an empty directory) and syncs
- * final's parent, so after a crash final is absent, or whole with its
- * data.  Returns 0, or -1 with err filled; tmp is removed on failure
- * before the rename.
- */
-int fw_durable_publish(const char *tmp, const char *final, char *err, size_t errlen);
+/* ---- checkpoints made, converted and described ------------------------------------ */
 
 /*
  * Writes a checkpoint directory out (absent, or an empty directory):
  * config.json and model.safetensors of m in dtype, and tokenizer.json, t
  * saved or else (t NULL) copied from tok_from when that exists; through a
- * temporary directory beside out published by fw_durable_publish().
+ * temporary directory beside out published by fw_durable_publish() (fw_base.h).
  * Returns 0, or -1 with err filled (nothing is left beside out).
  */
 int fw_ckpt_create(const char *out, const struct fw_model *m, const struct fw_tok *t,

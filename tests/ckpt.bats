@@ -262,14 +262,38 @@ sharp() {
   assert_output "ckpt: $T/nothing: not a checkpoint (no config.json, no latest/config.json)"
 }
 
-@test "--threads and -j set the kernels' threads and give the same scores" {
+@test "--threads sets the kernels' threads and gives the same scores" {
   sharp tiny-llama
   printf '{"id":"a","tokens":[1,2,3,4,5,6,7,8]}\n' | rec from-json > "$T/in.rec"
   ckpt score "$T/tiny-llama" --threads 1 "$T/in.rec" -o "$T/a.rec"
-  ckpt score "$T/tiny-llama" -j 2 "$T/in.rec" -o "$T/b.rec"
+  ckpt score "$T/tiny-llama" --threads 2 "$T/in.rec" -o "$T/b.rec"
   cmp "$T/a.rec" "$T/b.rec"
   run -2 ckpt info "$T/tiny-llama" --threads 0
   assert_output --partial "bad --threads '0'"
+}
+
+@test "ckpt score -j N scores on N workers: -j 1 and -j 3 write the same bytes and report the same" {
+  sharp tiny-llama
+  for i in $(seq 1 24); do
+    case $i in
+      7) echo '{"id":"r7"}' ;;
+      9) echo '{"id":"r9","tokens":[1,99999]}' ;;
+      *[05]) echo "{\"id\":\"r$i\",\"tokens\":[$(seq -s, 1 $((i + 2)))]}" ;;
+      *) echo "{\"id\":\"r$i\",\"text\":\"record $i: $(printf 'ab%.0s' $(seq 1 $i))\"}" ;;
+    esac
+  done | rec from-json > "$T/in.rec"
+  run -1 --separate-stderr ckpt score "$T/tiny-llama" -j 1 "$T/in.rec" "$T/in.rec" -o "$T/a.rec"
+  e1=$stderr
+  run -1 --separate-stderr ckpt score "$T/tiny-llama" -j 3 "$T/in.rec" "$T/in.rec" -o "$T/b.rec"
+  [ "$stderr" = "$e1" ]
+  cmp "$T/a.rec" "$T/b.rec"
+  [ "$(rec count "$T/a.rec")" -eq 44 ]
+  [ "$(printf '%s\n' "$e1" | grep -c 'record 7 ')" -eq 2 ]
+  # -j is the workers of score only; the other commands refuse it
+  run -2 ckpt info "$T/tiny-llama" -j 2
+  assert_output --partial "-j is for score, not info"
+  run -2 ckpt score "$T/tiny-llama" -j 0 "$T/in.rec"
+  assert_output --partial "bad -j '0'"
 }
 
 @test "ckpt convert writes the new checkpoint whole, with nothing left beside it" {

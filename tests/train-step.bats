@@ -428,15 +428,17 @@ train-step: no step taken: 4 record(s) of private tasks in the training input"
   [ ! -e "$T/run" ]
 }
 
-@test "--threads and -j both set the kernels' threads; the same count gives the same checkpoint" {
+@test "--threads sets the kernels' threads; -j is refused, since train-step runs no workers" {
   corpus
   ckpt init "$M/tiny-llama.json" "$T/m" --seed 1
   train-step --ckpt "$T/m" --out "$T/a" --steps 2 --threads 1 -o /dev/null "$T/corpus.mp"
-  train-step --ckpt "$T/m" --out "$T/b" --steps 2 -j 1 -o /dev/null "$T/corpus.mp"
+  FW_THREADS=1 train-step --ckpt "$T/m" --out "$T/b" --steps 2 -o /dev/null "$T/corpus.mp"
   cmp "$T/a/latest/model.safetensors" "$T/b/latest/model.safetensors"
   cmp "$T/a/latest/optimizer.safetensors" "$T/b/latest/optimizer.safetensors"
   run -2 train-step --ckpt "$T/m" --out "$T/c" --threads 0 "$T/corpus.mp"
   assert_output --partial "bad --threads '0'"
+  run -2 train-step --ckpt "$T/m" --out "$T/c" --steps 2 -j 1 "$T/corpus.mp"
+  assert_output --partial "use --threads N"
   [ ! -e "$T/c" ]
 }
 

@@ -9,6 +9,7 @@
  */
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +29,11 @@
 static const char usage_text[] =
 	"usage: ckpt init CONFIG.json OUTDIR [--seed S] [--tokenizer byte|FILE] [--dtype D]\n"
 	"       ckpt info DIR | RUN\n"
-	"       ckpt score DIR [-o OUT] [-z] [--shard K/N] [--progress] [FILE...]\n"
+	"       ckpt score DIR [-j N] [-o OUT] [-z] [--shard K/N] [--progress] [FILE...]\n"
 	"       ckpt sample DIR [--prompt TEXT] [-n N] [--temp T] [--top-p P] [--top-k K]\n"
 	"                   [--count C] [--seed S]\n"
 	"       ckpt convert --dtype f32|bf16|f16 DIR OUTDIR\n"
-	"Common options: [--threads N] [-j N] [-h | --help] [--version]\n"
+	"Common options: [--threads N] [-h | --help] [--version]\n"
 	"score and sample: [--device cpu|cuda[:N]]\n";
 
 static char err[1024];
@@ -41,6 +42,7 @@ static const struct fw_opt_doc options[] = {
 	{ "--seed S", "init: seed of the weights; sample: seed of the draws" },
 	{ "--tokenizer byte|FILE", "init: the byte tokenizer, or a copy of tokenizer.json FILE" },
 	{ "--dtype D", "the weights' type: f32, bf16 or f16" },
+	{ "-j N", "score: records scored at once, by N threads (1 to 64, default 1)" },
 	{ "-o OUT", "score: write to OUT" },
 	{ "-z", "score: compress the output with zstd" },
 	{ "--shard K/N", "score: only the records whose id hashes to K modulo N" },
@@ -52,7 +54,6 @@ static const struct fw_opt_doc options[] = {
 	{ "--top-k K", "sample: keep the K likeliest tokens" },
 	{ "--count C", "sample: continuations to draw" },
 	{ "--threads N", "threads of the kernels" },
-	{ "-j N", "the same as --threads (ckpt runs no parallel workers)" },
 	{ "--device cpu|cuda[:N]", "score and sample: where the model runs" },
 	{ "-h, --help", "print this help and exit" },
 	{ "--version", "print the version and exit" },
@@ -64,6 +65,7 @@ struct opts {
 	const char *tokenizer, *prompt, *out, *device;
 	enum fw_dtype dtype;
 	int have_dtype, n, count, top_k, level, progress;
+	int jobs, have_jobs;     /* score -j: workers; given */
 	uint64_t shard_k, shard_n;
 	double temp, top_p;
 	char **args;
@@ -232,39 +234,120 @@ out:
 
 /* ---- score -------------------------------------------------------------------- */
 
+/*
+ * With -j N the records go to the shared ordered pool (fw_pool) of N
+ * threads and are written back in input order by the main thread, which
+ * also reads.  The threads share the model and the tokenizer, which
+ * scoring only reads (fw_model.h, fw_tok.h); each has its own scorer, the
+ * decoding state and buffers a record is scored in.  Each record's numbers
+ * depend on its ids only (fw_teach.h), so the bytes are those of -j 1.
+ */
+
+/* One record: a copy of its bytes, where it was read, what scoring made. */
+struct score_job {
+	struct fw_buf in, out;
+	char *file;
+	uint64_t index, offset;
+	char why[512];           /* why it cannot be scored (rc 0) */
+};
+
 struct scorer {
-	struct fw_recscore *rs;
+	struct fw_recscore **rs; /* one per worker, made before they start */
+	int nrs, next;           /* scorers; the next to hand to a worker */
+	pthread_mutex_t mu;
+	struct fw_pool *pool;
 	struct fw_writer *w;
-	struct fw_buf out;
+	struct fw_progress *meter; /* fw_each_record()'s, while it runs */
 	int bad;                 /* a record was refused */
 };
+
+static void job_free(struct score_job *j)
+{
+	if (!j)
+		return;
+	fw_buf_release(&j->in);
+	fw_buf_release(&j->out);
+	free(j->file);
+	free(j);
+}
+
+/* A worker's scorer: each of the pool's threads gets one of its own. */
+static void *take_scorer(void *arg)
+{
+	struct scorer *sc = arg;
+	struct fw_recscore *rs;
+
+	pthread_mutex_lock(&sc->mu);
+	rs = sc->rs[sc->next++ % sc->nrs];
+	pthread_mutex_unlock(&sc->mu);
+	return rs;
+}
+
+/* On a worker: fw_recscore_run()'s result (1 scored, 0 refused, -1 out
+ * of memory). */
+static int score_job(void *state, void *job, void *arg)
+{
+	struct score_job *j = job;
+	const char *why;
+	int rc = fw_recscore_run(state, (struct fw_mpv){ j->in.p, j->in.n }, &j->out, &why);
+
+	if (rc == 0)
+		snprintf(j->why, sizeof(j->why), "%s", why);
+	return rc;
+}
+
+/* On the main thread, in input order: the diagnostic or the record.
+ * Returns -1, which stops the pool, when memory runs out or a write fails. */
+static int write_job(void *job, int rc, void *arg)
+{
+	struct scorer *sc = arg;
+	struct score_job *j = job;
+	int ret = 0;
+
+	if (rc == 0) {
+		if (sc->meter)
+			fw_progress_pause(sc->meter);
+		fw_warn_rec(j->file, j->index, j->offset, "%s", j->why);
+		sc->bad = 1;
+	} else if (rc < 0) {
+		fw_warn("out of memory");
+		ret = -1;
+	} else if (fw_writer_put(sc->w, j->out.p, j->out.n)) {
+		fw_warn("%s", fw_writer_error(sc->w));
+		ret = -1;
+	}
+	job_free(j);
+	return ret;
+}
+
+static void drop_job(void *job, void *arg)
+{
+	job_free(job);
+}
 
 static int score_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
 	struct scorer *sc = e->arg;
-	const char *why;
-	int rc = fw_recscore_run(sc->rs, rec->v, &sc->out, &why);
+	struct score_job *j = calloc(1, sizeof(*j));
 
-	if (rc == 0) {
-		fw_progress_pause(e->meter);
-		fw_warn_rec(file, rec->index, rec->offset, "%s", why);
-		sc->bad = 1;
-		return 0;
-	}
-	if (rc < 0) {
+	sc->meter = e->meter;
+
+	if (!j || fw_buf_append(&j->in, rec->v.p, rec->v.n) || !(j->file = strdup(file))) {
+		job_free(j);
 		fw_warn("out of memory");
 		return -1;
 	}
-	if (fw_writer_put(sc->w, sc->out.p, sc->out.n)) {
-		fw_warn("%s", fw_writer_error(sc->w));
-		return -1;
-	}
-	return 0;
+	j->index = rec->index;
+	j->offset = rec->offset;
+	return fw_pool_submit(sc->pool, j);
 }
 
 static int cmd_score(struct opts *o)
 {
-	struct scorer sc = { 0 };
+	struct scorer sc = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct fw_pool_conf pc = { .workers = o->jobs, .worker_init = take_scorer,
+				   .work = score_job, .done = write_job, .drop = drop_job,
+				   .arg = &sc };
 	struct fw_each e = { .go_on = 1, .progress = o->progress, .shard_k = o->shard_k,
 			     .shard_n = o->shard_n, .arg = &sc };
 	struct fw_model *m;
@@ -276,14 +359,31 @@ static int cmd_score(struct opts *o)
 	if (resolve(o) || !(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	t = load_tok(o->args[0], 0);
-	if (!(sc.rs = fw_recscore_new(m, t, err, sizeof(err))) ||
-	    !(sc.w = fw_writer_open(o->out, o->level, err, sizeof(err)))) {
+	if (!(sc.rs = calloc(o->jobs, sizeof(*sc.rs)))) {
+		fw_warn("out of memory");
+		goto out;
+	}
+	for (; sc.nrs < o->jobs; sc.nrs++)
+		if (!(sc.rs[sc.nrs] = fw_recscore_new(m, t, err, sizeof(err)))) {
+			fw_warn("%s", err);
+			goto out;
+		}
+	if (!(sc.w = fw_writer_open(o->out, o->level, err, sizeof(err)))) {
 		fw_warn("%s", err);
 		goto out;
 	}
-	rc = fw_each_record(&e, o->nargs, o->args, 1, score_one);
-	if (e.stopped) /* a write failed: what was written stays unfinished */
+	if (!(sc.pool = fw_pool_new(&pc))) {
+		fw_warn("cannot start a worker thread");
 		goto out;
+	}
+	rc = fw_each_record(&e, o->nargs, o->args, 1, score_one);
+	sc.meter = NULL; /* the meter has ended; the last records come after it */
+	if (fw_pool_finish(sc.pool) || e.stopped) {
+		/* out of memory or a write failed: what was written stays
+		 * unfinished */
+		rc = FW_EXIT_DATA;
+		goto out;
+	}
 	if (fw_writer_close(sc.w, err, sizeof(err))) {
 		fw_warn("%s", err);
 		rc = FW_EXIT_DATA;
@@ -292,9 +392,11 @@ static int cmd_score(struct opts *o)
 	if (sc.bad)
 		rc = FW_EXIT_DATA;
 out:
+	fw_pool_free(sc.pool);
 	fw_writer_abort(sc.w);
-	fw_buf_release(&sc.out);
-	fw_recscore_free(sc.rs);
+	for (int i = 0; i < sc.nrs; i++)
+		fw_recscore_free(sc.rs[i]);
+	free(sc.rs);
 	fw_tok_free(t);
 	fw_model_free(m);
 	return rc;
@@ -325,7 +427,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .prompt = "", .n = 64, .count = 1, .temp = 1.0,
-			  .top_p = 1.0, .level = -1 };
+			  .top_p = 1.0, .level = -1, .jobs = 1 };
 	const char *cmd;
 	uint64_t u;
 	int c, rc;
@@ -371,10 +473,14 @@ int main(int argc, char **argv)
 			o.n = (int)u;
 			break;
 		case 'j':
+			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 64)
+				return fw_usage_fail("bad -j '%s' (1 to 64)", optarg);
+			o.jobs = (int)u;
+			o.have_jobs = 1;
+			break;
 		case O_THREADS:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1024)
-				return fw_usage_fail(c == 'j' ? "bad -j '%s'" : "bad --threads '%s'",
-						     optarg);
+				return fw_usage_fail("bad --threads '%s'", optarg);
 			fw_kernels_set_threads((int)u);
 			break;
 		case 'o': o.out = optarg; break;
@@ -406,6 +512,10 @@ int main(int argc, char **argv)
 	} else if (o.device) {
 		return fw_usage_fail("--device is for score and sample, not %s", cmd);
 	}
+	/* only score runs workers; the kernels' threads are --threads */
+	if (o.have_jobs && strcmp(cmd, "score"))
+		return fw_usage_fail("-j is for score, not %s (the kernels' threads are --threads N)",
+				     cmd);
 	if (!strcmp(cmd, "init"))
 		rc = cmd_init(&o);
 	else if (!strcmp(cmd, "info"))

@@ -30,7 +30,7 @@ static const char usage_text[] =
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X] [--route]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
 	"                  [--private FILE] [--device cpu|cuda[:N]] [--shard K/N]\n"
-	"                  [--progress] [-o OUT] [-z] [--threads N] [-j N] [FILE...]\n"
+	"                  [--progress] [-o OUT] [-z] [--threads N] [FILE...]\n"
 	"                  [-h | --help] [--version]\n";
 
 static const struct fw_opt_doc options[] = {
@@ -71,7 +71,6 @@ static const struct fw_opt_doc options[] = {
 	{ "-o OUT", "write the metrics records, one per step, to OUT" },
 	{ "-z", "compress the metrics with zstd" },
 	{ "--threads N", "threads of the kernels (as FW_THREADS)" },
-	{ "-j N", "the same as --threads (train-step runs no parallel workers)" },
 	{ "-h, --help", "print this help and exit" },
 	{ "--version", "print the version and exit" },
 	{ NULL, NULL },
@@ -308,9 +307,13 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		case 'o': mout = optarg; break;
 		case 'z': level = 3; break;
 		case 'j':
+			/* -j N is N parallel workers in every tool; train-step
+			 * has none, and a thread count must not pass for one */
+			return fw_usage_fail("%s", "-j counts parallel workers and train-step runs "
+					     "none; use --threads N for the kernels' threads");
 		case O_THREADS:
 			if (fw_parse_u64(optarg, &u, 0) || u < 1 || u > 1024)
-				return fw_usage_fail(c == 'j' ? "bad -j '%s'" : "bad --threads '%s'", optarg);
+				return fw_usage_fail("bad --threads '%s'", optarg);
 			fw_kernels_set_threads((int)u);
 			break;
 		case 'h':

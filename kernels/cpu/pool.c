@@ -8,6 +8,7 @@
  * Test: build/tests/test_kernels.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <cblas.h>
@@ -20,7 +21,11 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t go = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t call_mu = PTHREAD_MUTEX_INITIALIZER;
-static int nthreads;       /* threads in use, caller included; 0 = unset */
+/* Threads in use, caller included; 0 = unset.  Atomic, so that the kernel
+ * calls of several threads read it without a lock; it is a count only,
+ * publishing nothing else, so relaxed order serves. */
+static atomic_int nthreads;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int nworkers;       /* worker threads started */
 static unsigned long gen;  /* bumped once per parallel call */
 static int pending;        /* workers still running the current call */
@@ -63,30 +68,50 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* $FW_THREADS, else the online CPUs; 1 to MAX_THREADS. */
+static int default_threads(void)
+{
+	const char *e = getenv("FW_THREADS");
+	int n = e ? atoi(e) : 0;
+
+	if (n <= 0)
+		n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (n <= 0)
+		n = 1;
+	return n > MAX_THREADS ? MAX_THREADS : n;
+}
+
+/* Once per process, from whichever thread comes first: OpenBLAS set to one
+ * thread (each sgemm runs on one pool thread, see matmul.c), and the
+ * default count where none was set yet.  An explicit count set before or
+ * after is kept: the default only replaces 0. */
+static void init_once(void)
+{
+	int unset = 0;
+
+	openblas_set_num_threads(1);
+	atomic_compare_exchange_strong_explicit(&nthreads, &unset, default_threads(),
+						memory_order_relaxed, memory_order_relaxed);
+}
+
 void fw_kernels_set_threads(int n)
 {
-	if (n <= 0) {
-		const char *e = getenv("FW_THREADS");
-		n = e ? atoi(e) : 0;
-		if (n <= 0)
-			n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-		if (n <= 0)
-			n = 1;
-	}
+	if (n <= 0)
+		n = default_threads();
 	if (n > MAX_THREADS)
 		n = MAX_THREADS;
-	pthread_mutex_lock(&mu);
-	nthreads = n;
-	pthread_mutex_unlock(&mu);
-	/* Each sgemm runs on one pool thread (see matmul.c). */
-	openblas_set_num_threads(1);
+	atomic_store_explicit(&nthreads, n, memory_order_relaxed);
+	pthread_once(&once, init_once);
 }
 
 int fw_kernels_threads(void)
 {
-	if (!nthreads)
-		fw_kernels_set_threads(0);
-	return nthreads;
+	int n = atomic_load_explicit(&nthreads, memory_order_relaxed);
+
+	if (n)
+		return n;
+	pthread_once(&once, init_once);
+	return atomic_load_explicit(&nthreads, memory_order_relaxed);
 }
 
 void fw_parallel_for(int n, void (*fn)(void *ctx, int i0, int i1), void *ctx)

@@ -4,8 +4,11 @@
 #include "fw_base.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +265,106 @@ int fw_rmtree(const char *path)
 	if (!S_ISDIR(st.st_mode))
 		return unlink(path);
 	return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- durable writes ------------------------------------------------------- */
+
+int fw_durable_sync(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	/* some file systems cannot sync a directory: nothing to wait for */
+	if (rc < 0 && errno == EINVAL)
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
+int fw_durable_sync_dir(const char *dir, char *err, size_t errlen)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *e;
+	char p[PATH_MAX + 260];
+	struct stat sb;
+	int rc = 0;
+
+	if (!dp) {
+		fw_seterr(err, errlen, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	while (rc == 0 && (e = readdir(dp))) {
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		if (e->d_name[0] == '.' || lstat(p, &sb) || !S_ISREG(sb.st_mode))
+			continue;
+		if (fw_durable_sync(p)) {
+			fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
+			rc = -1;
+		}
+	}
+	closedir(dp);
+	if (rc == 0 && fw_durable_sync(dir)) {
+		fw_seterr(err, errlen, "%s: %s", dir, strerror(errno));
+		rc = -1;
+	}
+	return rc;
+}
+
+/* The directory that holds path (into out, PATH_MAX bytes). */
+static void parent_of(const char *path, char *out)
+{
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	while (n > 0 && path[n - 1] != '/')
+		n--;
+	if (n == 0)
+		snprintf(out, PATH_MAX, ".");
+	else
+		snprintf(out, PATH_MAX, "%.*s", n > 1 ? (int)n - 1 : 1, path);
+}
+
+char *fw_durable_tmpdir(const char *final, char *err, size_t errlen)
+{
+	char *t;
+	size_t n = strlen(final);
+
+	while (n > 1 && final[n - 1] == '/')
+		n--;
+	if (asprintf(&t, "%.*s.tmp.%ld", (int)n, final, (long)getpid()) < 0) {
+		fw_seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (mkdir(t, 0777) && errno != EEXIST) {
+		fw_seterr(err, errlen, "%s: %s", t, strerror(errno));
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+int fw_durable_publish(const char *tmp, const char *final, char *err, size_t errlen)
+{
+	char up[PATH_MAX];
+
+	if (fw_durable_sync_dir(tmp, err, errlen))
+		goto fail;
+	if (rename(tmp, final)) {
+		fw_seterr(err, errlen, "%s: %s", final, strerror(errno));
+		goto fail;
+	}
+	parent_of(final, up);
+	if (fw_durable_sync(up)) {
+		fw_seterr(err, errlen, "%s: %s", up, strerror(errno));
+		return -1;
+	}
+	return 0;
+fail:
+	fw_rmtree(tmp);
+	return -1;
 }
 
 /* ---- UTF-8 ------------------------------------------------------------------ */

@@ -249,7 +249,7 @@ int fw_config_save(const struct fw_config *c, const char *path,
 		goto out;
 	}
 	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) ||
-	    rename(tmp, path)) {
+	    fw_durable_sync(tmp) || rename(tmp, path)) {
 		fw_seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
 		unlink(tmp);
 		goto out;
@@ -752,7 +752,7 @@ static int save_orig_config(const struct fw_model *m, const char *path,
 	}
 	json_object_set_new(o, "torch_dtype", json_string(dtype));
 	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) ||
-	    rename(tmp, path)) {
+	    fw_durable_sync(tmp) || rename(tmp, path)) {
 		fw_seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
 		unlink(tmp);
 		goto out;

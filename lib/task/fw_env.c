@@ -505,8 +505,10 @@ int fw_env_recipe_note(const char *store, const char *recipe, const char *id, ch
 		return -1;
 	}
 	FILE *f = fdopen(fd, "w");
-	if (!f || fprintf(f, "%s\n", id) < 0 || fclose(f) != 0 || chmod(tmp, 0644) != 0 ||
-	    rename(tmp, dst) != 0) {
+	int wrc = !f || fprintf(f, "%s\n", id) < 0 || fflush(f) != 0 || fsync(fd) != 0;
+	if (f && fclose(f) != 0)
+		wrc = -1;
+	if (wrc || chmod(tmp, 0644) != 0 || rename(tmp, dst) != 0) {
 		seterr(err, errlen, "cannot write %s: %s", dst, strerror(errno));
 		if (!f)
 			close(fd);

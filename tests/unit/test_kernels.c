@@ -1,8 +1,10 @@
 /*
  * test_kernels.c — every CPU kernel against finite differences of its own
  * forward (in double), the OpenBLAS matmul against the plain loops, the
- * cached attention against the full one, AdamW against its formula.
+ * cached attention against the full one, AdamW against its formula, the
+ * thread pool called from one thread and from several at once.
  */
+#include <pthread.h>
 #include <stdint.h>
 
 #include "kernels.h"
@@ -119,6 +121,81 @@ static void blas_vs_plain(int M, int K, int N)
 	CHECK_EQ_INT(bad, 0);
 	free(x); free(w); free(b); free(o1); free(o2); free(d);
 	free(dx1); free(dx2); free(dw1); free(dw2); free(db1); free(db2);
+}
+
+/* ---- the pool from several threads at once ---------------------------------- */
+
+enum { CALLERS = 6, CALLS = 40 };
+
+struct caller {
+	pthread_barrier_t *start;
+	int id, threads;       /* threads: what fw_kernels_threads() said */
+	long *out;             /* the current call's n entries */
+	long tag;              /* what the current call writes */
+	int bad;               /* a chunk outside [0, n), a wrong entry */
+	int n;
+};
+
+/* Adds tag + i to each entry of the chunk; each entry must see one add. */
+static void add_tagged(void *p, int i0, int i1)
+{
+	struct caller *c = p;
+
+	if (i0 < 0 || i1 > c->n || i0 > i1) {
+		__atomic_store_n(&c->bad, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	for (int i = i0; i < i1; i++)
+		c->out[i] += c->tag + i;
+}
+
+static void *call_pool(void *p)
+{
+	struct caller *c = p;
+
+	pthread_barrier_wait(c->start);
+	/* every thread asks at once, the first ask being the lazy default */
+	c->threads = fw_kernels_threads();
+	for (int k = 0; k < CALLS; k++) {
+		c->n = 1 + (c->id * 131 + k * 17) % 3000;
+		c->tag = (long)c->id * 100000 + k * 1000;
+		memset(c->out, 0, sizeof(long) * 3000);
+		fw_parallel_for(c->n, add_tagged, c);
+		for (int i = 0; i < c->n; i++)
+			if (c->out[i] != c->tag + i)
+				c->bad = 1;
+	}
+	return NULL;
+}
+
+/* First in this file, so that these threads are the first of the process
+ * to ask for the thread count and run kernels: $FW_THREADS (the online
+ * CPUs when unset), set by whichever comes first, the same for all. */
+TEST(thread_pool_serves_callers_of_several_threads_at_once)
+{
+	pthread_barrier_t start;
+	pthread_t t[CALLERS];
+	struct caller c[CALLERS];
+	const char *e = getenv("FW_THREADS");
+	int want = e ? atoi(e) : 0;
+
+	pthread_barrier_init(&start, NULL, CALLERS);
+	for (int i = 0; i < CALLERS; i++) {
+		c[i] = (struct caller){ .start = &start, .id = i,
+					.out = malloc(sizeof(long) * 3000) };
+		CHECK(pthread_create(&t[i], NULL, call_pool, &c[i]) == 0);
+	}
+	for (int i = 0; i < CALLERS; i++) {
+		pthread_join(t[i], NULL);
+		CHECK_EQ_INT(c[i].bad, 0);
+		CHECK_EQ_INT(c[i].threads, c[0].threads);
+		free(c[i].out);
+	}
+	pthread_barrier_destroy(&start);
+	CHECK(c[0].threads >= 1);
+	if (want > 0 && want <= 128)
+		CHECK_EQ_INT(c[0].threads, want);
+	CHECK_EQ_INT(fw_kernels_threads(), c[0].threads);
 }
 
 TEST(matmul_blas_matches_plain_loops)
