@@ -464,7 +464,8 @@ static int run_repo(struct fw_task_run *R, const char *repo, const char *cmd, co
 		return -1;
 	}
 	if (!t.test_cmd) {
-		sayf(R->warn, R->arg, "%s: no test command (--test-cmd, or a test_cmd field)", repo);
+		sayf(R->warn, R->arg, "%s: no test command (--test-cmd, or a test_cmd field)",
+		     repo);
 		return -1;
 	}
 	if (R->history && run_history(R, &t, max, repo) < 0)

@@ -264,7 +264,8 @@ TEST(run_leaves_out_what_it_cannot_run_and_stops_at_max)
 	CHECK_EQ_INT(fw_task_run_all(&R, &s), -1);
 	CHECK_EQ_INT(h.warn.n, 3);
 	if (h.warn.n == 3) {
-		CHECK_STR(h.warn.v[0], "/r/nocmd: no test command (--test-cmd, or a test_cmd field)");
+		CHECK_STR(h.warn.v[0], "/r/nocmd: no test command (--test-cmd, or a test_cmd "
+			  "field)");
 		CHECK_STR(h.warn.v[1], "/r/badfmt: unknown report format 'junitxml' (junit, tap, "
 			  "gotest)");
 		snprintf(want, sizeof want, "%s: ", plain);
