@@ -1,15 +1,20 @@
 /*
  * fw_task_run.c — a repository's candidates on the shared ordered pool,
- * the tasks of the finished prefix, the stores a run opens.  See
- * fw_task_run.h.
+ * the tasks of the finished prefix, the stores a run opens, the
+ * repositories of the operands and the run over them.  See fw_task_run.h.
  */
 #include "fw_task_run.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fw_cli.h"
+#include "fw_report.h"
+#include "fw_stream.h"
 
 /* One validation run: the pool's callbacks share it. */
 struct run {
@@ -210,4 +215,297 @@ void fw_task_history_tally_format(char *buf, size_t len, const struct fw_history
 		 (unsigned long long)h->scanned, (unsigned long long)h->candidates,
 		 (unsigned long long)h->kept);
 	reasons(buf, len, h->why, FW_HIST_NREASONS, history_reason);
+}
+
+/* ---- a run over repositories ----------------------------------------------------- */
+
+/* Formats a diagnostic line whole and says it (say NULL: nothing).  When
+ * memory runs out, its first 1023 bytes. */
+static void sayf(fw_task_say_fn say, void *arg, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void sayf(fw_task_say_fn say, void *arg, const char *fmt, ...)
+{
+	char small[1024];
+	va_list ap;
+	if (!say)
+		return;
+	va_start(ap, fmt);
+	int n = vsnprintf(small, sizeof small, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	char *big = n >= (int)sizeof small ? malloc((size_t)n + 1) : NULL;
+	if (big) {
+		va_start(ap, fmt);
+		vsnprintf(big, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	say(arg, big ? big : small);
+	free(big);
+}
+
+int fw_task_operand_kind(const char *operand)
+{
+	struct stat sb;
+	if (strcmp(operand, "-") == 0)
+		return 0;
+	if (stat(operand, &sb) < 0)
+		return -1;
+	return S_ISDIR(sb.st_mode) ? 1 : 0;
+}
+
+/* Appends a repository with its command and format to s, all three or
+ * none.  Returns 0, or -1 when memory runs out. */
+static int source_add(struct fw_task_sources *s, const char *repo, const char *cmd,
+		      const char *fmt)
+{
+	size_t n = s->repos.n;
+	if (fw_strlist_add(&s->repos, repo) == 0 && fw_strlist_add(&s->cmds, cmd) == 0 &&
+	    fw_strlist_add(&s->fmts, fmt) == 0)
+		return 0;
+	struct fw_strlist *l[3] = { &s->repos, &s->cmds, &s->fmts };
+	for (int i = 0; i < 3; i++)
+		while (l[i]->n > n)
+			free(l[i]->v[--l[i]->n]);
+	return -1;
+}
+
+/* The repositories named by the `repo` fields of the record stream at
+ * path.  Returns 0, or -1 after a fault. */
+static int sources_from_stream(struct fw_task_sources *s, const char *path, fw_task_say_fn warn,
+			       void *arg)
+{
+	char err[256];
+	struct fw_reader *r = fw_reader_open(path, NULL, err, sizeof err);
+	if (!r) {
+		sayf(warn, arg, "%s: %s", path, err);
+		return -1;
+	}
+	struct fw_rec rec;
+	int k, rc = 0;
+	while ((k = fw_reader_next(r, &rec)) == 1) {
+		char *p, *c, *f;
+		int got = fw_task_source(rec.v, &p, &c, &f);
+		if (got == 1) {
+			sayf(warn, arg, "%s: record %llu (byte %llu): no 'repo' string",
+			     fw_reader_name(r), (unsigned long long)rec.index + 1,
+			     (unsigned long long)rec.offset);
+			rc = -1;
+			continue;
+		}
+		if (got < 0 || source_add(s, p, c, f) < 0)
+			rc = -1;
+		free(p);
+		free(c);
+		free(f);
+	}
+	if (k < 0) {
+		sayf(warn, arg, "%s: record %llu (byte %llu): %s", fw_reader_name(r),
+		     (unsigned long long)fw_reader_index(r) + 1,
+		     (unsigned long long)fw_reader_offset(r), fw_reader_error(r));
+		rc = -1;
+	}
+	fw_reader_close(r);
+	return rc;
+}
+
+int fw_task_sources_fill(struct fw_task_sources *s, int n, char *const *ops, fw_task_say_fn warn,
+			 void *arg)
+{
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		int kind = fw_task_operand_kind(ops[i]);
+		if (kind > 0) {
+			if (source_add(s, ops[i], "", "") < 0)
+				rc = -1;
+		} else if (kind < 0) {
+			sayf(warn, arg, "%s: %s", ops[i], strerror(errno));
+			rc = -1;
+		} else if (sources_from_stream(s, ops[i], warn, arg) < 0) {
+			rc = -1;
+		}
+	}
+	return rc;
+}
+
+void fw_task_sources_release(struct fw_task_sources *s)
+{
+	if (!s)
+		return;
+	fw_strlist_release(&s->repos);
+	fw_strlist_release(&s->cmds);
+	fw_strlist_release(&s->fmts);
+}
+
+/* One repository of a run: what the callbacks of its results and of its
+ * history need. */
+struct repo_ctx {
+	struct fw_task_run *R;
+	const struct fw_task_repo *r;
+	const char *repo;
+};
+
+static int put_task(void *arg, const struct fw_task_cand *c)
+{
+	struct repo_ctx *x = arg;
+	return x->R->emit(x->R->arg, c->rec.p, c->rec.n);
+}
+
+static int put_commit(void *ctx, const void *rec, size_t n)
+{
+	struct repo_ctx *x = ctx;
+	return x->R->emit(x->R->arg, rec, n);
+}
+
+static void say_rejected(void *arg, const struct fw_task_cand *c)
+{
+	struct repo_ctx *x = arg;
+	if (!x->R->note)
+		return;
+	int file = c->strategy == FW_DELETE_FILE;
+	sayf(x->R->note, x->R->arg, "%s: %s %s%s%s: %s: %s", x->repo,
+	     fw_strategy_name(c->strategy), c->path, file ? "" : ":",
+	     file ? "" : x->r->syms.v[c->sym].name, fw_task_reason_name(c->reason), c->detail);
+}
+
+static void say_commit(void *ctx, const char *hex, const char *subject, enum fw_history_reason r,
+		       const char *detail)
+{
+	struct repo_ctx *x = ctx;
+	sayf(x->R->note, x->R->arg, "%s: %.12s %s: %s: %s", x->repo, hex, subject,
+	     fw_history_reason_name(r), detail);
+}
+
+/* To note: the last lines the test command printed, which say why the
+ * original suite cannot be used. */
+static void say_tail(const struct fw_task_run *R, const struct fw_task_repo *r, const char *repo)
+{
+	if (!R->note || !r->show_tail || !r->tail[0])
+		return;
+	sayf(R->note, R->arg, "%s: the test command's output ends:", repo);
+	for (const char *p = r->tail; *p;) {
+		const char *e = strchr(p, '\n');
+		int n = e ? (int)(e - p) : (int)strlen(p);
+		sayf(R->note, R->arg, "%s: | %.*s", repo, n, p);
+		p += n + (e != NULL);
+	}
+}
+
+/* The mutations of repo with options t, up to max tasks (0: no limit).
+ * why gets the reason a repository was not used.  Returns 0 or -1. */
+static int run_mutations(struct fw_task_run *R, const struct fw_task_opts *t, uint64_t max,
+			 const char *repo, char *why, size_t whylen)
+{
+	struct fw_task_repo r = { 0 };
+	struct repo_ctx x = { R, &r, repo };
+	char tmp[4096], msg[512];
+	int rc = -1;
+	if (fw_scratch_make(tmp) < 0) {
+		snprintf(why, whylen, "error (cannot make a temporary directory)");
+		return -1;
+	}
+	int k = fw_task_repo_open(&r, t, repo, tmp);
+	if (r.nflaky)
+		sayf(R->warn, R->arg, "%s: %zu flaky tests (differ between two runs) are excluded",
+		     repo, r.nflaky);
+	if (r.nbad)
+		sayf(R->warn, R->arg, "%s: %zu tests fail on the original and are excluded", repo,
+		     r.nbad);
+	if (k != 0) {
+		sayf(R->warn, R->arg, "%s: %s", repo, k > 0 ? r.msg : "out of memory");
+		say_tail(R, &r, repo);
+	} else if (fw_task_repo_validate(&r, (int)R->jobs, max, R->progress, msg, sizeof msg) < 0) {
+		snprintf(r.why, sizeof r.why, "error (%s)", msg);
+		sayf(R->warn, R->arg, "%s: %s", repo, msg);
+	} else if (fw_task_repo_results(&r, max, &R->tally, put_task, say_rejected, &x) == 0) {
+		rc = 0;
+	}
+	snprintf(why, whylen, "%s", r.why);
+	fw_task_repo_release(&r);
+	fw_scratch_remove(tmp);
+	return rc;
+}
+
+/* The history of repo with options t, up to max tasks (0: no limit).
+ * Returns 0 or -1. */
+static int run_history(struct fw_task_run *R, const struct fw_task_opts *t, uint64_t max,
+		       const char *repo)
+{
+	struct fw_history_opts h = R->h;
+	struct repo_ctx x = { R, NULL, repo };
+	char tmp[4096], err[1024];
+	if (fw_scratch_make(tmp) < 0)
+		return -1;
+	h.max = max;
+	h.jobs = R->jobs;
+	h.tmp = tmp;
+	int rc = fw_task_run_history(&h, t, repo, put_commit, say_commit, &x, &R->htally, err,
+				     sizeof err);
+	if (rc < 0)
+		sayf(R->warn, R->arg, "%s: %s", repo, err);
+	fw_scratch_remove(tmp);
+	return rc;
+}
+
+/* One repository of the run, with its own test command and report format
+ * ("": the run's).  Returns 0 or -1. */
+static int run_repo(struct fw_task_run *R, const char *repo, const char *cmd, const char *fmt)
+{
+	struct fw_task_opts t = R->t;
+	uint64_t max = R->max ? R->max - R->tally.ok - R->htally.kept : 0;
+	int st, rc = 0;
+	if (cmd[0])
+		t.test_cmd = cmd;
+	if (fmt[0] && (st = fw_report_format_parse(fmt)) >= 0) {
+		t.fmt = (enum fw_report_format)st;
+	} else if (fmt[0]) {
+		sayf(R->warn, R->arg, "%s: unknown report format '%s' (junit, tap, gotest)", repo,
+		     fmt);
+		return -1;
+	}
+	if (!t.test_cmd) {
+		sayf(R->warn, R->arg, "%s: no test command (--test-cmd, or a test_cmd field)",
+		     repo);
+		return -1;
+	}
+	if (R->history && run_history(R, &t, max, repo) < 0)
+		rc = -1;
+	if (R->max && R->tally.ok + R->htally.kept >= R->max)
+		t.strategies = 0;
+	else if (R->max)
+		max = R->max - R->tally.ok - R->htally.kept;
+	struct fw_task_tally before = R->tally;
+	char why[600] = "", line[1400];
+	if (t.strategies) {
+		if (run_mutations(R, &t, max, repo, why, sizeof why) < 0)
+			rc = -1;
+		if (why[0])
+			snprintf(line, sizeof line, "%s: not used: %s", repo, why);
+		else
+			snprintf(line, sizeof line, "%s: candidates %llu, validated %llu", repo,
+				 (unsigned long long)(R->tally.cand - before.cand),
+				 (unsigned long long)(R->tally.ok - before.ok));
+		fw_strlist_add(&R->lines, line);
+	}
+	if (R->flush)
+		R->flush(R->arg);
+	return rc;
+}
+
+int fw_task_run_all(struct fw_task_run *R, const struct fw_task_sources *s)
+{
+	int rc = 0;
+	for (size_t i = 0; i < s->repos.n; i++) {
+		if (R->max && R->tally.ok + R->htally.kept >= R->max)
+			break;
+		if (run_repo(R, s->repos.v[i], s->cmds.v[i], s->fmts.v[i]) < 0)
+			rc = -1;
+	}
+	return rc;
+}
+
+void fw_task_run_release(struct fw_task_run *R)
+{
+	if (R)
+		fw_strlist_release(&R->lines);
 }
