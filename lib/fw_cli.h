@@ -4,7 +4,8 @@
  * a loop over input operands.
  *
  * This is the one part of libflywheel that prints: each function that
- * writes to stderr says so.  None of them exits.
+ * writes to stderr says so, as does a call of another module that prints
+ * through these (fw_recscore_files).  None of them exits.
  */
 #ifndef FW_CLI_H
 #define FW_CLI_H

@@ -164,6 +164,32 @@ void fw_recscore_free(struct fw_recscore *s);
 int fw_recscore_run(struct fw_recscore *s, struct fw_mpv rec, struct fw_buf *out,
 		    const char **why);
 
+/* What a scoring run (fw_recscore_files) is asked for: ckpt score's options. */
+struct fw_recscore_opts {
+	int workers;               /* threads that score, >= 1 (1: the caller's own) */
+	const char *out;           /* fw_writer_open()'s path (NULL: standard output) */
+	int level;                 /* and its level */
+	int progress;              /* fw_each's meter: fw_progress_start()'s force */
+	uint64_t shard_k, shard_n; /* fw_each's shard (shard_n 0: every record) */
+};
+
+/*
+ * ckpt score: the records of the operands argv[first..argc) (fw_each_record()
+ * of fw_cli.h, going on past a damaged record) scored with m and t, both
+ * outliving the call, by o->workers threads of the shared ordered pool, each
+ * with a scorer of its own (fw_recscore_new), and written to o->out in input
+ * order: since a record's numbers depend on its ids only, the bytes are
+ * those of one worker.  A record that cannot be scored is left out and
+ * reported, in input order, as "FILE: record N (byte B): WHY" (fw_warn_rec).
+ * Prints its diagnostics on stderr, as fw_each_record() does.  Returns
+ * FW_EXIT_OK; FW_EXIT_DATA when a record was bad or refused (the rest is
+ * written), or when a scorer, the output or a worker could not be had,
+ * memory ran out or a write failed (what was written stays unfinished: a
+ * file o->out names is not put in place).
+ */
+int fw_recscore_files(struct fw_model *m, const struct fw_tok *t,
+		      const struct fw_recscore_opts *o, int argc, char **argv, int first);
+
 /*
  * Reads the prompt log-probs of a completions answer (body, len bytes) to
  * the scoring request for seq[0..N): choices[0].logprobs.token_logprobs (N

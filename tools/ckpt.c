@@ -9,7 +9,6 @@
  */
 #include <getopt.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +18,6 @@
 #include "fw_cli.h"
 #include "fw_model.h"
 #include "fw_mp.h"
-#include "fw_stream.h"
 #include "fw_teach.h"
 #include "fw_tok.h"
 #include "fw_train.h"
@@ -234,169 +232,23 @@ out:
 
 /* ---- score -------------------------------------------------------------------- */
 
-/*
- * With -j N the records go to the shared ordered pool (fw_pool) of N
- * threads and are written back in input order by the main thread, which
- * also reads.  The threads share the model and the tokenizer, which
- * scoring only reads (fw_model.h, fw_tok.h); each has its own scorer, the
- * decoding state and buffers a record is scored in.  Each record's numbers
- * depend on its ids only (fw_teach.h), so the bytes are those of -j 1.
- */
-
-/* One record: a copy of its bytes, where it was read, what scoring made. */
-struct score_job {
-	struct fw_buf in, out;
-	char *file;
-	uint64_t index, offset;
-	char why[512];           /* why it cannot be scored (rc 0) */
-};
-
-struct scorer {
-	struct fw_recscore **rs; /* one per worker, made before they start */
-	int nrs, next;           /* scorers; the next to hand to a worker */
-	pthread_mutex_t mu;
-	struct fw_pool *pool;
-	struct fw_writer *w;
-	struct fw_progress *meter; /* fw_each_record()'s, while it runs */
-	int bad;                 /* a record was refused */
-};
-
-static void job_free(struct score_job *j)
-{
-	if (!j)
-		return;
-	fw_buf_release(&j->in);
-	fw_buf_release(&j->out);
-	free(j->file);
-	free(j);
-}
-
-/* A worker's scorer: each of the pool's threads gets one of its own. */
-static void *take_scorer(void *arg)
-{
-	struct scorer *sc = arg;
-	struct fw_recscore *rs;
-
-	pthread_mutex_lock(&sc->mu);
-	rs = sc->rs[sc->next++ % sc->nrs];
-	pthread_mutex_unlock(&sc->mu);
-	return rs;
-}
-
-/* On a worker: fw_recscore_run()'s result (1 scored, 0 refused, -1 out
- * of memory). */
-static int score_job(void *state, void *job, void *arg)
-{
-	struct score_job *j = job;
-	const char *why;
-	int rc = fw_recscore_run(state, (struct fw_mpv){ j->in.p, j->in.n }, &j->out, &why);
-
-	if (rc == 0)
-		snprintf(j->why, sizeof(j->why), "%s", why);
-	return rc;
-}
-
-/* On the main thread, in input order: the diagnostic or the record.
- * Returns -1, which stops the pool, when memory runs out or a write fails. */
-static int write_job(void *job, int rc, void *arg)
-{
-	struct scorer *sc = arg;
-	struct score_job *j = job;
-	int ret = 0;
-
-	if (rc == 0) {
-		if (sc->meter)
-			fw_progress_pause(sc->meter);
-		fw_warn_rec(j->file, j->index, j->offset, "%s", j->why);
-		sc->bad = 1;
-	} else if (rc < 0) {
-		fw_warn("out of memory");
-		ret = -1;
-	} else if (fw_writer_put(sc->w, j->out.p, j->out.n)) {
-		fw_warn("%s", fw_writer_error(sc->w));
-		ret = -1;
-	}
-	job_free(j);
-	return ret;
-}
-
-static void drop_job(void *job, void *arg)
-{
-	job_free(job);
-}
-
-static int score_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
-{
-	struct scorer *sc = e->arg;
-	struct score_job *j = calloc(1, sizeof(*j));
-
-	sc->meter = e->meter;
-
-	if (!j || fw_buf_append(&j->in, rec->v.p, rec->v.n) || !(j->file = strdup(file))) {
-		job_free(j);
-		fw_warn("out of memory");
-		return -1;
-	}
-	j->index = rec->index;
-	j->offset = rec->offset;
-	return fw_pool_submit(sc->pool, j);
-}
-
+/* The records scored on o->jobs workers and written in input order, the
+ * bytes of -j 1 (fw_recscore_files). */
 static int cmd_score(struct opts *o)
 {
-	struct scorer sc = { .mu = PTHREAD_MUTEX_INITIALIZER };
-	struct fw_pool_conf pc = { .workers = o->jobs, .worker_init = take_scorer,
-				   .work = score_job, .done = write_job, .drop = drop_job,
-				   .arg = &sc };
-	struct fw_each e = { .go_on = 1, .progress = o->progress, .shard_k = o->shard_k,
-			     .shard_n = o->shard_n, .arg = &sc };
+	struct fw_recscore_opts so = { .workers = o->jobs, .out = o->out, .level = o->level,
+				       .progress = o->progress, .shard_k = o->shard_k,
+				       .shard_n = o->shard_n };
 	struct fw_model *m;
 	struct fw_tok *t;
-	int rc = FW_EXIT_DATA;
+	int rc;
 
 	if (o->nargs < 1)
 		return fw_usage_fail("%s", "score needs DIR");
 	if (resolve(o) || !(m = load_model(o->args[0])))
 		return FW_EXIT_DATA;
 	t = load_tok(o->args[0], 0);
-	if (!(sc.rs = calloc(o->jobs, sizeof(*sc.rs)))) {
-		fw_warn("out of memory");
-		goto out;
-	}
-	for (; sc.nrs < o->jobs; sc.nrs++)
-		if (!(sc.rs[sc.nrs] = fw_recscore_new(m, t, err, sizeof(err)))) {
-			fw_warn("%s", err);
-			goto out;
-		}
-	if (!(sc.w = fw_writer_open(o->out, o->level, err, sizeof(err)))) {
-		fw_warn("%s", err);
-		goto out;
-	}
-	if (!(sc.pool = fw_pool_new(&pc))) {
-		fw_warn("cannot start a worker thread");
-		goto out;
-	}
-	rc = fw_each_record(&e, o->nargs, o->args, 1, score_one);
-	sc.meter = NULL; /* the meter has ended; the last records come after it */
-	if (fw_pool_finish(sc.pool) || e.stopped) {
-		/* out of memory or a write failed: what was written stays
-		 * unfinished */
-		rc = FW_EXIT_DATA;
-		goto out;
-	}
-	if (fw_writer_close(sc.w, err, sizeof(err))) {
-		fw_warn("%s", err);
-		rc = FW_EXIT_DATA;
-	}
-	sc.w = NULL;
-	if (sc.bad)
-		rc = FW_EXIT_DATA;
-out:
-	fw_pool_free(sc.pool);
-	fw_writer_abort(sc.w);
-	for (int i = 0; i < sc.nrs; i++)
-		fw_recscore_free(sc.rs[i]);
-	free(sc.rs);
+	rc = fw_recscore_files(m, t, &so, o->nargs, o->args, 1);
 	fw_tok_free(t);
 	fw_model_free(m);
 	return rc;

@@ -2,9 +2,11 @@
  * test_ckpt_lib.c — what ckpt and train-step ask of the library: a
  * checkpoint made, described and converted (fw_ckpt_init, fw_ckpt_describe,
  * fw_ckpt_convert), continuations sampled (fw_sample_seqs), records scored
- * whole by the teacher's scorer (fw_recscore), --objective lists and the
+ * whole by the teacher's scorer (fw_recscore) and a run of them on the
+ * worker pool (fw_recscore_files), --objective lists and the
  * private tasks a run refuses (fw_train_parse_objective, fw_private_*).
  */
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "test.h"
 #include "test_rec.h"
 #include "fw_base.h"
+#include "fw_cli.h"
 #include "fw_model.h"
 #include "fw_mp.h"
 #include "fw_teach.h"
@@ -148,6 +151,81 @@ TEST(records_scored_as_the_kv_scorer_scores_their_ids)
 	fw_recscore_free(rs);
 	fw_recscore_free(NULL);
 	fw_model_free(m);
+}
+
+/* One scoring run of in on workers threads into out, its stderr into errf.
+ * Returns fw_recscore_files()'s status. */
+static int score_run(struct fw_model *m, int workers, char *in, const char *out,
+		     const char *errf)
+{
+	struct fw_recscore_opts o = { .workers = workers, .out = out, .level = -1 };
+	char *argv[] = { in, in };
+	int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0644), saved = dup(2), rc;
+
+	fflush(stderr);
+	dup2(fd, 2);
+	close(fd);
+	rc = fw_recscore_files(m, NULL, &o, 2, argv, 0);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	return rc;
+}
+
+TEST(records_scored_on_one_or_three_workers_give_the_same_bytes)
+{
+	struct fw_model *m = model();
+	struct fw_buf in = { 0 }, r = { 0 };
+	char dir[PATH_MAX], cfg[PATH_MAX], p[6][PATH_MAX + 16];
+	char *a = NULL, *b = NULL, *ea = NULL, *eb = NULL, *e5 = NULL, *e12 = NULL;
+	size_t na = 0, nb = 0, nea = 0, neb = 0;
+	char js[256];
+	FILE *f;
+
+	CHECK(m != NULL && scratch(dir, cfg) != NULL);
+	for (int i = 0; i < 6; i++)
+		snprintf(p[i], sizeof p[i], "%s/%d", dir, i);
+	/* twenty records of various lengths; the 5th names an id outside the
+	 * vocabulary and the 12th a text, which needs a tokenizer */
+	for (int i = 0; i < 20; i++) {
+		int k = snprintf(js, sizeof js, "{\"id\":\"r%d\",\"tokens\":[256", i);
+
+		for (int t = 0; t < 3 + i % 7; t++)
+			k += snprintf(js + k, sizeof js - k, ",%d", (i * 31 + t * 7) % 256);
+		snprintf(js + k, sizeof js - k, "%s]}", i == 4 ? ",999" : "");
+		if (i == 11)
+			snprintf(js, sizeof js, "{\"id\":\"r%d\",\"text\":\"hi\"}", i);
+		test_rec(&r, js);
+		fw_buf_append(&in, r.p, r.n);
+	}
+	CHECK((f = fopen(p[0], "w")) != NULL);
+	fwrite(in.p, 1, in.n, f);
+	fclose(f);
+	/* the refused records make the status FW_EXIT_DATA; the rest are written */
+	CHECK_EQ_INT(score_run(m, 1, p[0], p[1], p[2]), FW_EXIT_DATA);
+	CHECK_EQ_INT(score_run(m, 3, p[0], p[3], p[4]), FW_EXIT_DATA);
+	a = fw_read_file(p[1], 1 << 20, &na);
+	b = fw_read_file(p[3], 1 << 20, &nb);
+	ea = fw_read_file(p[2], 1 << 20, &nea);
+	eb = fw_read_file(p[4], 1 << 20, &neb);
+	CHECK(a && b && na > in.n && na == nb && memcmp(a, b, na) == 0);
+	/* the same warnings in input order: two an operand, read twice */
+	CHECK(ea && eb && nea == neb && memcmp(ea, eb, nea) == 0);
+	CHECK(ea && (e5 = strstr(ea, ": record 5 (byte ")) &&
+	      (e12 = strstr(ea, ": record 12 (byte ")));
+	CHECK(e5 && e12 && e5 < e12 && strstr(e12 + 1, ": record 5 (byte ") != NULL);
+	/* an output that cannot be opened: nothing scored, the reason said */
+	snprintf(p[5], sizeof p[5], "%s/no/such/out", dir);
+	CHECK_EQ_INT(score_run(m, 3, p[0], p[5], p[2]), FW_EXIT_DATA);
+	CHECK(access(p[5], F_OK) != 0);
+	free(a);
+	free(b);
+	free(ea);
+	free(eb);
+	fw_buf_release(&in);
+	fw_buf_release(&r);
+	fw_model_free(m);
+	fw_rmtree(dir);
 }
 
 TEST(objective_lists_name_weights_or_are_refused)
