@@ -137,9 +137,12 @@ int fw_parse_double(const char *s, double *out);
 /* Parses "K/N" with 0 <= K < N.  Returns 0 or -1. */
 int fw_parse_shard(const char *s, uint64_t *k, uint64_t *n);
 
-/* 1 when the record belongs to shard k of n: fw_hash64(id) % n == k, where
- * id is the record's `id` string (a record without one hashes its whole
- * bytes).  Cannot fail. */
+/* The hash that places a record in a shard: fw_hash64() of the record's
+ * `id` string, or of its whole bytes without one.  Cannot fail. */
+uint64_t fw_shard_hash(struct fw_mpv rec);
+
+/* 1 when the record belongs to shard k of n: fw_shard_hash(rec) % n == k.
+ * Cannot fail. */
 int fw_shard_keep(struct fw_mpv rec, uint64_t k, uint64_t n);
 
 /* ---- ordered worker pool (-j N) ------------------------------------------- */

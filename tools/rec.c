@@ -373,10 +373,7 @@ struct split_arg {
 static int split_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
 {
 	struct split_arg *a = arg;
-	for (uint64_t k = 0; k < a->n; k++)
-		if (fw_shard_keep(rec->v, k, a->n))
-			return put_rec(a->w[k], rec);
-	return 0;
+	return put_rec(a->w[fw_shard_hash(rec->v) % a->n], rec);
 }
 
 static int cmd_split(struct opts *o)

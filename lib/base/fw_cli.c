@@ -259,14 +259,19 @@ int fw_parse_shard(const char *s, uint64_t *k, uint64_t *n)
 	return *n > 0 && *k < *n ? 0 : -1;
 }
 
-int fw_shard_keep(struct fw_mpv rec, uint64_t k, uint64_t n)
+uint64_t fw_shard_hash(struct fw_mpv rec)
 {
 	struct fw_mpv id;
 	const char *s;
 	size_t len;
 	if (fw_mp_get(rec, "id", &id) == 1 && fw_mp_str(id, &s, &len) == 0)
-		return fw_hash64(s, len) % n == k;
-	return fw_hash64(rec.p, rec.n) % n == k;
+		return fw_hash64(s, len);
+	return fw_hash64(rec.p, rec.n);
+}
+
+int fw_shard_keep(struct fw_mpv rec, uint64_t k, uint64_t n)
+{
+	return fw_shard_hash(rec) % n == k;
 }
 
 double fw_now(void)
