@@ -1,7 +1,7 @@
 /*
  * fw_cli.h — what every flywheel tool shares: its name in diagnostics,
  * exit codes, option values (--seed, --shard K/N), the progress meter, and
- * a loop over input operands.
+ * the loops over input operands: their records, or their JSON as records.
  *
  * This is the one part of libflywheel that prints: each function that
  * writes to stderr says so.  None of them exits.
@@ -119,6 +119,23 @@ struct fw_each {
  * FW_EXIT_OK or FW_EXIT_DATA.  Prints diagnostics on stderr. */
 int fw_each_record(struct fw_each *e, int argc, char **argv, int first,
 		   int (*fn)(struct fw_each *e, const struct fw_rec *rec, const char *file));
+
+/*
+ * The loop of a tool that reads JSON (rec from-json): the JSON values of
+ * every operand (no operand: standard input), read by fw_json_reader, are
+ * written to w one record each; progress is fw_progress_start()'s force
+ * for the meter of the operands' total size.  A value that is not an
+ * object is said with its place ("FILE: line L, column C: value is array,
+ * not an object") and ends its file with FW_EXIT_DATA, or with skip_bad is
+ * passed over.  A record larger than max_record (0:
+ * FW_MAX_RECORD_DEFAULT), text that is not JSON (the reader's line and
+ * column), a file that cannot be opened and a write error (not said when
+ * the reader went away: EPIPE) are said, end their file and make the
+ * result FW_EXIT_DATA; the loop goes on with the next file.  Every record
+ * before a fault is written.  Returns FW_EXIT_OK or FW_EXIT_DATA.
+ */
+int fw_json_records(struct fw_writer *w, int argc, char **argv, int first, size_t max_record,
+		    int skip_bad, int progress);
 
 /* Prints the reader's last error with its position via fw_warn_rec(). */
 void fw_warn_reader(const struct fw_reader *r);

@@ -253,78 +253,13 @@ static int cmd_json(struct opts *o, const char *path)
 
 /* ---- from-json ----------------------------------------------------------------- */
 
-static int from_json_file(const char *path, struct fw_writer *w, struct opts *o,
-			  struct fw_progress *prog, uint64_t *total)
-{
-	size_t maxrec = o->ropts.max_record ? o->ropts.max_record : FW_MAX_RECORD_DEFAULT;
-	char err[512];
-	struct fw_json_reader *jr = fw_json_reader_open(path, maxrec, err, sizeof err);
-	struct fw_mpv v;
-	uint64_t line, col, prog_base = prog->bytes; /* the files before this one */
-	int rc, st = 0;
-
-	if (!jr) {
-		fw_warn("%s", err);
-		return FW_EXIT_DATA;
-	}
-	const char *name = fw_json_reader_name(jr);
-	while ((rc = fw_json_reader_next(jr, &v)) == 1) {
-		fw_json_reader_pos(jr, &line, &col);
-		if (fw_mp_type(v) != FW_MP_MAP) {
-			fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
-				(unsigned long long)line, (unsigned long long)col,
-				fw_mp_type_name(fw_mp_type(v)));
-			if (!o->skip_bad) {
-				st = FW_EXIT_DATA;
-				break;
-			}
-			continue;
-		}
-		if (v.n > maxrec) {
-			fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
-				name, (unsigned long long)line, v.n, maxrec);
-			st = FW_EXIT_DATA;
-			break;
-		}
-		if (fw_writer_put(w, v.p, v.n) < 0) {
-			if (errno != EPIPE)
-				fw_warn("%s", fw_writer_error(w));
-			st = FW_EXIT_DATA;
-			break;
-		}
-		(*total)++;
-		fw_progress_tick(prog, *total, prog_base + fw_json_reader_offset(jr));
-	}
-	fw_progress_tick(prog, *total, prog_base + fw_json_reader_offset(jr));
-	if (rc < 0) {
-		fw_warn("%s: %s", name, fw_json_reader_error(jr));
-		st = FW_EXIT_DATA;
-	}
-	fw_json_reader_close(jr);
-	return st;
-}
-
 static int cmd_from_json(struct opts *o)
 {
 	struct fw_writer *w = open_out(o, o->out, o->level);
-	struct fw_progress prog;
-	uint64_t total = 0;
-	int st = 0;
 	if (!w)
 		return FW_EXIT_DATA;
-	fw_progress_start(&prog, o->progress);
-	struct fw_operands ops;
-	fw_operands_init(&ops, o->nfiles, o->files, 0);
-	for (const char *file; prog.on && (file = fw_operands_next(&ops));)
-		fw_progress_expect(&prog, file);
-	fw_operands_init(&ops, o->nfiles, o->files, 0);
-	for (const char *file; (file = fw_operands_next(&ops));) {
-		int s = from_json_file(file, w, o, &prog, &total);
-		if (s)
-			st = s;
-	}
-	fw_progress_end(&prog);
-	return close_out(w, st);
+	return close_out(w, fw_json_records(w, o->nfiles, o->files, 0, o->ropts.max_record,
+					   o->skip_bad, o->progress));
 }
 
 /* ---- sample ---------------------------------------------------------------- */

@@ -2,6 +2,7 @@
  * fw_cli.c — shared command-line helpers.  See fw_cli.h.
  */
 #include "fw_cli.h"
+#include "fw_json.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -197,6 +198,79 @@ int fw_each_record(struct fw_each *e, int argc, char **argv, int first,
 	if (e->skipped)
 		fw_warn("skipped %llu bad record%s", (unsigned long long)e->skipped,
 			e->skipped == 1 ? "" : "s");
+	return status;
+}
+
+/* One operand of fw_json_records(): its values into w, *records counting
+ * those written over every operand.  Returns FW_EXIT_OK or FW_EXIT_DATA. */
+static int json_file(const char *path, struct fw_writer *w, size_t maxrec, int skip_bad,
+		     struct fw_progress *meter, uint64_t *records)
+{
+	char err[512];
+	struct fw_json_reader *jr = fw_json_reader_open(path, maxrec, err, sizeof err);
+	struct fw_mpv v;
+	uint64_t line, col, bytes_before = meter->bytes; /* the files before this one */
+	int rc, status = FW_EXIT_OK;
+
+	if (!jr) {
+		fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	const char *name = fw_json_reader_name(jr);
+	while ((rc = fw_json_reader_next(jr, &v)) == 1) {
+		fw_json_reader_pos(jr, &line, &col);
+		if (fw_mp_type(v) != FW_MP_MAP) {
+			fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
+				(unsigned long long)line, (unsigned long long)col,
+				fw_mp_type_name(fw_mp_type(v)));
+			if (!skip_bad) {
+				status = FW_EXIT_DATA;
+				break;
+			}
+			continue;
+		}
+		if (v.n > maxrec) {
+			fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
+				name, (unsigned long long)line, v.n, maxrec);
+			status = FW_EXIT_DATA;
+			break;
+		}
+		if (fw_writer_put(w, v.p, v.n) < 0) {
+			if (errno != EPIPE)
+				fw_warn("%s", fw_writer_error(w));
+			status = FW_EXIT_DATA;
+			break;
+		}
+		(*records)++;
+		fw_progress_tick(meter, *records, bytes_before + fw_json_reader_offset(jr));
+	}
+	fw_progress_tick(meter, *records, bytes_before + fw_json_reader_offset(jr));
+	if (rc < 0) {
+		fw_warn("%s: %s", name, fw_json_reader_error(jr));
+		status = FW_EXIT_DATA;
+	}
+	fw_json_reader_close(jr);
+	return status;
+}
+
+int fw_json_records(struct fw_writer *w, int argc, char **argv, int first, size_t max_record,
+		    int skip_bad, int progress)
+{
+	size_t maxrec = max_record ? max_record : FW_MAX_RECORD_DEFAULT;
+	struct fw_operands ops;
+	struct fw_progress meter;
+	uint64_t records = 0;
+	int status = FW_EXIT_OK;
+
+	fw_progress_start(&meter, progress);
+	fw_operands_init(&ops, argc, argv, first);
+	for (const char *file; meter.on && (file = fw_operands_next(&ops));)
+		fw_progress_expect(&meter, file);
+	fw_operands_init(&ops, argc, argv, first);
+	for (const char *file; (file = fw_operands_next(&ops));)
+		if (json_file(file, w, maxrec, skip_bad, &meter, &records))
+			status = FW_EXIT_DATA;
+	fw_progress_end(&meter);
 	return status;
 }
 
