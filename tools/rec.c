@@ -53,57 +53,30 @@ static const struct fw_opt_doc options[] = {
 /* Options shared by the subcommands. */
 struct opts {
 	const char *out;
-	const char *path;
 	int level; /* -1 auto */
-	int skip_bad;
-	int progress;
 	uint64_t n;
 	int have_n;
 	uint64_t seed;
 	uint64_t shards;
-	uint64_t shard_k, shard_n;
 	struct fw_reader_opts ropts;
+	struct fw_each each; /* --skip-bad, --progress, --shard: every record loop's */
 	char **files;
 	int nfiles;
 };
 
-/* State of one pass over all inputs. */
-struct pass {
-	struct opts *o;
-	uint64_t records;
-};
-
-/* Calls fn for every record of every input.  fn returns 0 to go on, 1 to
- * stop early, -1 on a fatal error. */
-typedef int (*rec_fn)(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg);
-
-struct each_arg {
-	struct pass *ps;
-	rec_fn fn;
-	void *arg;
-};
-
-static int each_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+/* Runs fn over every record of the inputs with arg as e->arg; returns the
+ * exit status (see fw_each_record()). */
+static int each_record(struct opts *o, void *arg,
+		       int (*fn)(struct fw_each *e, const struct fw_rec *rec, const char *file))
 {
-	struct each_arg *a = e->arg;
-	a->ps->records = e->records;
-	return a->fn(a->ps, rec, file, a->arg);
-}
-
-/* Returns the exit status of the pass. */
-static int each_record(struct pass *ps, rec_fn fn, void *arg)
-{
-	struct each_arg a = {ps, fn, arg};
-	struct fw_each e = {
-		.ropts = &ps->o->ropts, .skip_bad = ps->o->skip_bad, .progress = ps->o->progress,
-		.shard_k = ps->o->shard_k, .shard_n = ps->o->shard_n, .arg = &a,
-	};
-	return fw_each_record(&e, ps->o->nfiles, ps->o->files, 0, each_one);
+	struct fw_each e = o->each;
+	e.arg = arg;
+	return fw_each_record(&e, o->nfiles, o->files, 0, fn);
 }
 
 /* ---- output ---------------------------------------------------------------- */
 
-static struct fw_writer *open_out(struct opts *o, const char *path, int level)
+static struct fw_writer *open_out(const char *path, int level)
 {
 	char err[512];
 	struct fw_writer *w = fw_writer_open(path, level, err, sizeof err);
@@ -140,38 +113,38 @@ struct cat_arg {
 	uint64_t limit; /* 0: none */
 };
 
-static int cat_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int cat_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	struct cat_arg *a = arg;
+	struct cat_arg *a = e->arg;
 	if (put_rec(a->w, rec) < 0)
 		return -1;
-	return a->limit && ps->records >= a->limit ? 1 : 0;
+	return a->limit && e->records >= a->limit ? 1 : 0;
 }
 
 static int cmd_cat(struct opts *o, uint64_t limit)
 {
-	struct pass ps = {.o = o};
 	if (limit == 0 && o->have_n)
 		return 0;
-	struct cat_arg a = {open_out(o, o->out, o->level), limit};
+	struct cat_arg a = {open_out(o->out, o->level), limit};
 	if (!a.w)
 		return FW_EXIT_DATA;
-	int st = each_record(&ps, cat_one, &a);
+	int st = each_record(o, &a, cat_one);
 	return close_out(a.w, st);
 }
 
 /* ---- count ----------------------------------------------------------------- */
 
-static int count_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int count_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
+	++*(uint64_t *)e->arg;
 	return 0;
 }
 
 static int cmd_count(struct opts *o)
 {
-	struct pass ps = {.o = o};
-	int st = each_record(&ps, count_one, NULL);
-	printf("%llu\n", (unsigned long long)ps.records);
+	uint64_t records = 0;
+	int st = each_record(o, &records, count_one);
+	printf("%llu\n", (unsigned long long)records);
 	return st;
 }
 
@@ -202,9 +175,9 @@ static int flush_text(struct fw_buf *b, int force)
 	return 0;
 }
 
-static int json_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int json_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	struct json_arg *a = arg;
+	struct json_arg *a = e->arg;
 	char err[256];
 	struct fw_mpv v = rec->v;
 	const char *s;
@@ -234,7 +207,6 @@ static int json_one(struct pass *ps, const struct fw_rec *rec, const char *file,
 
 static int cmd_json(struct opts *o, const char *path)
 {
-	struct pass ps = {.o = o};
 	struct json_arg a = {{0}, NULL};
 	if (path) {
 		char err[256];
@@ -244,7 +216,7 @@ static int cmd_json(struct opts *o, const char *path)
 			return FW_EXIT_USAGE;
 		}
 	}
-	int st = each_record(&ps, json_one, &a);
+	int st = each_record(o, &a, json_one);
 	flush_text(&a.buf, 1);
 	fw_buf_release(&a.buf);
 	fw_path_free(a.path);
@@ -255,18 +227,18 @@ static int cmd_json(struct opts *o, const char *path)
 
 static int cmd_from_json(struct opts *o)
 {
-	struct fw_writer *w = open_out(o, o->out, o->level);
+	struct fw_writer *w = open_out(o->out, o->level);
 	if (!w)
 		return FW_EXIT_DATA;
 	return close_out(w, fw_json_records(w, o->nfiles, o->files, 0, o->ropts.max_record,
-					   o->skip_bad, o->progress));
+					   o->each.skip_bad, o->each.progress));
 }
 
 /* ---- sample ---------------------------------------------------------------- */
 
-static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int sample_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	if (fw_recsample_add(arg, rec->v) < 0) {
+	if (fw_recsample_add(e->arg, rec->v) < 0) {
 		fw_warn("out of memory");
 		return -1;
 	}
@@ -275,15 +247,14 @@ static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *fil
 
 static int cmd_sample(struct opts *o)
 {
-	struct pass ps = {.o = o};
 	struct fw_recsample *a = fw_recsample_new(o->n, o->seed);
 	if (!a) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
-	int st = each_record(&ps, sample_one, a);
+	int st = each_record(o, a, sample_one);
 	uint64_t kept = fw_recsample_finish(a);
-	struct fw_writer *w = open_out(o, o->out, o->level);
+	struct fw_writer *w = open_out(o->out, o->level);
 	if (!w)
 		st = FW_EXIT_DATA;
 	for (uint64_t i = 0; w && i < kept; i++) {
@@ -305,15 +276,14 @@ struct split_arg {
 	uint64_t n;
 };
 
-static int split_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int split_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	struct split_arg *a = arg;
+	struct split_arg *a = e->arg;
 	return put_rec(a->w[fw_shard_hash(rec->v) % a->n], rec);
 }
 
 static int cmd_split(struct opts *o)
 {
-	struct pass ps = {.o = o};
 	struct split_arg a = {calloc(o->shards, sizeof(struct fw_writer *)), o->shards};
 	int st = 0;
 	if (!a.w) {
@@ -325,13 +295,13 @@ static int cmd_split(struct opts *o)
 		char name[4096];
 		snprintf(name, sizeof name, "%s.%0*llu.msgpack%s", o->out, digits,
 			 (unsigned long long)k, o->level > 0 ? ".zst" : "");
-		if (!(a.w[k] = open_out(o, name, o->level > 0 ? o->level : 0))) {
+		if (!(a.w[k] = open_out(name, o->level > 0 ? o->level : 0))) {
 			st = FW_EXIT_DATA;
 			break;
 		}
 	}
 	if (!st)
-		st = each_record(&ps, split_one, &a);
+		st = each_record(o, &a, split_one);
 	for (uint64_t k = 0; k < o->shards; k++)
 		if (a.w[k])
 			st = close_out(a.w[k], st);
@@ -341,22 +311,21 @@ static int cmd_split(struct opts *o)
 
 /* ---- stats ----------------------------------------------------------------- */
 
-static int stats_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int stats_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	fw_recstats_add(arg, rec->v);
+	fw_recstats_add(e->arg, rec->v);
 	return 0;
 }
 
 static int cmd_stats(struct opts *o)
 {
-	struct pass ps = {.o = o};
 	struct fw_recstats *a = fw_recstats_new();
 	struct fw_buf out = {0};
 	if (!a) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
-	int st = each_record(&ps, stats_one, a);
+	int st = each_record(o, a, stats_one);
 	if (fw_recstats_table(a, &out) < 0) {
 		fw_warn("out of memory");
 		st = FW_EXIT_DATA;
@@ -406,6 +375,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct opts o = {.level = -1};
+	o.each.ropts = &o.ropts;
 	int c;
 	uint64_t u;
 	/* getopt's own messages name argv[0]: "rec json: unrecognized option" */
@@ -438,16 +408,16 @@ int main(int argc, char **argv)
 				return fw_usage_fail("bad shard count '%s'", optarg);
 			break;
 		case OPT_SHARD:
-			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
+			if (fw_parse_shard(optarg, &o.each.shard_k, &o.each.shard_n) < 0)
 				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
 			break;
-		case OPT_SKIP_BAD: o.skip_bad = 1; break;
+		case OPT_SKIP_BAD: o.each.skip_bad = 1; break;
 		case OPT_MAX_RECORD:
 			if (fw_parse_u64(optarg, &u, 1) < 0 || u < 16 || u > (1ULL << 40))
 				return fw_usage_fail("bad record limit '%s'", optarg);
 			o.ropts.max_record = (size_t)u;
 			break;
-		case OPT_PROGRESS: o.progress = 1; break;
+		case OPT_PROGRESS: o.each.progress = 1; break;
 		case 'h': return fw_help_exit();
 		case OPT_VERSION: return fw_version_exit();
 		default: return fw_usage_exit();
