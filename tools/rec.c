@@ -151,63 +151,25 @@ static int cmd_count(struct opts *o)
 /* ---- json, get --------------------------------------------------------------- */
 
 struct json_arg {
-	struct fw_buf buf;
+	struct fw_textout out;
 	struct fw_path *path;
 };
-
-/* Writes out buffered text when there is 64 KiB of it, when forced, or on
- * the same clock as the record writer (fw_stream.c): at once after a pause
- * in the input, at least every 200 ms otherwise. */
-static int flush_text(struct fw_buf *b, int force)
-{
-	static double last, last_rec;
-	double t = fw_now();
-	int pause = t - last_rec > 0.05;
-	last_rec = t;
-	if (pause || t - last > 0.2)
-		force = 1;
-	if (b->n >= (1u << 16) || (force && b->n)) {
-		last = t;
-		if (fwrite(b->p, 1, b->n, stdout) != b->n || fflush(stdout) != 0)
-			return -1;
-		b->n = 0;
-	}
-	return 0;
-}
 
 static int json_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
 	struct json_arg *a = e->arg;
 	char err[256];
-	struct fw_mpv v = rec->v;
-	const char *s;
-	size_t n;
-	if (a->path) {
-		if (!fw_path_get(a->path, rec->v, &v)) {
-			if (fw_buf_append(&a->buf, "null\n", 5) < 0)
-				return -1;
-			return flush_text(&a->buf, 0);
-		}
-		if (fw_mp_str(v, &s, &n) == 0) {
-			/* Strings print raw, like jq -r. */
-			if (fw_buf_append(&a->buf, s, n) < 0 || fw_buf_append(&a->buf, "\n", 1) < 0)
-				return -1;
-			return flush_text(&a->buf, 0);
-		}
-	}
-	if (fw_json_from_mp(&a->buf, v, err, sizeof err) < 0) {
-		flush_text(&a->buf, 1);
+	if (fw_json_line(&a->out.buf, rec->v, a->path, err, sizeof err) < 0) {
+		fw_textout_flush(&a->out, 1);
 		fw_warn_rec(file, rec->index, rec->offset, "%s", err);
 		return -1;
 	}
-	if (fw_buf_append(&a->buf, "\n", 1) < 0)
-		return -1;
-	return flush_text(&a->buf, 0);
+	return fw_textout_flush(&a->out, 0);
 }
 
 static int cmd_json(struct opts *o, const char *path)
 {
-	struct json_arg a = {{0}, NULL};
+	struct json_arg a = {.path = NULL};
 	if (path) {
 		char err[256];
 		a.path = fw_path_parse(path, err, sizeof err);
@@ -217,8 +179,8 @@ static int cmd_json(struct opts *o, const char *path)
 		}
 	}
 	int st = each_record(o, &a, json_one);
-	flush_text(&a.buf, 1);
-	fw_buf_release(&a.buf);
+	fw_textout_flush(&a.out, 1);
+	fw_textout_release(&a.out);
 	fw_path_free(a.path);
 	return st;
 }
