@@ -137,6 +137,20 @@ int fw_each_record(struct fw_each *e, int argc, char **argv, int first,
 int fw_json_records(struct fw_writer *w, int argc, char **argv, int first, size_t max_record,
 		    int skip_bad, int progress);
 
+/* ---- output --------------------------------------------------------------- */
+
+/* fw_writer_open() that says why it failed ("PROG: REASON") and returns
+ * NULL. */
+struct fw_writer *fw_out_open(const char *path, int level);
+
+/* fw_writer_put() that says a write error, unless the reader went away
+ * (EPIPE).  Returns 0 or -1. */
+int fw_out_put(struct fw_writer *w, const void *p, size_t n);
+
+/* fw_writer_close() that says why it failed, unless the reader went away
+ * (EPIPE).  Returns status, or FW_EXIT_DATA when the close failed. */
+int fw_out_close(struct fw_writer *w, int status);
+
 /* Prints the reader's last error with its position via fw_warn_rec(). */
 void fw_warn_reader(const struct fw_reader *r);
 

@@ -4,13 +4,10 @@
  * Subcommands: cat, json, from-json, head, count, get, stats, sample, split.
  * See rec(1).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <fcntl.h>
 
 #include "fw_base.h"
 #include "fw_cli.h"
@@ -74,38 +71,6 @@ static int each_record(struct opts *o, void *arg,
 	return fw_each_record(&e, o->nfiles, o->files, 0, fn);
 }
 
-/* ---- output ---------------------------------------------------------------- */
-
-static struct fw_writer *open_out(const char *path, int level)
-{
-	char err[512];
-	struct fw_writer *w = fw_writer_open(path, level, err, sizeof err);
-	if (!w)
-		fw_warn("%s", err);
-	return w;
-}
-
-static int close_out(struct fw_writer *w, int status)
-{
-	char err[512];
-	if (fw_writer_close(w, err, sizeof err) < 0) {
-		if (errno != EPIPE)
-			fw_warn("%s", err);
-		return FW_EXIT_DATA;
-	}
-	return status;
-}
-
-static int put_rec(struct fw_writer *w, const struct fw_rec *rec)
-{
-	if (fw_writer_put(w, rec->v.p, rec->v.n) < 0) {
-		if (errno != EPIPE)
-			fw_warn("%s", fw_writer_error(w));
-		return -1;
-	}
-	return 0;
-}
-
 /* ---- cat, head ------------------------------------------------------------- */
 
 struct cat_arg {
@@ -116,7 +81,7 @@ struct cat_arg {
 static int cat_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
 	struct cat_arg *a = e->arg;
-	if (put_rec(a->w, rec) < 0)
+	if (fw_out_put(a->w, rec->v.p, rec->v.n) < 0)
 		return -1;
 	return a->limit && e->records >= a->limit ? 1 : 0;
 }
@@ -125,11 +90,11 @@ static int cmd_cat(struct opts *o, uint64_t limit)
 {
 	if (limit == 0 && o->have_n)
 		return 0;
-	struct cat_arg a = {open_out(o->out, o->level), limit};
+	struct cat_arg a = {fw_out_open(o->out, o->level), limit};
 	if (!a.w)
 		return FW_EXIT_DATA;
 	int st = each_record(o, &a, cat_one);
-	return close_out(a.w, st);
+	return fw_out_close(a.w, st);
 }
 
 /* ---- count ----------------------------------------------------------------- */
@@ -189,10 +154,10 @@ static int cmd_json(struct opts *o, const char *path)
 
 static int cmd_from_json(struct opts *o)
 {
-	struct fw_writer *w = open_out(o->out, o->level);
+	struct fw_writer *w = fw_out_open(o->out, o->level);
 	if (!w)
 		return FW_EXIT_DATA;
-	return close_out(w, fw_json_records(w, o->nfiles, o->files, 0, o->ropts.max_record,
+	return fw_out_close(w, fw_json_records(w, o->nfiles, o->files, 0, o->ropts.max_record,
 					   o->each.skip_bad, o->each.progress));
 }
 
@@ -216,7 +181,7 @@ static int cmd_sample(struct opts *o)
 	}
 	int st = each_record(o, a, sample_one);
 	uint64_t kept = fw_recsample_finish(a);
-	struct fw_writer *w = open_out(o->out, o->level);
+	struct fw_writer *w = fw_out_open(o->out, o->level);
 	if (!w)
 		st = FW_EXIT_DATA;
 	for (uint64_t i = 0; w && i < kept; i++) {
@@ -228,7 +193,7 @@ static int cmd_sample(struct opts *o)
 		}
 	}
 	fw_recsample_free(a);
-	return w ? close_out(w, st) : st;
+	return w ? fw_out_close(w, st) : st;
 }
 
 /* ---- split ----------------------------------------------------------------- */
@@ -241,7 +206,7 @@ struct split_arg {
 static int split_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
 	struct split_arg *a = e->arg;
-	return put_rec(a->w[fw_shard_hash(rec->v) % a->n], rec);
+	return fw_out_put(a->w[fw_shard_hash(rec->v) % a->n], rec->v.p, rec->v.n);
 }
 
 static int cmd_split(struct opts *o)
@@ -257,7 +222,7 @@ static int cmd_split(struct opts *o)
 		char name[4096];
 		snprintf(name, sizeof name, "%s.%0*llu.msgpack%s", o->out, digits,
 			 (unsigned long long)k, o->level > 0 ? ".zst" : "");
-		if (!(a.w[k] = open_out(name, o->level > 0 ? o->level : 0))) {
+		if (!(a.w[k] = fw_out_open(name, o->level > 0 ? o->level : 0))) {
 			st = FW_EXIT_DATA;
 			break;
 		}
@@ -266,7 +231,7 @@ static int cmd_split(struct opts *o)
 		st = each_record(o, &a, split_one);
 	for (uint64_t k = 0; k < o->shards; k++)
 		if (a.w[k])
-			st = close_out(a.w[k], st);
+			st = fw_out_close(a.w[k], st);
 	free(a.w);
 	return st;
 }

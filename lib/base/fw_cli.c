@@ -201,6 +201,36 @@ int fw_each_record(struct fw_each *e, int argc, char **argv, int first,
 	return status;
 }
 
+struct fw_writer *fw_out_open(const char *path, int level)
+{
+	char err[512];
+	struct fw_writer *w = fw_writer_open(path, level, err, sizeof err);
+	if (!w)
+		fw_warn("%s", err);
+	return w;
+}
+
+int fw_out_put(struct fw_writer *w, const void *p, size_t n)
+{
+	if (fw_writer_put(w, p, n) < 0) {
+		if (errno != EPIPE)
+			fw_warn("%s", fw_writer_error(w));
+		return -1;
+	}
+	return 0;
+}
+
+int fw_out_close(struct fw_writer *w, int status)
+{
+	char err[512];
+	if (fw_writer_close(w, err, sizeof err) < 0) {
+		if (errno != EPIPE)
+			fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	return status;
+}
+
 /* One operand of fw_json_records(): its values into w, *records counting
  * those written over every operand.  Returns FW_EXIT_OK or FW_EXIT_DATA. */
 static int json_file(const char *path, struct fw_writer *w, size_t maxrec, int skip_bad,
@@ -235,9 +265,7 @@ static int json_file(const char *path, struct fw_writer *w, size_t maxrec, int s
 			status = FW_EXIT_DATA;
 			break;
 		}
-		if (fw_writer_put(w, v.p, v.n) < 0) {
-			if (errno != EPIPE)
-				fw_warn("%s", fw_writer_error(w));
+		if (fw_out_put(w, v.p, v.n) < 0) {
 			status = FW_EXIT_DATA;
 			break;
 		}

@@ -1,6 +1,6 @@
 /*
  * Unit tests for the CLI conventions: the hash that places a record in a
- * shard, and the loop that turns JSON operands into records: every good
+ * shard, a writer's faults said, and the loop that turns JSON operands into records: every good
  * record before a fault written, the fault said with its line and column,
  * the exit status.
  */
@@ -41,6 +41,65 @@ static char *tmp_text(const char *text)
 	return path;
 }
 
+/* Standard error into a temporary file until said() gives back what was
+ * written there. */
+static char said_path[64];
+static int said_saved = -1;
+
+static void capture(void)
+{
+	snprintf(said_path, sizeof said_path, "/tmp/test_cli.err.XXXXXX");
+	int fd = mkstemp(said_path);
+	fflush(stderr);
+	said_saved = dup(2);
+	dup2(fd, 2);
+	close(fd);
+}
+
+static void said(char *out, size_t n)
+{
+	size_t len = 0;
+	fflush(stderr);
+	dup2(said_saved, 2);
+	close(said_saved);
+	char *text = fw_read_file(said_path, 1 << 20, &len);
+	snprintf(out, n, "%.*s", (int)len, text ? text : "");
+	free(text);
+	unlink(said_path);
+}
+
+TEST(out_says_why_a_writer_failed_and_keeps_the_status_otherwise)
+{
+	char err[512], path[] = "/tmp/test_cli.out.XXXXXX";
+	fw_cli_init("test");
+	capture();
+	CHECK(fw_out_open("/nonexistent/dir/x.msgpack", 0) == NULL);
+	said(err, sizeof err);
+	static const char cannot[] = "test: /nonexistent/dir/x.msgpack: cannot create: ";
+	CHECK(strncmp(err, cannot, sizeof cannot - 1) == 0);
+
+	close(mkstemp(path));
+	struct fw_writer *w = fw_out_open(path, 0);
+	CHECK(w != NULL);
+	CHECK_EQ_INT(fw_out_put(w, "\x81\xa1\x61\x01", 4), 0);
+	CHECK_EQ_INT(fw_out_close(w, FW_EXIT_DATA), FW_EXIT_DATA);
+	w = fw_out_open(path, 0);
+	CHECK_EQ_INT(fw_out_close(w, FW_EXIT_OK), FW_EXIT_OK);
+	unlink(path);
+
+	/* a full device: a record too big to hold fails at once, then the close */
+	static char big[1 << 20];
+	capture();
+	w = fw_out_open("/dev/full", 0);
+	CHECK(w != NULL);
+	CHECK_EQ_INT(fw_out_put(w, big, sizeof big), -1);
+	CHECK_EQ_INT(fw_out_put(w, "\x80", 1), 0);
+	CHECK_EQ_INT(fw_out_close(w, FW_EXIT_OK), FW_EXIT_DATA);
+	said(err, sizeof err);
+	CHECK_STR(err, "test: /dev/full: write error: No space left on device\n"
+		       "test: /dev/full: write error: No space left on device\n");
+}
+
 /* What one run of fw_json_records() gave. */
 struct json_run {
 	int status;
@@ -63,23 +122,10 @@ static void json_run(struct json_run *r, const char *const *ops, int n, size_t m
 	struct fw_writer *w = fw_writer_open(out, 0, err, sizeof err);
 	CHECK(w != NULL);
 
-	/* stderr into a file for the run */
-	char errpath[] = "/tmp/test_cli.err.XXXXXX";
-	int efd = mkstemp(errpath), saved = dup(2);
-	fflush(stderr);
-	dup2(efd, 2);
+	capture();
 	r->status = fw_json_records(w, n, argv, 0, max, skip_bad, -1);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	close(efd);
+	said(r->err, sizeof r->err);
 	CHECK_EQ_INT(fw_writer_close(w, err, sizeof err), 0);
-
-	size_t len = 0;
-	char *said = fw_read_file(errpath, 1 << 20, &len);
-	snprintf(r->err, sizeof r->err, "%.*s", (int)len, said ? said : "");
-	free(said);
-	unlink(errpath);
 
 	struct fw_reader *rd = fw_reader_open(out, NULL, err, sizeof err);
 	struct fw_buf js = { 0 };
