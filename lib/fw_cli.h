@@ -1,7 +1,7 @@
 /*
  * fw_cli.h — what every flywheel tool shares: its name in diagnostics,
  * exit codes, option values (--seed, --shard K/N), the progress meter, and
- * a loop over input operands.
+ * the loops over input operands: their records, or their JSON as records.
  *
  * This is the one part of libflywheel that prints: each function that
  * writes to stderr says so, as does a call of another module that prints
@@ -121,6 +121,37 @@ struct fw_each {
 int fw_each_record(struct fw_each *e, int argc, char **argv, int first,
 		   int (*fn)(struct fw_each *e, const struct fw_rec *rec, const char *file));
 
+/*
+ * The loop of a tool that reads JSON (rec from-json): the JSON values of
+ * every operand (no operand: standard input), read by fw_json_reader, are
+ * written to w one record each; progress is fw_progress_start()'s force
+ * for the meter of the operands' total size.  A value that is not an
+ * object is said with its place ("FILE: line L, column C: value is array,
+ * not an object") and ends its file with FW_EXIT_DATA, or with skip_bad is
+ * passed over.  A record larger than max_record (0:
+ * FW_MAX_RECORD_DEFAULT), text that is not JSON (the reader's line and
+ * column), a file that cannot be opened and a write error (not said when
+ * the reader went away: EPIPE) are said, end their file and make the
+ * result FW_EXIT_DATA; the loop goes on with the next file.  Every record
+ * before a fault is written.  Returns FW_EXIT_OK or FW_EXIT_DATA.
+ */
+int fw_json_records(struct fw_writer *w, int argc, char **argv, int first, size_t max_record,
+		    int skip_bad, int progress);
+
+/* ---- output --------------------------------------------------------------- */
+
+/* fw_writer_open() that says why it failed ("PROG: REASON") and returns
+ * NULL. */
+struct fw_writer *fw_out_open(const char *path, int level);
+
+/* fw_writer_put() that says a write error, unless the reader went away
+ * (EPIPE).  Returns 0 or -1. */
+int fw_out_put(struct fw_writer *w, const void *p, size_t n);
+
+/* fw_writer_close() that says why it failed, unless the reader went away
+ * (EPIPE).  Returns status, or FW_EXIT_DATA when the close failed. */
+int fw_out_close(struct fw_writer *w, int status);
+
 /* Prints the reader's last error with its position via fw_warn_rec(). */
 void fw_warn_reader(const struct fw_reader *r);
 
@@ -138,9 +169,12 @@ int fw_parse_double(const char *s, double *out);
 /* Parses "K/N" with 0 <= K < N.  Returns 0 or -1. */
 int fw_parse_shard(const char *s, uint64_t *k, uint64_t *n);
 
-/* 1 when the record belongs to shard k of n: fw_hash64(id) % n == k, where
- * id is the record's `id` string (a record without one hashes its whole
- * bytes).  Cannot fail. */
+/* The hash that places a record in a shard: fw_hash64() of the record's
+ * `id` string, or of its whole bytes without one.  Cannot fail. */
+uint64_t fw_shard_hash(struct fw_mpv rec);
+
+/* 1 when the record belongs to shard k of n: fw_shard_hash(rec) % n == k.
+ * Cannot fail. */
 int fw_shard_keep(struct fw_mpv rec, uint64_t k, uint64_t n);
 
 /* ---- ordered worker pool (-j N) ------------------------------------------- */

@@ -29,6 +29,16 @@
  */
 int fw_json_from_mp(struct fw_buf *out, struct fw_mpv v, char *err, size_t errlen);
 
+/*
+ * Appends the line `rec get PATH` prints for rec, '\n' included: the JSON
+ * text of the value at path (path NULL: of rec itself, as `rec json`
+ * prints it), a string raw (as jq -r prints it; only with a path), or
+ * "null" when the path is missing.  Returns 0, or -1 with a message in err
+ * as fw_json_from_mp(); on failure out keeps what it had before.
+ */
+int fw_json_line(struct fw_buf *out, struct fw_mpv rec, const struct fw_path *path, char *err,
+		 size_t errlen);
+
 /* Where and why parsing failed: at is the byte offset into the input. */
 struct fw_json_err {
 	size_t at;

@@ -64,12 +64,8 @@ void fw_sample_release(struct fw_sample *S);
 
 /* ---- hashes and dates --------------------------------------------------------- */
 
-/* The hash --shard uses: fw_hash64() of the record's `id` string, or of
- * its whole bytes without one.  Cannot fail. */
-uint64_t fw_select_id_hash(struct fw_mpv rec);
-
-/* The record's key in a sample of seed: its id hash mixed with the seed.
- * Cannot fail. */
+/* The record's key in a sample of seed: its id hash (fw_shard_hash(), the
+ * hash --shard uses) mixed with the seed.  Cannot fail. */
 uint64_t fw_select_key(struct fw_mpv rec, uint64_t seed);
 
 /* The top 53 bits of h as a number in [0, 1): independent of the low bits

@@ -1,5 +1,6 @@
 /*
- * fw_stream.h — record streams: a reader and a writer.
+ * fw_stream.h — record streams: a reader and a writer; text for standard
+ * output held and written out on the writer's clock.
  *
  * A stream is msgpack maps back to back, optionally zstd-compressed.  The
  * reader detects zstd by its magic (28 b5 2f fd) at the start of the input
@@ -124,5 +125,31 @@ void fw_writer_abort(struct fw_writer *w);
 
 /* Message of the last error of w. */
 const char *fw_writer_error(const struct fw_writer *w);
+
+/* ---- text on standard output ------------------------------------------------ */
+
+/* Text held at most before it is written out. */
+#define FW_TEXTOUT_HOLD (64u << 10)
+
+/*
+ * Text for standard output (the JSON lines of `rec json`), held in buf and
+ * written out on the clock of fw_writer_put(): at once after a pause in
+ * the input, at least every 200 ms otherwise, and whenever
+ * FW_TEXTOUT_HOLD bytes are held.  Zero-initialise; fw_textout_release()
+ * frees.
+ */
+struct fw_textout {
+	struct fw_buf buf;     /* the caller appends a line, then fw_textout_flush() */
+	double last, last_put; /* the clock */
+};
+
+/* Call after each line appended to t->buf: writes buf to stdout (fwrite,
+ * fflush) and empties it when that is due, or when force and it holds
+ * anything.  Returns 0, or -1 when standard output failed (its error flag
+ * is set: fw_close_stdout() says why). */
+int fw_textout_flush(struct fw_textout *t, int force);
+
+/* Frees what t holds; t is zeroed.  NULL does nothing. */
+void fw_textout_release(struct fw_textout *t);
 
 #endif

@@ -4,13 +4,10 @@
  * Subcommands: cat, json, from-json, head, count, get, stats, sample, split.
  * See rec(1).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <fcntl.h>
 
 #include "fw_base.h"
 #include "fw_cli.h"
@@ -53,84 +50,25 @@ static const struct fw_opt_doc options[] = {
 /* Options shared by the subcommands. */
 struct opts {
 	const char *out;
-	const char *path;
 	int level; /* -1 auto */
-	int skip_bad;
-	int progress;
 	uint64_t n;
 	int have_n;
 	uint64_t seed;
 	uint64_t shards;
-	uint64_t shard_k, shard_n;
 	struct fw_reader_opts ropts;
+	struct fw_each each; /* --skip-bad, --progress, --shard: every record loop's */
 	char **files;
 	int nfiles;
 };
 
-/* State of one pass over all inputs. */
-struct pass {
-	struct opts *o;
-	uint64_t records;
-};
-
-/* Calls fn for every record of every input.  fn returns 0 to go on, 1 to
- * stop early, -1 on a fatal error. */
-typedef int (*rec_fn)(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg);
-
-struct each_arg {
-	struct pass *ps;
-	rec_fn fn;
-	void *arg;
-};
-
-static int each_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
+/* Runs fn over every record of the inputs with arg as e->arg; returns the
+ * exit status (see fw_each_record()). */
+static int each_record(struct opts *o, void *arg,
+		       int (*fn)(struct fw_each *e, const struct fw_rec *rec, const char *file))
 {
-	struct each_arg *a = e->arg;
-	a->ps->records = e->records;
-	return a->fn(a->ps, rec, file, a->arg);
-}
-
-/* Returns the exit status of the pass. */
-static int each_record(struct pass *ps, rec_fn fn, void *arg)
-{
-	struct each_arg a = {ps, fn, arg};
-	struct fw_each e = {
-		.ropts = &ps->o->ropts, .skip_bad = ps->o->skip_bad, .progress = ps->o->progress,
-		.shard_k = ps->o->shard_k, .shard_n = ps->o->shard_n, .arg = &a,
-	};
-	return fw_each_record(&e, ps->o->nfiles, ps->o->files, 0, each_one);
-}
-
-/* ---- output ---------------------------------------------------------------- */
-
-static struct fw_writer *open_out(struct opts *o, const char *path, int level)
-{
-	char err[512];
-	struct fw_writer *w = fw_writer_open(path, level, err, sizeof err);
-	if (!w)
-		fw_warn("%s", err);
-	return w;
-}
-
-static int close_out(struct fw_writer *w, int status)
-{
-	char err[512];
-	if (fw_writer_close(w, err, sizeof err) < 0) {
-		if (errno != EPIPE)
-			fw_warn("%s", err);
-		return FW_EXIT_DATA;
-	}
-	return status;
-}
-
-static int put_rec(struct fw_writer *w, const struct fw_rec *rec)
-{
-	if (fw_writer_put(w, rec->v.p, rec->v.n) < 0) {
-		if (errno != EPIPE)
-			fw_warn("%s", fw_writer_error(w));
-		return -1;
-	}
-	return 0;
+	struct fw_each e = o->each;
+	e.arg = arg;
+	return fw_each_record(&e, o->nfiles, o->files, 0, fn);
 }
 
 /* ---- cat, head ------------------------------------------------------------- */
@@ -140,102 +78,63 @@ struct cat_arg {
 	uint64_t limit; /* 0: none */
 };
 
-static int cat_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int cat_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	struct cat_arg *a = arg;
-	if (put_rec(a->w, rec) < 0)
+	struct cat_arg *a = e->arg;
+	if (fw_out_put(a->w, rec->v.p, rec->v.n) < 0)
 		return -1;
-	return a->limit && ps->records >= a->limit ? 1 : 0;
+	return a->limit && e->records >= a->limit ? 1 : 0;
 }
 
 static int cmd_cat(struct opts *o, uint64_t limit)
 {
-	struct pass ps = {.o = o};
 	if (limit == 0 && o->have_n)
 		return 0;
-	struct cat_arg a = {open_out(o, o->out, o->level), limit};
+	struct cat_arg a = {fw_out_open(o->out, o->level), limit};
 	if (!a.w)
 		return FW_EXIT_DATA;
-	int st = each_record(&ps, cat_one, &a);
-	return close_out(a.w, st);
+	int st = each_record(o, &a, cat_one);
+	return fw_out_close(a.w, st);
 }
 
 /* ---- count ----------------------------------------------------------------- */
 
-static int count_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int count_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
+	++*(uint64_t *)e->arg;
 	return 0;
 }
 
 static int cmd_count(struct opts *o)
 {
-	struct pass ps = {.o = o};
-	int st = each_record(&ps, count_one, NULL);
-	printf("%llu\n", (unsigned long long)ps.records);
+	uint64_t records = 0;
+	int st = each_record(o, &records, count_one);
+	printf("%llu\n", (unsigned long long)records);
 	return st;
 }
 
 /* ---- json, get --------------------------------------------------------------- */
 
 struct json_arg {
-	struct fw_buf buf;
+	struct fw_textout out;
 	struct fw_path *path;
 };
 
-/* Writes out buffered text when there is 64 KiB of it, when forced, or on
- * the same clock as the record writer (fw_stream.c): at once after a pause
- * in the input, at least every 200 ms otherwise. */
-static int flush_text(struct fw_buf *b, int force)
+static int json_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	static double last, last_rec;
-	double t = fw_now();
-	int pause = t - last_rec > 0.05;
-	last_rec = t;
-	if (pause || t - last > 0.2)
-		force = 1;
-	if (b->n >= (1u << 16) || (force && b->n)) {
-		last = t;
-		if (fwrite(b->p, 1, b->n, stdout) != b->n || fflush(stdout) != 0)
-			return -1;
-		b->n = 0;
-	}
-	return 0;
-}
-
-static int json_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
-{
-	struct json_arg *a = arg;
+	struct json_arg *a = e->arg;
 	char err[256];
-	struct fw_mpv v = rec->v;
-	const char *s;
-	size_t n;
-	if (a->path) {
-		if (!fw_path_get(a->path, rec->v, &v)) {
-			if (fw_buf_append(&a->buf, "null\n", 5) < 0)
-				return -1;
-			return flush_text(&a->buf, 0);
-		}
-		if (fw_mp_str(v, &s, &n) == 0) {
-			/* Strings print raw, like jq -r. */
-			if (fw_buf_append(&a->buf, s, n) < 0 || fw_buf_append(&a->buf, "\n", 1) < 0)
-				return -1;
-			return flush_text(&a->buf, 0);
-		}
-	}
-	if (fw_json_from_mp(&a->buf, v, err, sizeof err) < 0) {
-		flush_text(&a->buf, 1);
+	if (fw_json_line(&a->out.buf, rec->v, a->path, err, sizeof err) < 0) {
+		fw_textout_flush(&a->out, 1);
 		fw_warn_rec(file, rec->index, rec->offset, "%s", err);
 		return -1;
 	}
-	if (fw_buf_append(&a->buf, "\n", 1) < 0)
-		return -1;
-	return flush_text(&a->buf, 0);
+	return fw_textout_flush(&a->out, 0);
 }
 
 static int cmd_json(struct opts *o, const char *path)
 {
-	struct pass ps = {.o = o};
-	struct json_arg a = {{0}, NULL};
+	struct json_arg a = {.path = NULL};
 	if (path) {
 		char err[256];
 		a.path = fw_path_parse(path, err, sizeof err);
@@ -244,94 +143,29 @@ static int cmd_json(struct opts *o, const char *path)
 			return FW_EXIT_USAGE;
 		}
 	}
-	int st = each_record(&ps, json_one, &a);
-	flush_text(&a.buf, 1);
-	fw_buf_release(&a.buf);
+	int st = each_record(o, &a, json_one);
+	fw_textout_flush(&a.out, 1);
+	fw_textout_release(&a.out);
 	fw_path_free(a.path);
 	return st;
 }
 
 /* ---- from-json ----------------------------------------------------------------- */
 
-static int from_json_file(const char *path, struct fw_writer *w, struct opts *o,
-			  struct fw_progress *prog, uint64_t *total)
-{
-	size_t maxrec = o->ropts.max_record ? o->ropts.max_record : FW_MAX_RECORD_DEFAULT;
-	char err[512];
-	struct fw_json_reader *jr = fw_json_reader_open(path, maxrec, err, sizeof err);
-	struct fw_mpv v;
-	uint64_t line, col, prog_base = prog->bytes; /* the files before this one */
-	int rc, st = 0;
-
-	if (!jr) {
-		fw_warn("%s", err);
-		return FW_EXIT_DATA;
-	}
-	const char *name = fw_json_reader_name(jr);
-	while ((rc = fw_json_reader_next(jr, &v)) == 1) {
-		fw_json_reader_pos(jr, &line, &col);
-		if (fw_mp_type(v) != FW_MP_MAP) {
-			fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
-				(unsigned long long)line, (unsigned long long)col,
-				fw_mp_type_name(fw_mp_type(v)));
-			if (!o->skip_bad) {
-				st = FW_EXIT_DATA;
-				break;
-			}
-			continue;
-		}
-		if (v.n > maxrec) {
-			fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
-				name, (unsigned long long)line, v.n, maxrec);
-			st = FW_EXIT_DATA;
-			break;
-		}
-		if (fw_writer_put(w, v.p, v.n) < 0) {
-			if (errno != EPIPE)
-				fw_warn("%s", fw_writer_error(w));
-			st = FW_EXIT_DATA;
-			break;
-		}
-		(*total)++;
-		fw_progress_tick(prog, *total, prog_base + fw_json_reader_offset(jr));
-	}
-	fw_progress_tick(prog, *total, prog_base + fw_json_reader_offset(jr));
-	if (rc < 0) {
-		fw_warn("%s: %s", name, fw_json_reader_error(jr));
-		st = FW_EXIT_DATA;
-	}
-	fw_json_reader_close(jr);
-	return st;
-}
-
 static int cmd_from_json(struct opts *o)
 {
-	struct fw_writer *w = open_out(o, o->out, o->level);
-	struct fw_progress prog;
-	uint64_t total = 0;
-	int st = 0;
+	struct fw_writer *w = fw_out_open(o->out, o->level);
 	if (!w)
 		return FW_EXIT_DATA;
-	fw_progress_start(&prog, o->progress);
-	struct fw_operands ops;
-	fw_operands_init(&ops, o->nfiles, o->files, 0);
-	for (const char *file; prog.on && (file = fw_operands_next(&ops));)
-		fw_progress_expect(&prog, file);
-	fw_operands_init(&ops, o->nfiles, o->files, 0);
-	for (const char *file; (file = fw_operands_next(&ops));) {
-		int s = from_json_file(file, w, o, &prog, &total);
-		if (s)
-			st = s;
-	}
-	fw_progress_end(&prog);
-	return close_out(w, st);
+	return fw_out_close(w, fw_json_records(w, o->nfiles, o->files, 0, o->ropts.max_record,
+					   o->each.skip_bad, o->each.progress));
 }
 
 /* ---- sample ---------------------------------------------------------------- */
 
-static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int sample_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	if (fw_recsample_add(arg, rec->v) < 0) {
+	if (fw_recsample_add(e->arg, rec->v) < 0) {
 		fw_warn("out of memory");
 		return -1;
 	}
@@ -340,15 +174,14 @@ static int sample_one(struct pass *ps, const struct fw_rec *rec, const char *fil
 
 static int cmd_sample(struct opts *o)
 {
-	struct pass ps = {.o = o};
 	struct fw_recsample *a = fw_recsample_new(o->n, o->seed);
 	if (!a) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
-	int st = each_record(&ps, sample_one, a);
+	int st = each_record(o, a, sample_one);
 	uint64_t kept = fw_recsample_finish(a);
-	struct fw_writer *w = open_out(o, o->out, o->level);
+	struct fw_writer *w = fw_out_open(o->out, o->level);
 	if (!w)
 		st = FW_EXIT_DATA;
 	for (uint64_t i = 0; w && i < kept; i++) {
@@ -360,7 +193,7 @@ static int cmd_sample(struct opts *o)
 		}
 	}
 	fw_recsample_free(a);
-	return w ? close_out(w, st) : st;
+	return w ? fw_out_close(w, st) : st;
 }
 
 /* ---- split ----------------------------------------------------------------- */
@@ -370,18 +203,14 @@ struct split_arg {
 	uint64_t n;
 };
 
-static int split_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int split_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	struct split_arg *a = arg;
-	for (uint64_t k = 0; k < a->n; k++)
-		if (fw_shard_keep(rec->v, k, a->n))
-			return put_rec(a->w[k], rec);
-	return 0;
+	struct split_arg *a = e->arg;
+	return fw_out_put(a->w[fw_shard_hash(rec->v) % a->n], rec->v.p, rec->v.n);
 }
 
 static int cmd_split(struct opts *o)
 {
-	struct pass ps = {.o = o};
 	struct split_arg a = {calloc(o->shards, sizeof(struct fw_writer *)), o->shards};
 	int st = 0;
 	if (!a.w) {
@@ -393,38 +222,37 @@ static int cmd_split(struct opts *o)
 		char name[4096];
 		snprintf(name, sizeof name, "%s.%0*llu.msgpack%s", o->out, digits,
 			 (unsigned long long)k, o->level > 0 ? ".zst" : "");
-		if (!(a.w[k] = open_out(o, name, o->level > 0 ? o->level : 0))) {
+		if (!(a.w[k] = fw_out_open(name, o->level > 0 ? o->level : 0))) {
 			st = FW_EXIT_DATA;
 			break;
 		}
 	}
 	if (!st)
-		st = each_record(&ps, split_one, &a);
+		st = each_record(o, &a, split_one);
 	for (uint64_t k = 0; k < o->shards; k++)
 		if (a.w[k])
-			st = close_out(a.w[k], st);
+			st = fw_out_close(a.w[k], st);
 	free(a.w);
 	return st;
 }
 
 /* ---- stats ----------------------------------------------------------------- */
 
-static int stats_one(struct pass *ps, const struct fw_rec *rec, const char *file, void *arg)
+static int stats_one(struct fw_each *e, const struct fw_rec *rec, const char *file)
 {
-	fw_recstats_add(arg, rec->v);
+	fw_recstats_add(e->arg, rec->v);
 	return 0;
 }
 
 static int cmd_stats(struct opts *o)
 {
-	struct pass ps = {.o = o};
 	struct fw_recstats *a = fw_recstats_new();
 	struct fw_buf out = {0};
 	if (!a) {
 		fw_warn("out of memory");
 		return FW_EXIT_DATA;
 	}
-	int st = each_record(&ps, stats_one, a);
+	int st = each_record(o, a, stats_one);
 	if (fw_recstats_table(a, &out) < 0) {
 		fw_warn("out of memory");
 		st = FW_EXIT_DATA;
@@ -474,6 +302,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct opts o = {.level = -1};
+	o.each.ropts = &o.ropts;
 	int c;
 	uint64_t u;
 	/* getopt's own messages name argv[0]: "rec json: unrecognized option" */
@@ -506,16 +335,16 @@ int main(int argc, char **argv)
 				return fw_usage_fail("bad shard count '%s'", optarg);
 			break;
 		case OPT_SHARD:
-			if (fw_parse_shard(optarg, &o.shard_k, &o.shard_n) < 0)
+			if (fw_parse_shard(optarg, &o.each.shard_k, &o.each.shard_n) < 0)
 				return fw_usage_fail("bad shard '%s' (want K/N, 0 <= K < N)", optarg);
 			break;
-		case OPT_SKIP_BAD: o.skip_bad = 1; break;
+		case OPT_SKIP_BAD: o.each.skip_bad = 1; break;
 		case OPT_MAX_RECORD:
 			if (fw_parse_u64(optarg, &u, 1) < 0 || u < 16 || u > (1ULL << 40))
 				return fw_usage_fail("bad record limit '%s'", optarg);
 			o.ropts.max_record = (size_t)u;
 			break;
-		case OPT_PROGRESS: o.progress = 1; break;
+		case OPT_PROGRESS: o.each.progress = 1; break;
 		case 'h': return fw_help_exit();
 		case OPT_VERSION: return fw_version_exit();
 		default: return fw_usage_exit();

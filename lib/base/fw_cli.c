@@ -2,6 +2,7 @@
  * fw_cli.c — shared command-line helpers.  See fw_cli.h.
  */
 #include "fw_cli.h"
+#include "fw_json.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -200,6 +201,107 @@ int fw_each_record(struct fw_each *e, int argc, char **argv, int first,
 	return status;
 }
 
+struct fw_writer *fw_out_open(const char *path, int level)
+{
+	char err[512];
+	struct fw_writer *w = fw_writer_open(path, level, err, sizeof err);
+	if (!w)
+		fw_warn("%s", err);
+	return w;
+}
+
+int fw_out_put(struct fw_writer *w, const void *p, size_t n)
+{
+	if (fw_writer_put(w, p, n) < 0) {
+		if (errno != EPIPE)
+			fw_warn("%s", fw_writer_error(w));
+		return -1;
+	}
+	return 0;
+}
+
+int fw_out_close(struct fw_writer *w, int status)
+{
+	char err[512];
+	if (fw_writer_close(w, err, sizeof err) < 0) {
+		if (errno != EPIPE)
+			fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	return status;
+}
+
+/* One operand of fw_json_records(): its values into w, *records counting
+ * those written over every operand.  Returns FW_EXIT_OK or FW_EXIT_DATA. */
+static int json_file(const char *path, struct fw_writer *w, size_t maxrec, int skip_bad,
+		     struct fw_progress *meter, uint64_t *records)
+{
+	char err[512];
+	struct fw_json_reader *jr = fw_json_reader_open(path, maxrec, err, sizeof err);
+	struct fw_mpv v;
+	uint64_t line, col, bytes_before = meter->bytes; /* the files before this one */
+	int rc, status = FW_EXIT_OK;
+
+	if (!jr) {
+		fw_warn("%s", err);
+		return FW_EXIT_DATA;
+	}
+	const char *name = fw_json_reader_name(jr);
+	while ((rc = fw_json_reader_next(jr, &v)) == 1) {
+		fw_json_reader_pos(jr, &line, &col);
+		if (fw_mp_type(v) != FW_MP_MAP) {
+			fw_warn("%s: line %llu, column %llu: value is %s, not an object", name,
+				(unsigned long long)line, (unsigned long long)col,
+				fw_mp_type_name(fw_mp_type(v)));
+			if (!skip_bad) {
+				status = FW_EXIT_DATA;
+				break;
+			}
+			continue;
+		}
+		if (v.n > maxrec) {
+			fw_warn("%s: line %llu: record of %zu bytes exceeds the limit of %zu bytes",
+				name, (unsigned long long)line, v.n, maxrec);
+			status = FW_EXIT_DATA;
+			break;
+		}
+		if (fw_out_put(w, v.p, v.n) < 0) {
+			status = FW_EXIT_DATA;
+			break;
+		}
+		(*records)++;
+		fw_progress_tick(meter, *records, bytes_before + fw_json_reader_offset(jr));
+	}
+	fw_progress_tick(meter, *records, bytes_before + fw_json_reader_offset(jr));
+	if (rc < 0) {
+		fw_warn("%s: %s", name, fw_json_reader_error(jr));
+		status = FW_EXIT_DATA;
+	}
+	fw_json_reader_close(jr);
+	return status;
+}
+
+int fw_json_records(struct fw_writer *w, int argc, char **argv, int first, size_t max_record,
+		    int skip_bad, int progress)
+{
+	size_t maxrec = max_record ? max_record : FW_MAX_RECORD_DEFAULT;
+	struct fw_operands ops;
+	struct fw_progress meter;
+	uint64_t records = 0;
+	int status = FW_EXIT_OK;
+
+	fw_progress_start(&meter, progress);
+	fw_operands_init(&ops, argc, argv, first);
+	for (const char *file; meter.on && (file = fw_operands_next(&ops));)
+		fw_progress_expect(&meter, file);
+	fw_operands_init(&ops, argc, argv, first);
+	for (const char *file; (file = fw_operands_next(&ops));)
+		if (json_file(file, w, maxrec, skip_bad, &meter, &records))
+			status = FW_EXIT_DATA;
+	fw_progress_end(&meter);
+	return status;
+}
+
 void fw_print_version(void)
 {
 	printf("%s (flywheel) %s\n", fw_prog, FW_VERSION);
@@ -259,14 +361,19 @@ int fw_parse_shard(const char *s, uint64_t *k, uint64_t *n)
 	return *n > 0 && *k < *n ? 0 : -1;
 }
 
-int fw_shard_keep(struct fw_mpv rec, uint64_t k, uint64_t n)
+uint64_t fw_shard_hash(struct fw_mpv rec)
 {
 	struct fw_mpv id;
 	const char *s;
 	size_t len;
 	if (fw_mp_get(rec, "id", &id) == 1 && fw_mp_str(id, &s, &len) == 0)
-		return fw_hash64(s, len) % n == k;
-	return fw_hash64(rec.p, rec.n) % n == k;
+		return fw_hash64(s, len);
+	return fw_hash64(rec.p, rec.n);
+}
+
+int fw_shard_keep(struct fw_mpv rec, uint64_t k, uint64_t n)
+{
+	return fw_shard_hash(rec) % n == k;
 }
 
 double fw_now(void)

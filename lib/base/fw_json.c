@@ -288,6 +288,31 @@ int fw_json_from_mp(struct fw_buf *out, struct fw_mpv v, char *err, size_t errle
 	return 0;
 }
 
+int fw_json_line(struct fw_buf *out, struct fw_mpv rec, const struct fw_path *path, char *err,
+		 size_t errlen)
+{
+	size_t start = out->n;
+	struct fw_mpv v = rec;
+	const char *s;
+	size_t n;
+	int rc;
+
+	if (path && !fw_path_get(path, rec, &v))
+		rc = fw_buf_append(out, "null", 4);
+	else if (path && fw_mp_str(v, &s, &n) == 0)
+		rc = fw_buf_append(out, s, n);
+	else if (fw_json_from_mp(out, v, err, errlen) < 0)
+		return -1;
+	else
+		rc = 0;
+	if (rc < 0 || fw_buf_append(out, "\n", 1) < 0) {
+		out->n = start;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- JSON -> msgpack --------------------------------------------------- */
 
 struct dec {

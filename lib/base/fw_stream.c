@@ -528,6 +528,28 @@ static double coarse_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/*
+ * The clock of held output, fw_writer_put()'s and fw_textout_flush()'s: a
+ * slow producer (a rollout a minute) must not hold records back from the
+ * next stage of a pipeline.  A record that comes after a pause is pushed
+ * out at once (more work, and so another pause, is likely to follow), and
+ * a steady stream at least every 200 ms; records that come back to back
+ * are held.  *last is when held output last went out, *last_put when the
+ * last record came; called as a record comes, returns 1 when what is held
+ * is to go out now (and counts it gone).
+ */
+static int due(double *last, double *last_put)
+{
+	double t = coarse_now();
+	int pause = t - *last_put > 0.05;
+	*last_put = t;
+	if (pause || t - *last > 0.2) {
+		*last = t;
+		return 1;
+	}
+	return 0;
+}
+
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
 	while (n > 0) {
@@ -673,19 +695,7 @@ int fw_writer_put(struct fw_writer *w, const void *p, size_t n)
 	}
 	memcpy(w->buf + w->n, p, n);
 	w->n += n;
-	/* A slow producer (a rollout a minute) must not hold records back
-	 * from the next stage of a pipeline.  A record that comes after a
-	 * pause is pushed out at once (more work, and so another pause, is
-	 * likely to follow), and a steady stream at least every 200 ms;
-	 * records that come back to back are buffered. */
-	double t = coarse_now();
-	int pause = t - w->last_put > 0.05;
-	w->last_put = t;
-	if (pause || t - w->last > 0.2) {
-		w->last = t;
-		return drain(w, ZSTD_e_flush);
-	}
-	return 0;
+	return due(&w->last, &w->last_put) ? drain(w, ZSTD_e_flush) : 0;
 }
 
 int fw_writer_flush(struct fw_writer *w)
@@ -744,4 +754,26 @@ void fw_writer_abort(struct fw_writer *w)
 	free(w->tmp);
 	free(w->path);
 	free(w);
+}
+
+/* ---- text on standard output ------------------------------------------------ */
+
+int fw_textout_flush(struct fw_textout *t, int force)
+{
+	if (due(&t->last, &t->last_put))
+		force = 1;
+	if (t->buf.n >= FW_TEXTOUT_HOLD || (force && t->buf.n)) {
+		if (fwrite(t->buf.p, 1, t->buf.n, stdout) != t->buf.n || fflush(stdout) != 0)
+			return -1;
+		t->buf.n = 0;
+	}
+	return 0;
+}
+
+void fw_textout_release(struct fw_textout *t)
+{
+	if (!t)
+		return;
+	fw_buf_release(&t->buf);
+	memset(t, 0, sizeof *t);
 }

@@ -170,19 +170,9 @@ void fw_sample_release(struct fw_sample *S)
 
 /* ---- hashes and dates --------------------------------------------------------- */
 
-uint64_t fw_select_id_hash(struct fw_mpv rec)
-{
-	struct fw_mpv v;
-	const char *s;
-	size_t n;
-	if (fw_mp_get(rec, "id", &v) == 1 && fw_mp_str(v, &s, &n) == 0)
-		return fw_hash64(s, n);
-	return fw_hash64(rec.p, rec.n);
-}
-
 uint64_t fw_select_key(struct fw_mpv rec, uint64_t seed)
 {
-	return fw_mix64(fw_select_id_hash(rec) ^ fw_mix64(seed));
+	return fw_mix64(fw_shard_hash(rec) ^ fw_mix64(seed));
 }
 
 double fw_select_unit(uint64_t h)
@@ -192,7 +182,7 @@ double fw_select_unit(uint64_t h)
 
 int fw_select_split(struct fw_mpv rec, const double *upto, int n)
 {
-	double u = fw_select_unit(fw_select_id_hash(rec));
+	double u = fw_select_unit(fw_shard_hash(rec));
 	int i = 0;
 	while (i < n - 1 && u >= upto[i])
 		i++;

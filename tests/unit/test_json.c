@@ -182,6 +182,46 @@ TEST(base64_round_trips_every_length)
 	}
 }
 
+TEST(a_line_is_the_json_of_the_value_at_a_path_strings_raw_null_when_missing)
+{
+	struct fw_buf mp = { 0 }, out = { 0 };
+	struct fw_json_err e;
+	size_t used;
+	char err[128];
+	static const char rec[] = "{\"a\":\"x\\ny\",\"b\":[1,{\"c\":2}]}";
+	CHECK_EQ_INT(fw_json_to_mp(&mp, rec, strlen(rec), 1, &used, &e), 1);
+	struct fw_mpv v = { mp.p, mp.n };
+	static const struct {
+		const char *path, *line;
+	} cases[] = {
+		{ NULL, "{\"a\":\"x\\ny\",\"b\":[1,{\"c\":2}]}\n" },
+		{ ".", "{\"a\":\"x\\ny\",\"b\":[1,{\"c\":2}]}\n" },
+		{ ".a", "x\ny\n" },
+		{ ".b[-1]", "{\"c\":2}\n" },
+		{ ".b[0]", "1\n" },
+		{ ".z", "null\n" },
+		{ ".b[5].c", "null\n" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		const char *ps = cases[i].path;
+		struct fw_path *p = ps ? fw_path_parse(ps, err, sizeof err) : NULL;
+		fw_buf_reset(&out);
+		CHECK_EQ_INT(fw_json_line(&out, v, p, err, sizeof err), 0);
+		CHECK(out.n == strlen(cases[i].line) && memcmp(out.p, cases[i].line, out.n) == 0);
+		fw_path_free(p);
+	}
+	/* a string that is not UTF-8 has no JSON text: an error, out as it was */
+	static const uint8_t bad[] = { 0x81, 0xa1, 'a', 0xa1, 0xff };
+	fw_buf_reset(&out);
+	CHECK_EQ_INT(fw_buf_append(&out, "kept\n", 5), 0);
+	v = (struct fw_mpv){ bad, sizeof bad };
+	CHECK_EQ_INT(fw_json_line(&out, v, NULL, err, sizeof err), -1);
+	CHECK(err[0] != 0);
+	CHECK(out.n == 5 && memcmp(out.p, "kept\n", 5) == 0);
+	fw_buf_release(&mp);
+	fw_buf_release(&out);
+}
+
 /* Writes text to a temporary file; returns its path (static). */
 static const char *tmp_json(const char *text, size_t n)
 {

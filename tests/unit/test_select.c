@@ -9,6 +9,7 @@
 #include "test.h"
 #include "test_rec.h"
 #include "fw_base.h"
+#include "fw_cli.h"
 #include "fw_decontam.h"
 #include "fw_json.h"
 #include "fw_select.h"
@@ -87,9 +88,9 @@ TEST(id_hash_is_the_id_strings_hash_else_the_whole_record)
 {
 	struct fw_buf b = { 0 };
 	struct fw_mpv v = test_rec(&b, "{\"id\":\"abc\",\"x\":1}");
-	CHECK(fw_select_id_hash(v) == fw_hash64("abc", 3));
+	CHECK(fw_shard_hash(v) == fw_hash64("abc", 3));
 	v = test_rec(&b, "{\"id\":7}");
-	CHECK(fw_select_id_hash(v) == fw_hash64(b.p, b.n));
+	CHECK(fw_shard_hash(v) == fw_hash64(b.p, b.n));
 	CHECK(fw_select_key(v, 1) != fw_select_key(v, 2));
 	CHECK(fw_select_unit(0) == 0);
 	CHECK(fw_select_unit(UINT64_MAX) < 1);
@@ -107,7 +108,7 @@ TEST(split_falls_where_the_unit_hash_is)
 		snprintf(js, sizeof js, "{\"id\":\"%016llx\"}", (unsigned long long)fw_rand64(&st));
 		struct fw_mpv v = test_rec(&b, js);
 		int k = fw_select_split(v, upto, 3);
-		double u = fw_select_unit(fw_select_id_hash(v));
+		double u = fw_select_unit(fw_shard_hash(v));
 		int in = k >= 0 && k < 3;
 		double lo = in && k > 0 ? upto[in ? k - 1 : 0] : 0, hi = in ? upto[in ? k : 0] : 0;
 		CHECK(in && u >= lo && u < hi);

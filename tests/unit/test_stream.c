@@ -449,6 +449,50 @@ TEST(writer_is_atomic_and_compresses)
 	fw_buf_free(&b);
 }
 
+TEST(text_out_goes_out_after_a_pause_when_held_full_and_when_forced)
+{
+	char path[] = "/tmp/fwtesttextXXXXXX";
+	int fd = mkstemp(path), saved = dup(1);
+	fflush(stdout);
+	dup2(fd, 1);
+	struct fw_textout t = { 0 };
+	off_t at[4];
+	/* the first line comes after a pause (nothing came before): out at once */
+	fw_buf_append(&t.buf, "a\n", 2);
+	int rc = fw_textout_flush(&t, 0);
+	at[0] = lseek(fd, 0, SEEK_END);
+	usleep(80000);
+	fw_buf_append(&t.buf, "b\n", 2);
+	rc |= fw_textout_flush(&t, 0);
+	at[1] = lseek(fd, 0, SEEK_END);
+	/* more than FW_TEXTOUT_HOLD is written whatever the clock says */
+	static char big[FW_TEXTOUT_HOLD + 10];
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\n';
+	fw_buf_append(&t.buf, big, sizeof big);
+	rc |= fw_textout_flush(&t, 0);
+	at[2] = lseek(fd, 0, SEEK_END);
+	fw_buf_append(&t.buf, "c\n", 2);
+	rc |= fw_textout_flush(&t, 1);
+	at[3] = lseek(fd, 0, SEEK_END);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	CHECK_EQ_INT(rc, 0);
+	CHECK_EQ_INT(at[0], 2);
+	CHECK_EQ_INT(at[1], 4);
+	CHECK_EQ_INT(at[2], 4 + (off_t)sizeof big);
+	CHECK_EQ_INT(at[3], 6 + (off_t)sizeof big);
+	CHECK_EQ_INT(t.buf.n, 0);
+	char head[5] = { 0 };
+	CHECK(pread(fd, head, 4, 0) == 4 && strcmp(head, "a\nb\n") == 0);
+	close(fd);
+	unlink(path);
+	fw_textout_release(&t);
+	CHECK(t.buf.p == NULL);
+	fw_textout_release(NULL);
+}
+
 TEST(hash_is_stable)
 {
 	/* FNV-1a 64 test vectors: sharding depends on these exact values */
