@@ -168,7 +168,8 @@ static int hash_dir(const char *dir, git_oid *out, int *empty, char *err, size_t
 			goto oom;
 		v[n++] = e;
 	}
-	qsort(v, n, sizeof *v, entry_cmp);
+	if (n) /* qsort wants a pointer even for nothing */
+		qsort(v, n, sizeof *v, entry_cmp);
 	for (size_t i = 0; i < n; i++)
 		blen += 8 + strlen(v[i].name) + 1 + GIT_OID_RAWSZ;
 	if (!(buf = malloc(blen ? blen : 1)))

@@ -1590,7 +1590,8 @@ int fw_workspace_changed(struct fw_store *s, const char *tree_hex, const char *d
 		if (!seen && fw_strlist_add(&got, unread.v[i]) < 0)
 			goto oom;
 	}
-	qsort(got.v, got.n, sizeof *got.v, str_cmp);
+	if (got.n) /* qsort wants a pointer even for nothing */
+		qsort(got.v, got.n, sizeof *got.v, str_cmp);
 	for (size_t i = 0; i < got.n; i++)
 		if (fw_strlist_add(paths, got.v[i]) < 0)
 			goto oom;
