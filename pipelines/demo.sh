@@ -85,8 +85,10 @@ FW_RUNS=${FW_RUNS-${FW_STATE:-$HOME/.local/state/flywheel}/runs.msgpack}
 own_run=
 if [ -n "$FW_RUNS" ]; then
   FW_RUNS=$(realpath -m -s -- "$FW_RUNS")
-  mkdir -p -- "$(dirname "$FW_RUNS")"
-  if [ -z "${FW_RUN_ID:-}" ]; then
+  if ! mkdir -p -- "$(dirname "$FW_RUNS")" 2> /dev/null; then
+    echo "demo: warning: cannot make the directory of the runs log $FW_RUNS: the run is not recorded" >&2
+    FW_RUNS=
+  elif [ -z "${FW_RUN_ID:-}" ]; then
     own_run=1
     FW_RUN_ID=demo-$(date -u +%Y%m%dT%H%M%SZ)-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
     FW_PIPELINE=demo
