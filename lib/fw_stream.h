@@ -86,6 +86,10 @@ uint64_t fw_reader_offset(const struct fw_reader *r);
 /* Name given at open ("-" shows as "<stdin>"). */
 const char *fw_reader_name(const struct fw_reader *r);
 
+/* Writes the last error with its place into buf (n bytes, cut to fit):
+ * "NAME: record N (byte B): MESSAGE", N counted from 1. */
+void fw_reader_fault(const struct fw_reader *r, char *buf, size_t n);
+
 /* Compressed bytes consumed so far (for progress meters). */
 uint64_t fw_reader_bytes_in(const struct fw_reader *r);
 

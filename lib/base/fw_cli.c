@@ -133,8 +133,9 @@ const char *fw_operands_next(struct fw_operands *it)
 
 void fw_warn_reader(const struct fw_reader *r)
 {
-	fw_warn_rec(fw_reader_name(r), fw_reader_index(r), fw_reader_offset(r), "%s",
-		    fw_reader_error(r));
+	char where[1024];
+	fw_reader_fault(r, where, sizeof where);
+	fprintf(stderr, "%s: %s\n", fw_prog, where);
 }
 
 int fw_each_record(struct fw_each *e, int argc, char **argv, int first,

@@ -170,6 +170,14 @@ uint64_t fw_reader_offset(const struct fw_reader *r) { return r->errmsg[0] ? r->
 const char *fw_reader_name(const struct fw_reader *r) { return r->name; }
 uint64_t fw_reader_bytes_in(const struct fw_reader *r) { return r->bytes_in; }
 
+void fw_reader_fault(const struct fw_reader *r, char *buf, size_t n)
+{
+	if (n)
+		snprintf(buf, n, "%s: record %llu (byte %llu): %s", fw_reader_name(r),
+			 (unsigned long long)fw_reader_index(r) + 1,
+			 (unsigned long long)fw_reader_offset(r), fw_reader_error(r));
+}
+
 static int fail(struct fw_reader *r, int recoverable, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

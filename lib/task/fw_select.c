@@ -276,9 +276,7 @@ static int load_records(struct fw_decontam *dc, uint64_t base, const uint8_t *p,
 			break;
 		}
 	if (!rc && k < 0) {
-		fw_seterr(err, errlen, "%s: record %llu (byte %llu): %s", fw_reader_name(r),
-			  (unsigned long long)fw_reader_index(r) + 1,
-			  (unsigned long long)fw_reader_offset(r), fw_reader_error(r));
+		fw_reader_fault(r, err, errlen);
 		rc = -1;
 	}
 	fw_reader_close(r);

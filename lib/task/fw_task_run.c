@@ -300,9 +300,9 @@ static int sources_from_stream(struct fw_task_sources *s, const char *path, fw_t
 		free(f);
 	}
 	if (k < 0) {
-		sayf(warn, arg, "%s: record %llu (byte %llu): %s", fw_reader_name(r),
-		     (unsigned long long)fw_reader_index(r) + 1,
-		     (unsigned long long)fw_reader_offset(r), fw_reader_error(r));
+		char where[1024];
+		fw_reader_fault(r, where, sizeof where);
+		sayf(warn, arg, "%s", where);
 		rc = -1;
 	}
 	fw_reader_close(r);

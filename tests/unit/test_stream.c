@@ -355,6 +355,31 @@ TEST(reader_reports_positions_of_bad_input_after_good_records)
 	fw_buf_free(&b);
 }
 
+TEST(reader_fault_names_the_stream_record_and_byte)
+{
+	struct fw_buf b = {0};
+	for (int i = 0; i < 2; i++)
+		pack_rec(&b, i);
+	size_t good = b.n;
+	fw_buf_append(&b, "\xc1", 1);
+	struct fw_reader *r = fw_reader_memopen(b.p, b.n, "in.msgpack", NULL);
+	struct fw_rec rec;
+	int k;
+	while ((k = fw_reader_next(r, &rec)) == 1)
+		;
+	CHECK_EQ_INT(k, -1);
+	char want[256], got[256], small[12];
+	snprintf(want, sizeof want, "in.msgpack: record 3 (byte %zu): %s", good,
+		 fw_reader_error(r));
+	fw_reader_fault(r, got, sizeof got);
+	CHECK_STR(got, want);
+	/* cut to the buffer, still terminated */
+	fw_reader_fault(r, small, sizeof small);
+	CHECK_STR(small, "in.msgpack:");
+	fw_reader_close(r);
+	fw_buf_free(&b);
+}
+
 TEST(reader_reports_corrupt_and_truncated_zstd)
 {
 	struct fw_buf plain = {0};
