@@ -27,9 +27,29 @@ static char name[320] = "cpu";
 static __thread int failed;
 static __thread char failmsg[512];
 
+/* The CUDA device fw_dev_select chose (-1: none), and the one this thread
+ * made current.  CUDA's current device is per thread and starts at 0, so a
+ * thread that did not select (a -j worker, serve's decoding thread) is
+ * bound to the chosen one before its first CUDA call. */
+static int curdev = -1;
+static __thread int bound = -1;
+
+static void bind_thread(void)
+{
+	if (curdev >= 0 && bound != curdev && !failed) {
+		if (fw_cuda_set_device(curdev)) {
+			failed = 1;
+			snprintf(failmsg, sizeof(failmsg), "%s", fw_cuda_error());
+		} else {
+			bound = curdev;
+		}
+	}
+}
+
 /* Runs a CUDA call unless an earlier one failed; keeps its failure. */
 #define CU(call)                                                           \
 	do {                                                               \
+		bind_thread();                                             \
 		if (!failed && (call)) {                                   \
 			failed = 1;                                        \
 			snprintf(failmsg, sizeof(failmsg), "%s",           \
@@ -64,6 +84,9 @@ int fw_dev_select(const char *spec, char *err, size_t errlen)
 		autosel = 1;
 	}
 	if (!strcmp(spec, "cpu")) {
+#ifdef FW_CUDA
+		curdev = -1;
+#endif
 		cur = FW_DEV_CPU;
 		snprintf(name, sizeof(name), "cpu");
 		return cur;
@@ -87,6 +110,7 @@ int fw_dev_select(const char *spec, char *err, size_t errlen)
 
 		if (count <= 0) {
 			if (autosel) {
+				curdev = -1;
 				cur = FW_DEV_CPU;
 				snprintf(name, sizeof(name), "cpu");
 				return cur;
@@ -112,6 +136,7 @@ int fw_dev_select(const char *spec, char *err, size_t errlen)
 		}
 		fw_dev_set_bf16(!(p && !strcmp(p, "f32")));
 		cur = FW_DEV_CUDA;
+		curdev = bound = n;
 		snprintf(name, sizeof(name), "cuda:%d (%s, %s)", n, desc,
 			 bf16 ? "bf16 products" : "f32");
 		return cur;
@@ -156,8 +181,10 @@ void fw_dev_set_bf16(int on)
 void *fw_dev_alloc(int dev, size_t bytes)
 {
 #ifdef FW_CUDA
-	if (dev == FW_DEV_CUDA)
+	if (dev == FW_DEV_CUDA) {
+		bind_thread();
 		return fw_cuda_malloc(bytes);
+	}
 #endif
 	(void)dev;
 	return aligned_alloc(64, ((bytes ? bytes : 1) + 63) & ~(size_t)63);
@@ -167,6 +194,7 @@ void fw_dev_free(int dev, void *p)
 {
 #ifdef FW_CUDA
 	if (dev == FW_DEV_CUDA) {
+		bind_thread();
 		fw_cuda_free(p);
 		return;
 	}
@@ -468,6 +496,7 @@ double fw_dev_sumsq(int dev, const float *x, long n)
 		static double *d;
 		double s = NAN;
 
+		bind_thread();
 		if (!d && !(d = fw_cuda_malloc(sizeof(double)))) {
 			if (!failed) {
 				failed = 1;

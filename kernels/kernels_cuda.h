@@ -53,6 +53,13 @@ int fw_cuda_device_count(void);
  * or -1 (no such device, no driver, cuBLAS unavailable). */
 int fw_cuda_init(int dev, char *name, size_t namelen);
 
+/* Makes device dev current for the calling thread (after fw_cuda_init in
+ * another thread: CUDA's current device is per thread).  Returns 0 or -1. */
+int fw_cuda_set_device(int dev);
+
+/* The calling thread's current device, -1 when it cannot be read. */
+int fw_cuda_current_device(void);
+
 /* Destroys the cuBLAS handle (fw_cuda_init or first use creates it again).
  * Cannot fail. */
 void fw_cuda_shutdown(void);

@@ -97,20 +97,42 @@ inline cudaError_t cudaGetLastError(void)
 	return e;
 }
 
+/* One emulated device, or FW_EMU_DEVICES (1 to 8) of them, all the same
+ * CPU memory: enough to check which device each thread makes current. */
+inline int fw_emu_devices(void)
+{
+	const char *v = getenv("FW_EMU_DEVICES");
+	int n = v && *v ? atoi(v) : 1;
+
+	return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
+/* The thread's current device, 0 until it sets one, as with CUDA. */
+inline thread_local int fw_emu_current = 0;
+
 inline cudaError_t cudaGetDeviceCount(int *n)
 {
-	*n = 1;
+	*n = fw_emu_devices();
 	return cudaSuccess;
 }
 
 inline cudaError_t cudaSetDevice(int d)
 {
-	return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+	if (d < 0 || d >= fw_emu_devices())
+		return cudaErrorInvalidDevice;
+	fw_emu_current = d;
+	return cudaSuccess;
+}
+
+inline cudaError_t cudaGetDevice(int *d)
+{
+	*d = fw_emu_current;
+	return cudaSuccess;
 }
 
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
 {
-	if (d != 0)
+	if (d < 0 || d >= fw_emu_devices())
 		return cudaErrorInvalidDevice;
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "no GPU: CUDA emulated on the CPU "

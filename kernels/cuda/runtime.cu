@@ -76,6 +76,19 @@ extern "C" int fw_cuda_init(int dev, char *name, size_t namelen)
 	return 0;
 }
 
+extern "C" int fw_cuda_set_device(int dev)
+{
+	CUDA_CHECK(cudaSetDevice(dev));
+	return 0;
+}
+
+extern "C" int fw_cuda_current_device(void)
+{
+	int d = -1;
+
+	return cudaGetDevice(&d) == cudaSuccess ? d : -1;
+}
+
 extern "C" void fw_cuda_shutdown(void)
 {
 	if (blas)

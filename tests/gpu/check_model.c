@@ -40,6 +40,7 @@
  * gpu-emu (the CUDA kernels emulated on the CPU).  Run: tests/gpu/check.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@
 
 #include "fw_model.h"
 #include "kernels.h"
+#include "kernels_cuda.h"
 #include "kernels_dev.h"
 
 static const char *prog = "check_model";
@@ -583,6 +585,66 @@ static void check_batch(const char *arch, int n, int steps)
 	free(p0), free(p1);
 }
 
+struct probe {
+	void *buf;
+	int dev;
+	char err[256];
+};
+
+/* The work of a thread that did not select the device: a CUDA op, then
+ * the device it ran on. */
+static void *probe_run(void *arg)
+{
+	struct probe *t = arg;
+
+	fw_dev_zero(FW_DEV_CUDA, t->buf, 256);
+	if (fw_dev_check(FW_DEV_CUDA, t->err, sizeof(t->err)) < 0)
+		t->dev = -2;
+	else
+		t->dev = fw_cuda_current_device();
+	return NULL;
+}
+
+/* A thread that did not call fw_dev_select (a -j worker, serve's decoding
+ * thread) makes its CUDA calls on the device that was selected, not on
+ * CUDA's per-thread default, device 0.  Needs two devices: the emulation
+ * has them with FW_EMU_DEVICES=2. */
+static void check_threads(void)
+{
+	struct probe t = {.dev = -1};
+	pthread_t th;
+	int n = fw_cuda_device_count();
+
+	if (n < 2) {
+		printf("skip threads      one CUDA device: the check needs two\n");
+		return;
+	}
+	if (fw_dev_select("cuda:1", err, sizeof(err)) < 0) {
+		fail("threads", "cuda:1", err);
+		return;
+	}
+	t.buf = fw_dev_alloc(FW_DEV_CUDA, 256);
+	if (!t.buf || pthread_create(&th, NULL, probe_run, &t)) {
+		fail("threads", "cuda:1", "cannot allocate or start the thread");
+		fw_dev_select("cpu", err, sizeof(err));
+		return;
+	}
+	pthread_join(th, NULL);
+	fw_dev_free(FW_DEV_CUDA, t.buf);
+	fw_dev_select("cpu", err, sizeof(err));
+	if (t.dev == -2) {
+		fail("threads", "cuda:1", t.err);
+		return;
+	}
+	int ok = t.dev == 1;
+	printf("%-4s %-12s %-38s device %d\n", ok ? "ok" : "FAIL", "threads",
+	       "cuda:1 selected, op in a new thread", t.dev);
+	if (ok)
+		npass++;
+	else
+		nfail++;
+}
+
 int main(int argc, char **argv)
 {
 	int steps = 20;
@@ -614,6 +676,7 @@ int main(int argc, char **argv)
 	check_decode("Qwen3ForCausalLM", 3, 11, 5);
 	check_decode("LlamaForCausalLM", 2, 6, 4);
 	check_batch("Qwen2ForCausalLM", 10, 4);
+	check_threads();
 
 	printf("%s: %d ok, %d failed\n", prog, npass, nfail);
 	return nfail ? 1 : 0;
