@@ -200,12 +200,36 @@ int fw_config_load(struct fw_config *c, const char *path, char *err,
 	return rc;
 }
 
+/* Writes o to path durably (a temporary file, synced, renamed over it),
+ * reals with prec significant digits, and drops o.  A NULL o is an
+ * allocation that failed. */
+static int write_json(json_t *o, const char *path, int prec, char *err, size_t errlen)
+{
+	char *tmp = NULL;
+	int rc = -1;
+
+	if (!o || asprintf(&tmp, "%s.tmp", path) < 0) {
+		tmp = NULL;
+		fw_seterr(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(prec)) ||
+	    fw_durable_sync(tmp) || rename(tmp, path)) {
+		fw_seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(tmp);
+	json_decref(o);
+	return rc;
+}
+
 int fw_config_save(const struct fw_config *c, const char *path,
 		   const char *dtype, char *err, size_t errlen)
 {
 	json_t *o = json_object();
-	char *tmp = NULL;
-	int rc = -1;
 	const char *mt = c->arch == FW_ARCH_LLAMA ? "llama" :
 			 c->arch == FW_ARCH_QWEN2 ? "qwen2" : "qwen3";
 
@@ -243,22 +267,7 @@ int fw_config_save(const struct fw_config *c, const char *path,
 		json_object_set_new(o, "eos_token_id", json_integer(c->eos));
 	json_object_set_new(o, "torch_dtype", json_string(dtype ? dtype : c->dtype));
 	json_object_set_new(o, "use_cache", json_true());
-	if (asprintf(&tmp, "%s.tmp", path) < 0) {
-		tmp = NULL;
-		fw_seterr(err, errlen, "%s: out of memory", path);
-		goto out;
-	}
-	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) ||
-	    fw_durable_sync(tmp) || rename(tmp, path)) {
-		fw_seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-		unlink(tmp);
-		goto out;
-	}
-	rc = 0;
-out:
-	free(tmp);
-	json_decref(o);
-	return rc;
+	return write_json(o, path, 9, err, errlen);
 }
 
 void fw_config_rope_freqs(const struct fw_config *c, float *inv_freq)
@@ -742,26 +751,13 @@ static int save_orig_config(const struct fw_model *m, const char *path,
 			    const char *dtype, char *err, size_t errlen)
 {
 	json_t *o = json_loadb(m->cfg_json, m->cfg_json_len, 0, NULL);
-	char *tmp = NULL;
-	int rc = -1;
 
-	if (!o || asprintf(&tmp, "%s.tmp", path) < 0) {
-		tmp = NULL;
+	if (!o) {
 		fw_seterr(err, errlen, "%s: out of memory", path);
-		goto out;
+		return -1;
 	}
 	json_object_set_new(o, "torch_dtype", json_string(dtype));
-	if (json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) ||
-	    fw_durable_sync(tmp) || rename(tmp, path)) {
-		fw_seterr(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-		unlink(tmp);
-		goto out;
-	}
-	rc = 0;
-out:
-	free(tmp);
-	json_decref(o);
-	return rc;
+	return write_json(o, path, 17, err, errlen);
 }
 
 int fw_model_save(const struct fw_model *m, const char *dir,

@@ -7,11 +7,11 @@
  */
 #include "fw_tok.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_base.h"
 #include "fw_json.h"
 #include "fw_mp.h"
 
@@ -26,19 +26,6 @@ struct gather {
 struct calloff {
 	size_t name, args; /* pool offsets + 1, 0 for none */
 };
-
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Appends s[0..n) and a NUL to the pool; returns its offset + 1, or 0. */
 static size_t keep(struct gather *g, const char *s, size_t n)
@@ -71,7 +58,7 @@ int fw_chat_render_mp(const struct fw_tok *t, enum fw_chat_template tmpl,
 	int rc = -1;
 
 	if (n < 0) {
-		fail(err, errlen, "turns is not an array");
+		fw_seterr(err, errlen, "turns is not an array");
 		return -1;
 	}
 	tt = calloc((size_t)n + 1, sizeof *tt);
@@ -83,18 +70,18 @@ int fw_chat_render_mp(const struct fw_tok *t, enum fw_chat_template tmpl,
 		const char *s;
 		size_t sn;
 		if (fw_mp_type(tv) != FW_MP_MAP) {
-			fail(err, errlen, "turn %lld: not a map", (long long)i);
+			fw_seterr(err, errlen, "turn %lld: not a map", (long long)i);
 			goto out;
 		}
 		if (fw_mp_get(tv, "role", &v) != 1 || fw_mp_str(v, &s, &sn) < 0) {
-			fail(err, errlen, "turn %lld: no role string", (long long)i);
+			fw_seterr(err, errlen, "turn %lld: no role string", (long long)i);
 			goto out;
 		}
 		if (!(o[i].role = keep(&g, s, sn)))
 			goto oom;
 		if (fw_mp_get(tv, "text", &v) == 1 && fw_mp_type(v) != FW_MP_NIL) {
 			if (fw_mp_str(v, &s, &sn) < 0) {
-				fail(err, errlen, "turn %lld: text is %s, not str", (long long)i,
+				fw_seterr(err, errlen, "turn %lld: text is %s, not str", (long long)i,
 				     fw_mp_type_name(fw_mp_type(v)));
 				goto out;
 			}
@@ -107,7 +94,7 @@ int fw_chat_render_mp(const struct fw_tok *t, enum fw_chat_template tmpl,
 		o[i].call0 = g.calls.n / sizeof(struct calloff);
 		if (fw_mp_get(tv, "calls", &v) == 1 && fw_mp_type(v) != FW_MP_NIL) {
 			if (fw_mp_type(v) != FW_MP_ARRAY) {
-				fail(err, errlen, "turn %lld: calls is %s, not array", (long long)i,
+				fw_seterr(err, errlen, "turn %lld: calls is %s, not array", (long long)i,
 				     fw_mp_type_name(fw_mp_type(v)));
 				goto out;
 			}
@@ -123,7 +110,7 @@ int fw_chat_render_mp(const struct fw_tok *t, enum fw_chat_template tmpl,
 						/* not JSON text yet: write the value as JSON */
 						js.n = 0;
 						if (fw_json_from_mp(&js, args, err, errlen) < 0) {
-							fail(err, errlen, "turn %lld: bad call args",
+							fw_seterr(err, errlen, "turn %lld: bad call args",
 							     (long long)i);
 							goto out;
 						}
@@ -142,7 +129,7 @@ int fw_chat_render_mp(const struct fw_tok *t, enum fw_chat_template tmpl,
 		o[i].id0 = g.ids.n / sizeof(int32_t);
 		if (fw_mp_get(tv, "tokens", &v) == 1 && fw_mp_type(v) != FW_MP_NIL) {
 			if (fw_mp_type(v) != FW_MP_ARRAY) {
-				fail(err, errlen, "turn %lld: tokens is %s, not array", (long long)i,
+				fw_seterr(err, errlen, "turn %lld: tokens is %s, not array", (long long)i,
 				     fw_mp_type_name(fw_mp_type(v)));
 				goto out;
 			}
@@ -150,7 +137,7 @@ int fw_chat_render_mp(const struct fw_tok *t, enum fw_chat_template tmpl,
 			while (fw_mp_iter_next(&ci, &c) == 1) {
 				int64_t id;
 				if (fw_mp_int(c, &id) < 0 || id < 0 || id >= fw_tok_vocab_size(t)) {
-					fail(err, errlen, "turn %lld: tokens[%zu] is not a token id",
+					fw_seterr(err, errlen, "turn %lld: tokens[%zu] is not a token id",
 					     (long long)i, o[i].nids);
 					goto out;
 				}
@@ -182,7 +169,7 @@ int fw_chat_render_mp(const struct fw_tok *t, enum fw_chat_template tmpl,
 	rc = fw_chat_render(t, tmpl, tt, (size_t)n, add_generation_prompt, out, err, errlen);
 	goto out;
 oom:
-	fail(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 out:
 	free(tt);
 	free(calls);

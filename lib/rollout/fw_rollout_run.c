@@ -416,6 +416,33 @@ static int task_env(const struct fw_rollout_cfg *o, struct fw_mpv task, const ch
 	return 0;
 }
 
+/* What a task's clean-room episodes are given: its store, its environment
+ * (task.env) and its context[] files, mounted read-only at FW_CONTEXT_DIR.
+ * On failure the task's error records are written and NULL returned, with
+ * nothing left to release. */
+static struct fw_store *episode_inputs(struct fw_rollout_worker *w, struct fw_rollout_out *j,
+				       struct fw_mpv task, const char *tid, const struct task_in *ti,
+				       struct fw_env **env, struct fw_context_mount *cm)
+{
+	char err[1024];
+	struct fw_store *st;
+
+	*env = NULL;
+	if (!(st = store_for(w, ti->store, err, sizeof err)) ||
+	    task_env(w->o, task, ti->store, env, err, sizeof err)) {
+		emit_errors(w, j, task, tid, err);
+		return NULL;
+	}
+	if (fw_context_mount(cm, st, task, w->o->mounts, err, sizeof err)) {
+		fw_context_unmount(cm);
+		free(*env);
+		*env = NULL;
+		emit_errors(w, j, task, tid, err);
+		return NULL;
+	}
+	return st;
+}
+
 /* --policy exec:CMD. */
 static void run_exec(struct fw_rollout_worker *w, struct fw_rollout_out *j, struct fw_mpv task, const char *tid,
 		     const struct task_in *ti)
@@ -428,20 +455,9 @@ static void run_exec(struct fw_rollout_worker *w, struct fw_rollout_out *j, stru
 	struct fw_context_mount cm = { 0 };
 	struct fw_env *env = NULL;
 
-	if (!(st = store_for(w, ti->store, err, sizeof err))) {
-		emit_errors(w, j, task, tid, err);
+	if (!(st = episode_inputs(w, j, task, tid, ti, &env, &cm)))
 		return;
-	}
-	if (task_env(o, task, ti->store, &env, err, sizeof err)) {
-		emit_errors(w, j, task, tid, err);
-		return;
-	}
 	eo.env = env;
-	/* the task's context[] files, read-only at FW_CONTEXT_DIR */
-	if (fw_context_mount(&cm, st, task, o->mounts, err, sizeof err)) {
-		emit_errors(w, j, task, tid, err);
-		goto out;
-	}
 	eo.mounts = cm.binds;
 	/* the agent gets what a policy may see: no solution, no host path */
 	if (fw_task_for_policy(&tb, task) ||
@@ -575,22 +591,9 @@ static void run_agent(struct fw_rollout_worker *w, struct fw_rollout_out *j, str
 		emit_errors(w, j, task, tid, w->load_err);
 		return;
 	}
-	if (!(st = store_for(w, ti->store, err, sizeof err))) {
-		emit_errors(w, j, task, tid, err);
+	if (!(st = episode_inputs(w, j, task, tid, ti, &env, &cm)))
 		return;
-	}
-	if (task_env(o, task, ti->store, &env, err, sizeof err)) {
-		emit_errors(w, j, task, tid, err);
-		return;
-	}
 	ao.env = env;
-	/* the task's context[] files, read-only at FW_CONTEXT_DIR */
-	if (fw_context_mount(&cm, st, task, o->mounts, err, sizeof err)) {
-		fw_context_unmount(&cm);
-		free(env);
-		emit_errors(w, j, task, tid, err);
-		return;
-	}
 	ao.mounts = cm.binds;
 	int K = (int)o->samples;
 	struct fw_agent_result *rs = calloc((size_t)K, sizeof *rs);

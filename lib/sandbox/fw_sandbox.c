@@ -215,31 +215,6 @@ static void env_set(struct strv *env, const char *kv)
 	sv_push(env, kv);
 }
 
-/* Bind a top-level system path the way the host has it: a symlink stays a
- * symlink (merged /usr), a directory is bound read-only, absence is fine. */
-static void bind_system(struct strv *a, const char *path)
-{
-	char target[PATH_MAX];
-	struct stat st;
-	ssize_t n;
-
-	if (lstat(path, &st) != 0)
-		return;
-	if (S_ISLNK(st.st_mode)) {
-		n = readlink(path, target, sizeof target - 1);
-		if (n <= 0)
-			return;
-		target[n] = 0;
-		sv_push(a, "--symlink");
-		sv_push(a, target);
-		sv_push(a, path);
-	} else if (S_ISDIR(st.st_mode)) {
-		sv_push(a, "--ro-bind");
-		sv_push(a, path);
-		sv_push(a, path);
-	}
-}
-
 /*
  * The pieces of /etc a test suite needs: the dynamic loader's cache, name
  * databases, the time zone, CA certificates, the alternatives symlinks
@@ -302,6 +277,11 @@ static int copy_dir(struct strv *a, struct files *f, const char *path)
 	return 1;
 }
 
+/* Bind path the way the host has it: a symlink stays a symlink (merged
+ * /usr), a directory is bound read-only, absence is fine.  With f (under
+ * /etc), a directory that copy_dir() takes is copied instead, and a regular
+ * file is given as a copy; with f NULL (a top-level system path) a regular
+ * file is left out. */
 static void bind_one(struct strv *a, struct files *f, const char *path)
 {
 	char target[PATH_MAX];
@@ -319,12 +299,12 @@ static void bind_one(struct strv *a, struct files *f, const char *path)
 		sv_push(a, target);
 		sv_push(a, path);
 	} else if (S_ISDIR(st.st_mode)) {
-		if (copy_dir(a, f, path))
+		if (f && copy_dir(a, f, path))
 			return;
 		sv_push(a, "--ro-bind");
 		sv_push(a, path);
 		sv_push(a, path);
-	} else if (S_ISREG(st.st_mode) && f->n < MAX_FILES) {
+	} else if (f && S_ISREG(st.st_mode) && f->n < MAX_FILES) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return;
@@ -1190,7 +1170,7 @@ static int build_argv(const struct fw_sandbox_opts *o, char *const argv[],
 			return -1;
 	} else {
 		for (const char **p = sys; *p; p++)
-			bind_system(a, *p);
+			bind_one(a, NULL, *p);
 		bind_etc(a, f);
 	}
 	sv_push(a, "--proc");

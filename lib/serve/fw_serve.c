@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fw_base.h"
 #include "fw_model.h"
 #include "fw_serve_int.h"
 #include "fw_tok.h"
@@ -27,19 +28,11 @@ double serve_now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* A fresh 64-bit number: response ids, tool call ids and the seeds of
  * requests that name none.  Cannot fail. */
 uint64_t serve_fresh(struct fw_serve *s)
 {
-	return mix(s->fresh_base + __atomic_add_fetch(&s->fresh_ctr, 1, __ATOMIC_RELAXED));
+	return fw_mix64(s->fresh_base + __atomic_add_fetch(&s->fresh_ctr, 1, __ATOMIC_RELAXED));
 }
 
 void serve_count(struct fw_serve *s, unsigned status)
@@ -115,7 +108,7 @@ struct fw_serve *fw_serve_new(const char *api_key, char *err, size_t errlen)
 	}
 	pthread_mutex_init(&s->stat_mu, NULL);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	s->fresh_base = mix((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+	s->fresh_base = fw_mix64((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
 			(uint64_t)getpid();
 	return s;
 }

@@ -16,21 +16,10 @@
 
 #include <git2.h>
 
+#include "fw_base.h"
 #include "fw_env.h"
 #include "fw_sandbox.h"
 #include "fw_workspace.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 const char *fw_env_kind_name(enum fw_env_kind k)
 {
@@ -109,7 +98,7 @@ static int hash_dir(const char *dir, git_oid *out, int *empty, char *err, size_t
 	size_t blen = 0;
 
 	if (!d) {
-		seterr(err, errlen, "%s: %s", dir, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", dir, strerror(errno));
 		return -1;
 	}
 	struct dirent *de;
@@ -119,11 +108,11 @@ static int hash_dir(const char *dir, git_oid *out, int *empty, char *err, size_t
 		char p[PATH_MAX];
 		struct stat st;
 		if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p) {
-			seterr(err, errlen, "%s/%s: path too long", dir, de->d_name);
+			fw_seterr(err, errlen, "%s/%s: path too long", dir, de->d_name);
 			goto out;
 		}
 		if (lstat(p, &st) != 0) {
-			seterr(err, errlen, "%s: %s", p, strerror(errno));
+			fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 			goto out;
 		}
 		struct entry e = { 0 };
@@ -136,7 +125,7 @@ static int hash_dir(const char *dir, git_oid *out, int *empty, char *err, size_t
 			e.mode = 040000;
 		} else if (S_ISREG(st.st_mode)) {
 			if (git_odb_hashfile(&e.oid, p, GIT_OBJECT_BLOB) < 0) {
-				seterr(err, errlen, "%s: cannot read: %s", p, strerror(errno));
+				fw_seterr(err, errlen, "%s: cannot read: %s", p, strerror(errno));
 				goto out;
 			}
 			e.mode = st.st_mode & S_IXUSR ? 0100755 : 0100644;
@@ -144,16 +133,16 @@ static int hash_dir(const char *dir, git_oid *out, int *empty, char *err, size_t
 			char t[PATH_MAX];
 			ssize_t k = readlink(p, t, sizeof t);
 			if (k < 0 || k == (ssize_t)sizeof t) {
-				seterr(err, errlen, "%s: cannot read the link", p);
+				fw_seterr(err, errlen, "%s: cannot read the link", p);
 				goto out;
 			}
 			if (git_odb_hash(&e.oid, t, (size_t)k, GIT_OBJECT_BLOB) < 0) {
-				seterr(err, errlen, "%s: cannot hash the link", p);
+				fw_seterr(err, errlen, "%s: cannot hash the link", p);
 				goto out;
 			}
 			e.mode = 0120000;
 		} else {
-			seterr(err, errlen, "%s: not a file, directory or link (an environment "
+			fw_seterr(err, errlen, "%s: not a file, directory or link (an environment "
 			       "holds no devices, FIFOs or sockets)", p);
 			goto out;
 		}
@@ -181,14 +170,14 @@ static int hash_dir(const char *dir, git_oid *out, int *empty, char *err, size_t
 		blen += GIT_OID_RAWSZ;
 	}
 	if (git_odb_hash(out, buf, blen, GIT_OBJECT_TREE) < 0) {
-		seterr(err, errlen, "%s: cannot hash the tree", dir);
+		fw_seterr(err, errlen, "%s: cannot hash the tree", dir);
 		goto out;
 	}
 	*empty = n == 0;
 	rc = 0;
 	goto out;
 oom:
-	seterr(err, errlen, "out of memory");
+	fw_seterr(err, errlen, "out of memory");
 out:
 	closedir(d);
 	for (size_t i = 0; i < n; i++)
@@ -204,7 +193,7 @@ int fw_env_id(const char *dir, char id[FW_ENV_ID_LEN], char *err, size_t errlen)
 	int empty = 1;
 	struct stat st;
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		seterr(err, errlen, "environment '%s': %s", dir,
+		fw_seterr(err, errlen, "environment '%s': %s", dir,
 		       errno && !S_ISDIR(st.st_mode) ? strerror(errno) : "not a directory");
 		return -1;
 	}
@@ -214,7 +203,7 @@ int fw_env_id(const char *dir, char id[FW_ENV_ID_LEN], char *err, size_t errlen)
 	if (rc < 0)
 		return -1;
 	if (empty) {
-		seterr(err, errlen, "environment '%s': holds no file", dir);
+		fw_seterr(err, errlen, "environment '%s': holds no file", dir);
 		return -1;
 	}
 	git_oid_tostr(id, FW_ENV_ID_LEN, &oid);
@@ -235,11 +224,11 @@ int fw_env_store_path(const char *opt, const char *task_store, char *out, size_t
 	else if (task_store && *task_store)
 		k = snprintf(out, outlen, "%s/envs", task_store);
 	else {
-		seterr(err, errlen, "no env store (--env-store DIR or $%s)", FW_ENV_STORE_VAR);
+		fw_seterr(err, errlen, "no env store (--env-store DIR or $%s)", FW_ENV_STORE_VAR);
 		return -1;
 	}
 	if (k < 0 || (size_t)k >= outlen) {
-		seterr(err, errlen, "env store path too long");
+		fw_seterr(err, errlen, "env store path too long");
 		return -1;
 	}
 	return 0;
@@ -249,7 +238,7 @@ static int mkdirs(const char *path, char *err, size_t errlen)
 {
 	char p[PATH_MAX];
 	if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
-		seterr(err, errlen, "%s: path too long", path);
+		fw_seterr(err, errlen, "%s: path too long", path);
 		return -1;
 	}
 	for (char *s = p + 1; *s; s++) {
@@ -257,13 +246,13 @@ static int mkdirs(const char *path, char *err, size_t errlen)
 			continue;
 		*s = '\0';
 		if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-			seterr(err, errlen, "cannot make %s: %s", p, strerror(errno));
+			fw_seterr(err, errlen, "cannot make %s: %s", p, strerror(errno));
 			return -1;
 		}
 		*s = '/';
 	}
 	if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-		seterr(err, errlen, "cannot make %s: %s", p, strerror(errno));
+		fw_seterr(err, errlen, "cannot make %s: %s", p, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -273,12 +262,12 @@ static int copy_file(const char *src, const char *dst, mode_t mode, char *err, s
 {
 	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (in < 0) {
-		seterr(err, errlen, "%s: %s", src, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", src, strerror(errno));
 		return -1;
 	}
 	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (out < 0) {
-		seterr(err, errlen, "cannot create %s: %s", dst, strerror(errno));
+		fw_seterr(err, errlen, "cannot create %s: %s", dst, strerror(errno));
 		close(in);
 		return -1;
 	}
@@ -289,7 +278,7 @@ static int copy_file(const char *src, const char *dst, mode_t mode, char *err, s
 		for (ssize_t off = 0; off < k;) {
 			ssize_t w = write(out, buf + off, (size_t)(k - off));
 			if (w < 0) {
-				seterr(err, errlen, "%s: %s", dst, strerror(errno));
+				fw_seterr(err, errlen, "%s: %s", dst, strerror(errno));
 				rc = -1;
 				goto done;
 			}
@@ -297,17 +286,17 @@ static int copy_file(const char *src, const char *dst, mode_t mode, char *err, s
 		}
 	}
 	if (k < 0) {
-		seterr(err, errlen, "%s: %s", src, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", src, strerror(errno));
 		rc = -1;
 	}
 done:
 	/* no write bits: what is stored is what its id names */
 	if (rc == 0 && fchmod(out, mode & S_IXUSR ? 0555 : 0444) != 0) {
-		seterr(err, errlen, "%s: %s", dst, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", dst, strerror(errno));
 		rc = -1;
 	}
 	if (close(out) != 0 && rc == 0) {
-		seterr(err, errlen, "%s: %s", dst, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", dst, strerror(errno));
 		rc = -1;
 	}
 	close(in);
@@ -319,7 +308,7 @@ static int copy_into(const char *src, const char *dst, char *err, size_t errlen)
 {
 	DIR *d = opendir(src);
 	if (!d) {
-		seterr(err, errlen, "%s: %s", src, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", src, strerror(errno));
 		return -1;
 	}
 	struct dirent *de;
@@ -331,14 +320,14 @@ static int copy_into(const char *src, const char *dst, char *err, size_t errlen)
 		struct stat st;
 		if (snprintf(s, sizeof s, "%s/%s", src, de->d_name) >= (int)sizeof s ||
 		    snprintf(t, sizeof t, "%s/%s", dst, de->d_name) >= (int)sizeof t) {
-			seterr(err, errlen, "%s/%s: path too long", src, de->d_name);
+			fw_seterr(err, errlen, "%s/%s: path too long", src, de->d_name);
 			rc = -1;
 		} else if (lstat(s, &st) != 0) {
-			seterr(err, errlen, "%s: %s", s, strerror(errno));
+			fw_seterr(err, errlen, "%s: %s", s, strerror(errno));
 			rc = -1;
 		} else if (S_ISDIR(st.st_mode)) {
 			if (mkdir(t, 0755) != 0) {
-				seterr(err, errlen, "cannot make %s: %s", t, strerror(errno));
+				fw_seterr(err, errlen, "cannot make %s: %s", t, strerror(errno));
 				rc = -1;
 			} else {
 				rc = copy_into(s, t, err, errlen);
@@ -349,17 +338,17 @@ static int copy_into(const char *src, const char *dst, char *err, size_t errlen)
 			char l[PATH_MAX];
 			ssize_t k = readlink(s, l, sizeof l - 1);
 			if (k < 0) {
-				seterr(err, errlen, "%s: %s", s, strerror(errno));
+				fw_seterr(err, errlen, "%s: %s", s, strerror(errno));
 				rc = -1;
 			} else {
 				l[k] = '\0';
 				if (symlink(l, t) != 0) {
-					seterr(err, errlen, "cannot make %s: %s", t, strerror(errno));
+					fw_seterr(err, errlen, "cannot make %s: %s", t, strerror(errno));
 					rc = -1;
 				}
 			}
 		} else {
-			seterr(err, errlen, "%s: not a file, directory or link (an environment "
+			fw_seterr(err, errlen, "%s: not a file, directory or link (an environment "
 			       "holds no devices, FIFOs or sockets)", s);
 			rc = -1;
 		}
@@ -373,15 +362,15 @@ int fw_env_find(const char *store, const char *id, char *path, size_t pathlen, c
 {
 	struct stat st;
 	if (!fw_env_is_id(id)) {
-		seterr(err, errlen, "bad environment id '%s' (want 40 hex digits)", id);
+		fw_seterr(err, errlen, "bad environment id '%s' (want 40 hex digits)", id);
 		return -1;
 	}
 	if (snprintf(path, pathlen, "%s/%s", store, id) >= (int)pathlen) {
-		seterr(err, errlen, "env store path too long");
+		fw_seterr(err, errlen, "env store path too long");
 		return -1;
 	}
 	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		seterr(err, errlen, "environment %s is missing from the env store %s (give the "
+		fw_seterr(err, errlen, "environment %s is missing from the env store %s (give the "
 		       "store with --env-store or $%s, or add the tree with fw-env add)", id,
 		       store, FW_ENV_STORE_VAR);
 		return -1;
@@ -395,7 +384,7 @@ int fw_env_add(const char *store, const char *dir, char id[FW_ENV_ID_LEN], char 
 	char tmp[PATH_MAX], dst[PATH_MAX];
 	struct stat st;
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		seterr(err, errlen, "environment '%s': %s", dir,
+		fw_seterr(err, errlen, "environment '%s': %s", dir,
 		       S_ISDIR(st.st_mode) ? strerror(errno) : "not a directory");
 		return -1;
 	}
@@ -408,15 +397,15 @@ int fw_env_add(const char *store, const char *dir, char id[FW_ENV_ID_LEN], char 
 	if (mkdirs(store, err, errlen) < 0)
 		return -1;
 	if (snprintf(tmp, sizeof tmp, "%s/.new-XXXXXX", store) >= (int)sizeof tmp) {
-		seterr(err, errlen, "env store path too long");
+		fw_seterr(err, errlen, "env store path too long");
 		return -1;
 	}
 	if (!mkdtemp(tmp)) {
-		seterr(err, errlen, "cannot make a directory in %s: %s", store, strerror(errno));
+		fw_seterr(err, errlen, "cannot make a directory in %s: %s", store, strerror(errno));
 		return -1;
 	}
 	if (chmod(tmp, 0755) != 0) {
-		seterr(err, errlen, "%s: %s", tmp, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", tmp, strerror(errno));
 		fw_rmtree(tmp);
 		return -1;
 	}
@@ -435,7 +424,7 @@ int fw_env_add(const char *store, const char *dir, char id[FW_ENV_ID_LEN], char 
 		fw_rmtree(tmp);
 		if (stat(dst, &st) == 0)
 			return 0;
-		seterr(err, errlen, "cannot store %s: %s", dst, strerror(e));
+		fw_seterr(err, errlen, "cannot store %s: %s", dst, strerror(e));
 		return -1;
 	}
 	return 0;
@@ -453,7 +442,7 @@ int fw_env_resolve(const char *store, const char *arg, char id[FW_ENV_ID_LEN], c
 		return 0;
 	}
 	if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		seterr(err, errlen, "environment '%s': %s", arg,
+		fw_seterr(err, errlen, "environment '%s': %s", arg,
 		       errno && stat(arg, &st) != 0 ? strerror(errno) : "not a directory");
 		return -1;
 	}
@@ -476,7 +465,7 @@ int fw_env_recipe_id(const char *path, char id[FW_ENV_ID_LEN], char *err, size_t
 	git_oid oid;
 	struct stat st;
 	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-		seterr(err, errlen, "%s: %s", path,
+		fw_seterr(err, errlen, "%s: %s", path,
 		       S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file");
 		return -1;
 	}
@@ -484,7 +473,7 @@ int fw_env_recipe_id(const char *path, char id[FW_ENV_ID_LEN], char *err, size_t
 	int rc = git_odb_hashfile(&oid, path, GIT_OBJECT_BLOB);
 	git_libgit2_shutdown();
 	if (rc < 0) {
-		seterr(err, errlen, "%s: cannot read", path);
+		fw_seterr(err, errlen, "%s: cannot read", path);
 		return -1;
 	}
 	git_oid_tostr(id, FW_ENV_ID_LEN, &oid);
@@ -502,7 +491,7 @@ int fw_env_recipe_note(const char *store, const char *recipe, const char *id, ch
 	snprintf(dst, sizeof dst, "%s/%s", dir, recipe);
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
-		seterr(err, errlen, "cannot write in %s: %s", dir, strerror(errno));
+		fw_seterr(err, errlen, "cannot write in %s: %s", dir, strerror(errno));
 		return -1;
 	}
 	FILE *f = fdopen(fd, "w");
@@ -510,7 +499,7 @@ int fw_env_recipe_note(const char *store, const char *recipe, const char *id, ch
 	if (f && fclose(f) != 0)
 		wrc = -1;
 	if (wrc || chmod(tmp, 0644) != 0 || rename(tmp, dst) != 0) {
-		seterr(err, errlen, "cannot write %s: %s", dst, strerror(errno));
+		fw_seterr(err, errlen, "cannot write %s: %s", dst, strerror(errno));
 		if (!f)
 			close(fd);
 		unlink(tmp);
@@ -528,14 +517,14 @@ int fw_env_recipe_find(const char *store, const char *recipe, char id[FW_ENV_ID_
 	if (!f) {
 		if (errno == ENOENT)
 			return 0;
-		seterr(err, errlen, "%s: %s", p, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", p, strerror(errno));
 		return -1;
 	}
 	int ok = fgets(line, sizeof line, f) != NULL;
 	fclose(f);
 	line[strcspn(line, "\n")] = '\0';
 	if (!ok || !fw_env_is_id(line)) {
-		seterr(err, errlen, "%s: not an environment id", p);
+		fw_seterr(err, errlen, "%s: not an environment id", p);
 		return -1;
 	}
 	memcpy(id, line, FW_ENV_ID_LEN);
@@ -604,7 +593,7 @@ int fw_env_open_arg(struct fw_env *e, const char *store, const char *arg, char *
 	struct stat st;
 	if (stat(arg, &st) != 0 && fw_env_is_id(arg)) {
 		if (!store) {
-			seterr(err, errlen, "environment %s: no env store (--env-store DIR or $%s)",
+			fw_seterr(err, errlen, "environment %s: no env store (--env-store DIR or $%s)",
 			       arg, FW_ENV_STORE_VAR);
 			return -1;
 		}
@@ -612,7 +601,7 @@ int fw_env_open_arg(struct fw_env *e, const char *store, const char *arg, char *
 	}
 	memset(e, 0, sizeof *e);
 	if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode) || !realpath(arg, e->dir)) {
-		seterr(err, errlen, "environment '%s': %s", arg,
+		fw_seterr(err, errlen, "environment '%s': %s", arg,
 		       errno && stat(arg, &st) != 0 ? strerror(errno) : "not a directory");
 		return -1;
 	}

@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,17 +26,6 @@
 #define MEDIA_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define MEDIA_INDEX "application/vnd.oci.image.index.v1+json"
 #define DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- blobs ---------------------------------------------------------------- */
 
@@ -55,18 +43,18 @@ static int blob_path(const char *layout, const json_t *d, char *path, size_t pat
 
 	if (!dg || strncmp(dg, "sha256:", 7) || strlen(dg) != 71 ||
 	    strspn(dg + 7, "0123456789abcdef") != 64) {
-		seterr(err, errlen, "digest '%.80s' is not sha256: and 64 lowercase hex digits",
+		fw_seterr(err, errlen, "digest '%.80s' is not sha256: and 64 lowercase hex digits",
 		       dg ? dg : "");
 		return -1;
 	}
 	if (!json_is_integer(sz) || json_integer_value(sz) < 0) {
-		seterr(err, errlen, "%s: the descriptor has no size", dg);
+		fw_seterr(err, errlen, "%s: the descriptor has no size", dg);
 		return -1;
 	}
 	snprintf(path, pathlen, "%s/blobs/sha256/%s", layout, dg + 7);
 	FILE *f = fopen(path, "rb");
 	if (!f) {
-		seterr(err, errlen, "%s: blobs/sha256/%s: %s", dg, dg + 7, strerror(errno));
+		fw_seterr(err, errlen, "%s: blobs/sha256/%s: %s", dg, dg + 7, strerror(errno));
 		return -1;
 	}
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -82,18 +70,18 @@ static int blob_path(const char *layout, const json_t *d, char *path, size_t pat
 	EVP_MD_CTX_free(ctx);
 	fclose(f);
 	if (!ok) {
-		seterr(err, errlen, "%s: cannot read or hash the blob", dg);
+		fw_seterr(err, errlen, "%s: cannot read or hash the blob", dg);
 		return -1;
 	}
 	if (total != json_integer_value(sz)) {
-		seterr(err, errlen, "%s: the blob has %lld bytes, the descriptor says %lld", dg, total,
+		fw_seterr(err, errlen, "%s: the blob has %lld bytes, the descriptor says %lld", dg, total,
 		       (long long)json_integer_value(sz));
 		return -1;
 	}
 	for (unsigned i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
 	if (strcmp(hex, dg + 7)) {
-		seterr(err, errlen, "%s: the blob's sha256 is %s", dg, hex);
+		fw_seterr(err, errlen, "%s: the blob's sha256 is %s", dg, hex);
 		return -1;
 	}
 	return 0;
@@ -109,7 +97,7 @@ static json_t *blob_json(const char *layout, const json_t *d, char *err, size_t 
 		return NULL;
 	json_t *j = json_load_file(path, 0, &je);
 	if (!j)
-		seterr(err, errlen, "%s: line %d, column %d: %s",
+		fw_seterr(err, errlen, "%s: line %d, column %d: %s",
 		       json_string_value(json_object_get(d, "digest")), je.line, je.column, je.text);
 	return j;
 }
@@ -390,7 +378,7 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 		if (src_read(s, h, 512)) {
 			if (zeros)
 				break; /* one zero block and then the end: tolerated */
-			seterr(err, errlen, "layer %d: the tar ends inside a member", k);
+			fw_seterr(err, errlen, "layer %d: the tar ends inside a member", k);
 			goto out;
 		}
 		int zero = 1;
@@ -404,7 +392,7 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 		zeros = 0;
 		long long size = tar_num(h + 124, 12), mode = tar_num(h + 100, 8);
 		if (size < 0 || mode < 0) {
-			seterr(err, errlen, "layer %d: a tar header that does not parse", k);
+			fw_seterr(err, errlen, "layer %d: a tar header that does not parse", k);
 			goto out;
 		}
 		char type = (char)h[156];
@@ -412,13 +400,13 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 		if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
 			/* a name, link or pax header for the next member */
 			if (size > 65536) {
-				seterr(err, errlen, "layer %d: a %c header of %lld bytes", k, type, size);
+				fw_seterr(err, errlen, "layer %d: a %c header of %lld bytes", k, type, size);
 				goto out;
 			}
 			char *buf = malloc((size_t)size + 1);
 			if (!buf || src_read(s, buf, (size_t)size) || src_read(s, NULL, pad)) {
 				free(buf);
-				seterr(err, errlen, "layer %d: the tar ends inside a member", k);
+				fw_seterr(err, errlen, "layer %d: the tar ends inside a member", k);
 				goto out;
 			}
 			buf[size] = '\0';
@@ -453,13 +441,13 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 					goto short_tar;
 				continue;
 			}
-			seterr(err, errlen, "layer %d: '%.200s': a path that leaves the root", k, name);
+			fw_seterr(err, errlen, "layer %d: '%.200s': a path that leaves the root", k, name);
 			goto out;
 		}
 		const char *base;
 		int pfd = open_parent(root, rel, &base);
 		if (pfd < 0) {
-			seterr(err, errlen, "layer %d: '%.200s': %s", k, name,
+			fw_seterr(err, errlen, "layer %d: '%.200s': %s", k, name,
 			       errno == ELOOP || errno == ENOTDIR
 				       ? "a path through a symbolic link or a file"
 				       : strerror(errno));
@@ -472,7 +460,7 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 			 * is gone */
 			char dir[4096];
 			if (base == rel) {
-				seterr(err, errlen, "layer %d: an opaque whiteout of the root", k);
+				fw_seterr(err, errlen, "layer %d: an opaque whiteout of the root", k);
 				close(pfd);
 				goto out;
 			}
@@ -482,7 +470,7 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 			char gone[4096];
 			snprintf(gone, sizeof gone, "%.*s%s", (int)(base - rel), rel, base + 4);
 			if (!base[4] || !strcmp(base + 4, ".") || !strcmp(base + 4, "..")) {
-				seterr(err, errlen, "layer %d: '%.200s': a whiteout of nothing", k, name);
+				fw_seterr(err, errlen, "layer %d: '%.200s': a whiteout of nothing", k, name);
 				close(pfd);
 				goto out;
 			}
@@ -530,7 +518,7 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 			const char *tbase;
 			int tfd;
 			if (clean_path(link, trel, sizeof trel)) {
-				seterr(err, errlen, "layer %d: '%.200s': a link out of the root", k, name);
+				fw_seterr(err, errlen, "layer %d: '%.200s': a link out of the root", k, name);
 				close(pfd);
 				goto out;
 			}
@@ -547,7 +535,7 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 		 * kept: an environment holds files, links and directories */
 		close(pfd);
 		if (bad) {
-			seterr(err, errlen, "layer %d: '%.200s': %s", k, name,
+			fw_seterr(err, errlen, "layer %d: '%.200s': %s", k, name,
 			       errno ? strerror(errno) : "cannot be written");
 			goto out;
 		}
@@ -557,7 +545,7 @@ static int apply_layer(int root, struct src *s, int k, char *err, size_t errlen)
 	rc = 0;
 	goto out;
 short_tar:
-	seterr(err, errlen, "layer %d: the tar ends inside a member", k);
+	fw_seterr(err, errlen, "layer %d: the tar ends inside a member", k);
 out:
 	written_free(&w);
 	return rc;
@@ -579,7 +567,7 @@ static json_t *find_manifest(const char *layout, json_t *index, int depth, char 
 #endif
 
 	if (!json_is_array(ms) || json_array_size(ms) == 0) {
-		seterr(err, errlen, "index.json: no 'manifests'");
+		fw_seterr(err, errlen, "index.json: no 'manifests'");
 		return NULL;
 	}
 	if (json_array_size(ms) == 1)
@@ -593,7 +581,7 @@ static json_t *find_manifest(const char *layout, json_t *index, int depth, char 
 			pick = m;
 	}
 	if (!pick) {
-		seterr(err, errlen, "index.json: %zu manifests and none for linux/%s",
+		fw_seterr(err, errlen, "index.json: %zu manifests and none for linux/%s",
 		       json_array_size(ms), arch);
 		return NULL;
 	}
@@ -604,12 +592,12 @@ static json_t *find_manifest(const char *layout, json_t *index, int depth, char 
 	if ((mt && !strcmp(mt, MEDIA_INDEX)) || json_object_get(j, "manifests")) {
 		json_t *r = depth < 2 ? find_manifest(layout, j, depth + 1, err, errlen) : NULL;
 		if (depth >= 2)
-			seterr(err, errlen, "index.json: indexes nested too deep");
+			fw_seterr(err, errlen, "index.json: indexes nested too deep");
 		json_decref(j);
 		return r;
 	}
 	if (mt && strcmp(mt, MEDIA_MANIFEST) && strcmp(mt, DOCKER_MANIFEST)) {
-		seterr(err, errlen, "index.json: a manifest of media type '%.100s'", mt);
+		fw_seterr(err, errlen, "index.json: a manifest of media type '%.100s'", mt);
 		json_decref(j);
 		return NULL;
 	}
@@ -625,20 +613,20 @@ int fw_env_oci_unpack(const char *layout, const char *dir, char *err, size_t err
 
 	snprintf(p, sizeof p, "%s/oci-layout", layout);
 	if (!(lay = json_load_file(p, 0, &je))) {
-		seterr(err, errlen, "oci-layout: %s", je.line > 0 ? je.text : strerror(errno));
+		fw_seterr(err, errlen, "oci-layout: %s", je.line > 0 ? je.text : strerror(errno));
 		goto out;
 	}
 	if (!json_is_string(json_object_get(lay, "imageLayoutVersion"))) {
-		seterr(err, errlen, "oci-layout: no 'imageLayoutVersion'");
+		fw_seterr(err, errlen, "oci-layout: no 'imageLayoutVersion'");
 		goto out;
 	}
 	snprintf(p, sizeof p, "%s/index.json", layout);
 	if (!(index = json_load_file(p, 0, &je))) {
 		if (je.line > 0)
-			seterr(err, errlen, "index.json: line %d, column %d: %s", je.line, je.column,
+			fw_seterr(err, errlen, "index.json: line %d, column %d: %s", je.line, je.column,
 			       je.text);
 		else
-			seterr(err, errlen, "index.json: %s", je.text);
+			fw_seterr(err, errlen, "index.json: %s", je.text);
 		goto out;
 	}
 	if (!(man = find_manifest(layout, index, 0, err, errlen)))
@@ -646,11 +634,11 @@ int fw_env_oci_unpack(const char *layout, const char *dir, char *err, size_t err
 	json_t *layers = json_object_get(man, "layers"), *l;
 	size_t k;
 	if (!json_is_array(layers) || json_array_size(layers) == 0) {
-		seterr(err, errlen, "the manifest has no 'layers'");
+		fw_seterr(err, errlen, "the manifest has no 'layers'");
 		goto out;
 	}
 	if (mkdir(dir, 0755) || (root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		seterr(err, errlen, "%s: %s", dir, strerror(errno));
+		fw_seterr(err, errlen, "%s: %s", dir, strerror(errno));
 		goto out;
 	}
 	json_array_foreach(layers, k, l)
@@ -659,7 +647,7 @@ int fw_env_oci_unpack(const char *layout, const char *dir, char *err, size_t err
 		char bp[4400], e2[512];
 		int gz;
 		if (!mt) {
-			seterr(err, errlen, "layer %zu: no 'mediaType'", k + 1);
+			fw_seterr(err, errlen, "layer %zu: no 'mediaType'", k + 1);
 			goto out;
 		}
 		size_t ml = strlen(mt);
@@ -670,23 +658,23 @@ int fw_env_oci_unpack(const char *layout, const char *dir, char *err, size_t err
 		else if (ml >= 5 && !strcmp(mt + ml - 5, "+gzip"))
 			gz = 1;
 		else {
-			seterr(err, errlen, "layer %zu: media type '%.100s' (tar and tar+gzip only)",
+			fw_seterr(err, errlen, "layer %zu: media type '%.100s' (tar and tar+gzip only)",
 			       k + 1, mt);
 			goto out;
 		}
 		if (blob_path(layout, l, bp, sizeof bp, e2, sizeof e2)) {
-			seterr(err, errlen, "layer %zu: %s", k + 1, e2);
+			fw_seterr(err, errlen, "layer %zu: %s", k + 1, e2);
 			goto out;
 		}
 		struct src *s = calloc(1, sizeof *s);
 		if (!s || !(s->f = fopen(bp, "rb"))) {
-			seterr(err, errlen, "layer %zu: %s", k + 1, strerror(errno));
+			fw_seterr(err, errlen, "layer %zu: %s", k + 1, strerror(errno));
 			free(s);
 			goto out;
 		}
 		s->gz = gz;
 		if (gz && inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) {
-			seterr(err, errlen, "layer %zu: cannot start gzip", k + 1);
+			fw_seterr(err, errlen, "layer %zu: cannot start gzip", k + 1);
 			fclose(s->f);
 			free(s);
 			goto out;

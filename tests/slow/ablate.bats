@@ -15,7 +15,7 @@ setup() {
 
 @test "ablate.sh: both arms from one bootstrap under each seed, ablate.json in its schema, a table and a plot" {
   O="$BATS_TEST_TMPDIR/ab"
-  run --separate-stderr env FW_BIN="$BIN_DIR" ABLATE_SEEDS="1 2" DEMO_ITERS=2 DEMO_DRILLS_MAX=24 \
+  run --separate-stderr env FW_BIN="$BIN_DIR" ABLATE_SEEDS="1 2" ABLATE_ARMS="teach reward" DEMO_ITERS=2 DEMO_DRILLS_MAX=24 \
     DEMO_MODEL="$ROOT/samples/models/drills-small.json" DEMO_SFT_STEPS=20 DEMO_TASKS=6 \
     DEMO_SAMPLES=2 DEMO_EVAL_SAMPLES=1 "$ROOT/pipelines/ablate.sh" "$O"
   assert_success
