@@ -33,6 +33,31 @@ static void bad_at(struct in *in, const char *unit, long n, const char *why)
 		in->stop = 1;
 }
 
+/* A line as a JSON object, or NULL when it is none (reported bad at its
+ * number). */
+static json_t *line_object(struct in *in, const char *line, size_t len, long lineno)
+{
+	json_error_t je;
+	json_t *e = json_loadb(line, len, JSON_ALLOW_NUL, &je);
+	char why[200];
+
+	if (json_is_object(e))
+		return e;
+	snprintf(why, sizeof why, "%s%s", e ? "not a JSON object" : "invalid JSON: ", e ? "" : je.text);
+	json_decref(e);
+	bad_at(in, "line", lineno, why);
+	return NULL;
+}
+
+/* Only white space. */
+static int blank(const char *line, ssize_t len)
+{
+	for (ssize_t k = 0; k < len; k++)
+		if (line[k] != ' ' && line[k] != '\t' && line[k] != '\r' && line[k] != '\n')
+			return 0;
+	return 1;
+}
+
 /* Reports the unknown fields a converter noted (each once per file) and
  * takes the note out of the record. */
 static void report_unknown(struct in *in, json_t *traj, long line)
@@ -83,22 +108,15 @@ static int do_claude(struct in *in, FILE *fp)
 	size_t cap = 0, i;
 	ssize_t len;
 	long lineno = 0;
-	json_error_t je;
 	json_t *sid;
 
 	if (!sessions || !order || !first)
 		goto oom;
 	while (!in->stop && (len = getline(&line, &cap, fp)) >= 0) {
 		lineno++;
-		json_t *e = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
-		if (!json_is_object(e)) {
-			char why[200];
-			snprintf(why, sizeof why, "%s%s", e ? "not a JSON object" : "invalid JSON: ",
-				 e ? "" : je.text);
-			json_decref(e);
-			bad_at(in, "line", lineno, why);
+		json_t *e = line_object(in, line, (size_t)len, lineno);
+		if (!e)
 			continue;
-		}
 		const char *s = fw_ing_str(e, "sessionId");
 		if (!s) {
 			json_decref(e); /* summaries and snapshots belong to no turn */
@@ -181,10 +199,7 @@ static int do_lines(struct in *in, FILE *fp)
 
 	while (!in->stop && (len = getline(&line, &cap, fp)) >= 0) {
 		lineno++;
-		ssize_t k = 0;
-		while (k < len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r' || line[k] == '\n'))
-			k++;
-		if (k == len)
+		if (blank(line, len))
 			continue;
 		json_t *doc = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
 		if (!doc) {
@@ -210,7 +225,6 @@ static int do_codex(struct in *in, FILE *fp)
 	size_t cap = 0;
 	ssize_t len;
 	long lineno = 0, first = 0;
-	json_error_t je;
 	char err[256];
 
 	if (!lines)
@@ -221,20 +235,10 @@ static int do_codex(struct in *in, FILE *fp)
 		const char *id = NULL;
 		if (!eof) {
 			lineno++;
-			ssize_t k = 0;
-			while (k < len && strchr(" \t\r\n", line[k]))
-				k++;
-			if (k == len)
+			if (blank(line, len))
 				continue;
-			e = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
-			if (!json_is_object(e)) {
-				char why[200];
-				snprintf(why, sizeof why, "%s%s", e ? "not a JSON object" : "invalid JSON: ",
-					 e ? "" : je.text);
-				json_decref(e);
-				bad_at(in, "line", lineno, why);
+			if (!(e = line_object(in, line, (size_t)len, lineno)))
 				continue;
-			}
 			const char *type = fw_ing_str(e, "type");
 			if (type && !strcmp(type, "session_meta"))
 				id = fw_ing_str(json_object_get(e, "payload"), "id");
@@ -310,20 +314,11 @@ static int do_otel(struct in *in, FILE *fp, int lines)
 		long lineno = 0;
 		while (!in->stop && (len = getline(&line, &cap, fp)) >= 0) {
 			lineno++;
-			ssize_t k = 0;
-			while (k < len && strchr(" \t\r\n", line[k]))
-				k++;
-			if (k == len)
+			if (blank(line, len))
 				continue;
-			json_t *d = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
-			if (!json_is_object(d)) {
-				char why[200];
-				snprintf(why, sizeof why, "%s%s", d ? "not a JSON object" : "invalid JSON: ",
-					 d ? "" : je.text);
-				json_decref(d);
-				bad_at(in, "line", lineno, why);
+			json_t *d = line_object(in, line, (size_t)len, lineno);
+			if (!d)
 				continue;
-			}
 			if (json_array_append_new(docs, d)) {
 				free(line);
 				goto oom;
