@@ -358,6 +358,14 @@ all_samples() {
   [[ "$stderr" == *"$T/a.jsonl: line 6: invalid JSON:"* ]]
   [[ "$stderr" == *"codex: 1 trajectory from 1 file, 0 duplicates dropped, 1 skipped"* ]]
   [ "$(rec json "$T/o.mp" | jq -S -c .turns)" = "$(expected codex)" ]
+  # a line of white space is passed over; JSON that is no object and a line
+  # of NUL bytes are named by their numbers
+  { head -5 "$FIX/codex.jsonl"; printf ' \t\r\n[1]\n\0\0\n'; tail -n +6 "$FIX/codex.jsonl"; } > "$T/c.jsonl"
+  run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/c.jsonl"
+  [[ "$stderr" != *"c.jsonl: line 6:"* ]]
+  [[ "$stderr" == *"$T/c.jsonl: line 7: not a JSON object"* ]]
+  [[ "$stderr" == *"$T/c.jsonl: line 8: invalid JSON:"* ]]
+  [ "$(rec json "$T/o.mp" | jq -S -c .turns)" = "$(expected codex)" ]
   # a call whose arguments are not the JSON string the protocol has
   { sed '7s/"arguments":"[^}]*}"/"arguments":{"command":"ls"}/' "$FIX/codex.jsonl"; sed 's/0199a1b2/0299a1b2/' "$FIX/codex.jsonl"; } > "$T/b.jsonl"
   run -0 --separate-stderr fb-ingest -o "$T/o.mp" "$T/b.jsonl"
