@@ -481,6 +481,16 @@ void fw_dev_xent_bwd(int dev, float *dlogits, const float *logits,
 	OP(xent_bwd, dlogits, logits, lse, targets, dlogp, N, V);
 }
 
+void fw_dev_gather(int dev, float *out, const float *x, const int64_t *idx, long n)
+{
+	OP(gather, out, x, idx, n);
+}
+
+void fw_dev_scatter_add(int dev, float *x, const int64_t *idx, const float *val, long n)
+{
+	OP(scatter_add, x, idx, val, n);
+}
+
 void fw_dev_adamw(int dev, float *p, float *m, float *v, const float *g,
 		  long n, float lr, float b1, float b2, float eps, float wd,
 		  long step)

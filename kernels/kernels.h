@@ -189,6 +189,13 @@ void fw_xent_fwd(float *logp, float *lse, const float *logits,
 void fw_xent_bwd(float *dlogits, const float *logits, const float *lse,
 		 const int32_t *targets, const float *dlogp, int N, int V);
 
+/* out[i] = x[idx[i]] for i < n (soft targets' logits).  Cannot fail. */
+void fw_gather(float *out, const float *x, const int64_t *idx, long n);
+
+/* x[idx[i]] += val[i] for i < n; the indices must be distinct (so the
+ * result does not depend on an order of additions).  Cannot fail. */
+void fw_scatter_add(float *x, const int64_t *idx, const float *val, long n);
+
 /* ---- optimizer ------------------------------------------------------------ */
 
 /* One AdamW step (PyTorch's torch.optim.AdamW) over n parameters:

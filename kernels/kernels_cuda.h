@@ -199,6 +199,12 @@ int fw_cuda_xent_fwd(float *logp, float *lse, const float *logits,
 int fw_cuda_xent_bwd(float *dlogits, const float *logits, const float *lse,
 		     const int32_t *targets, const float *dlogp, int N, int V);
 
+/* As fw_gather: out[i] = x[idx[i]] (n). */
+int fw_cuda_gather(float *out, const float *x, const int64_t *idx, long n);
+
+/* As fw_scatter_add: x[idx[i]] += val[i] (n), the indices distinct. */
+int fw_cuda_scatter_add(float *x, const int64_t *idx, const float *val, long n);
+
 /* As fw_adamw: one AdamW step over p, m, v (n, updated) with g (n); the
  * bias corrections are computed on the host as the C version does. */
 int fw_cuda_adamw(float *p, float *m, float *v, const float *g, long n,

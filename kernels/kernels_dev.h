@@ -152,6 +152,8 @@ void fw_dev_xent_fwd(int dev, float *logp, float *lse, const float *logits,
 void fw_dev_xent_bwd(int dev, float *dlogits, const float *logits,
 		     const float *lse, const int32_t *targets,
 		     const float *dlogp, int N, int V);
+void fw_dev_gather(int dev, float *out, const float *x, const int64_t *idx, long n);
+void fw_dev_scatter_add(int dev, float *x, const int64_t *idx, const float *val, long n);
 void fw_dev_adamw(int dev, float *p, float *m, float *v, const float *g,
 		  long n, float lr, float b1, float b2, float eps, float wd,
 		  long step);

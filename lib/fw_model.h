@@ -105,6 +105,7 @@ struct fw_layer_w {
 };
 
 struct fw_acts;
+struct fw_soft_buf;
 
 struct fw_model {
 	struct fw_config cfg;
@@ -125,6 +126,7 @@ struct fw_model {
 	float *gembed, *gnorm, *glm_head;
 	float *rope_cos, *rope_sin;        /* (max_pos, hd/2) */
 	struct fw_acts *acts;              /* planned activations, or NULL */
+	struct fw_soft_buf *soft;          /* the last forward's soft targets, or NULL */
 	char *cfg_json;            /* config.json as loaded (NULL for fw_model_new) */
 	size_t cfg_json_len;
 	int no_grad;               /* set by the caller for scoring: forward
@@ -198,6 +200,35 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		     const int32_t *targets, const float *weights, int B,
 		     int T, float norm_in, float *logp, float *loss,
 		     char *err, size_t errlen);
+
+/*
+ * Soft targets: n more scored (position, token, weight) triples on top of
+ * a forward's targets, for a loss against a distribution rather than one
+ * token (a teacher's top tokens at a position).  row[i] indexes the (B, T)
+ * positions and must be one with a target >= 0; tok[i] is any id; w[i]
+ * its weight.  The loss becomes -(sum w logp + sum w[i] logp[i]) / norm,
+ * with logp[i] = log p(tok[i] at row[i]) written to logp (n) when it is not
+ * NULL, norm counting the soft weights too when norm_in <= 0; backward
+ * takes its gradient: at row r, sum_i w[i] (softmax(r) - onehot(tok[i])) /
+ * norm added to the targets' own.  The triples are copied.
+ */
+struct fw_soft {
+	long n;
+	const int32_t *row, *tok;
+	const float *w;
+	float *logp;
+};
+
+/*
+ * As fw_model_forward, with soft targets (NULL or n = 0: none).  Soft
+ * targets need a model with gradients (not no_grad).  Returns 0, or -1 with
+ * err filled (as fw_model_forward; a soft target at a position without a
+ * target, or outside the batch or the vocabulary; no_grad set).
+ */
+int fw_model_forward_soft(struct fw_model *m, const int32_t *tokens,
+			  const int32_t *targets, const float *weights, int B,
+			  int T, float norm_in, float *logp, float *loss,
+			  const struct fw_soft *soft, char *err, size_t errlen);
 
 /* Logits (B*T, V) of the last fw_model_forward, or NULL (none yet, or a
  * no_grad forward, or a failed copy from the GPU), in host memory.  Valid
@@ -318,6 +349,18 @@ int fw_gen_append(struct fw_gen *g, int seq, const int32_t *tok, int n,
 int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
 		 const int32_t *tgt, int n, float *logp, char *err,
 		 size_t errlen);
+
+/*
+ * As fw_gen_score, and for each scored row i (tgt[i] >= 0) also the K
+ * most likely next tokens under its logits, most likely first (ties: the
+ * lower id): tk_ids[i*K + j] and their log-probs tk_lp[i*K + j], both
+ * (n * K); rows not scored are left as they were.  K = 0: none (as
+ * fw_gen_score).  On a GPU each pass's logits come to the host for it.
+ * Returns as fw_gen_score (also -1 for K beyond the vocabulary).
+ */
+int fw_gen_score_topk(struct fw_gen *g, int seq, const int32_t *tok, const int32_t *tgt,
+		      int n, float *logp, int K, int32_t *tk_ids, float *tk_lp, char *err,
+		      size_t errlen);
 
 /* Sets sequence seq back to its first n positions (0 <= n <= its length),
  * a branch point: the next fw_gen_score or fw_gen_append continues from

@@ -107,6 +107,18 @@ int fw_teacher_score_from(struct fw_teacher *T, const int32_t *seq, long N, long
 			  float *logp, char *err, size_t errlen);
 
 /*
+ * As fw_teacher_score_from, and for each i in P..N-2 also the K tokens
+ * the teacher finds most likely after seq[0..i] (fw_gen_score_topk):
+ * tk_ids[i*K + j] and their log-probs tk_lp[i*K + j], most likely first;
+ * both hold N * K entries, those of other rows not written.  Only a
+ * builtin teacher can (an http one: -1, "top-k credit needs a builtin
+ * teacher").  Returns as fw_teacher_score_from.
+ */
+int fw_teacher_score_topk(struct fw_teacher *T, const int32_t *seq, long N, long P,
+			  float *logp, int K, int32_t *tk_ids, float *tk_lp, char *err,
+			  size_t errlen);
+
+/*
  * Prefix-shared scoring on a model, with its incremental decoding state
  * (fw_gen_score, fw_gen_truncate of fw_model.h): the key-value cache of
  * the last prefix scored is kept; a sequence that starts with the same
@@ -139,6 +151,11 @@ void fw_kvscore_free(struct fw_kvscore *s);
  */
 int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, float *logp,
 		   char *err, size_t errlen);
+
+/* As fw_kvscore_run, with the top K tokens of rows P..N-2 as
+ * fw_teacher_score_topk gives them (K = 0: none). */
+int fw_kvscore_run_topk(struct fw_kvscore *s, const int32_t *seq, long N, long P, float *logp,
+			int K, int32_t *tk_ids, float *tk_lp, char *err, size_t errlen);
 
 /*
  * Records scored whole by a fw_kvscore, what `ckpt score` writes: the ids
@@ -275,6 +292,24 @@ int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
 
 /* ---- credit ----------------------------------------------------------------- */
 /*
+ * The teacher's distribution on the credited tokens, what a soft-target
+ * (top-k) distillation trains toward: for policy tokens from .. from+n-1
+ * (in the order of teach.adv), the k tokens the hinted teacher found most
+ * likely at that position and their log-probs, most likely first:
+ * ids[i*k + j], logp[i*k + j] for the (from + i)th policy token.  The
+ * caller sets k (0: none wanted); the credit functions fill the rest
+ * (malloc'd; fw_teach_topk_release() frees, keeping k).
+ */
+struct fw_teach_topk {
+	int k;
+	long from, n;
+	int32_t *ids;
+	float *logp;
+};
+
+void fw_teach_topk_release(struct fw_teach_topk *tk);
+
+/*
  * Credit for a fill rollout: rec has top-level tokens (N ids) and mask (N
  * 0/1 values, 1 on the policy's tokens) and turns[] whose first assistant
  * turn holds logprobs, one per policy token.  The teacher T scores the
@@ -289,6 +324,9 @@ int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
  * the completion), then, if still needed, the hint to its first whole lines
  * (to its first tokens when not even one line fits); what a shortened hint
  * leaves goes back to the prompt.  The completion is never cut.
+ * With tk (not NULL, tk->k > 0; a builtin teacher) every policy token also
+ * gets the teacher's top tk->k there (tk->from 0, tk->n = *nadv) when the
+ * turn is hinted; none (tk->n 0) when it is not.
  * Returns 0; 1 when credit cannot be given for this record, with the
  * reason in err (no tokens, no log-probs, counts that disagree, a
  * completion alone as long as the model's positions); -1 on failure of the
@@ -296,7 +334,7 @@ int fw_teach_model_hint(struct fw_teacher *T, struct fw_mpv rec,
  */
 int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			 const struct fw_teach_hints *hs, double clip, float **adv,
-			 long *nadv, char *err, size_t errlen);
+			 long *nadv, struct fw_teach_topk *tk, char *err, size_t errlen);
 
 /*
  * Credit for an agent rollout: rec has turns[] whose assistant turns hold
@@ -306,26 +344,28 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
  * *adv receives one value per assistant token, turns in order (what
  * train-step matches to the assistant turns' own tokens): 0 for the turns
  * before the first hinted one, clip(log p_teacher - log p_student) from it
- * on.  Returns 0; 1 with the reason in err when credit cannot be given (no
+ * on; with tk, the teacher's top tk->k for the tokens from it on (tk->from
+ * the tokens before).  Returns 0; 1 with the reason in err when credit cannot be given (no
  * assistant tokens or log-probs, no chat template, too long); -1 on failure
  * of the teacher or memory.
  */
 int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			  const struct fw_teach_hints *hs, double clip, float **adv,
-			  long *nadv, char *err, size_t errlen);
+			  long *nadv, struct fw_teach_topk *tk, char *err, size_t errlen);
 
 /*
  * Appends to out the value of the record's `teach` sub-map:
  * {hints: [{turn, text, source}...], adv: [...]} with adv only when
  * adv != NULL, else adv_reason (when not NULL) as `adv_omitted`;
+ * `topk: {k, from, ids, logprobs}` when adv and tk (n > 0) are given;
  * `teacher: TEACHER` when teacher is not NULL (a teacher other than the
  * checkpoint that sampled the rollout); `hint_error: HINT_ERROR` when
  * hint_error is not NULL (why the model hint source gave none).
  * Returns 0, or -1 when out of memory.
  */
 int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
-		  long nadv, const char *adv_reason, const char *teacher,
-		  const char *hint_error);
+		  long nadv, const struct fw_teach_topk *tk, const char *adv_reason,
+		  const char *teacher, const char *hint_error);
 /* ---- rules ------------------------------------------------------------------ */
 /*
  * A rules file maps trajectory patterns to hints, one rule a line:

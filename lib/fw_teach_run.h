@@ -29,6 +29,8 @@ struct fw_teach_conf {
 	double clip, timeout_s;    /* bound of each advantage; of an http request */
 	size_t max_chars;          /* bytes of an environment hint */
 	size_t demo_chars;         /* bytes of a demo hint */
+	int topk;                  /* the teacher's top tokens kept per credited
+				    * token (teach.topk), 0: none */
 	struct fw_teach_hint_opts ho;
 };
 

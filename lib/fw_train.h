@@ -1,7 +1,8 @@
 /*
  * fw_train.h — training steps over record streams: sequences with a mask
  * of trained tokens, the objectives (supervised fine-tuning, GRPO policy
- * gradient, self-distillation from per-token teacher advantages), the
+ * gradient, self-distillation from per-token teacher advantages and
+ * toward the teacher's top-k distribution), the
  * learning-rate schedule, micro-batching with gradient accumulation, and
  * checkpoint directories with their trainer_state.json.
  *
@@ -43,6 +44,9 @@ struct fw_seq {
 	double reward;     /* NaN when the record has none */
 	float adv;         /* GRPO advantage, set by fw_batch_advantages() */
 	int skip;          /* 1: in a group that gives no signal (pg only) */
+	int k;             /* teacher's top-k per token (teach.topk), 0: none */
+	size_t koff;       /* its first entry in the batch's kid/klp: token i's
+			    * k entries at koff + i*k, ids -1 where none */
 };
 
 struct fw_batch {
@@ -53,6 +57,9 @@ struct fw_batch {
 	uint8_t *mask;     /* 1 where the token is trained */
 	float *old;        /* log-prob under the sampling policy, NaN if unknown */
 	float *tadv;       /* teacher advantage (teach.adv), NaN if none */
+	size_t nk, capk;   /* top-k entries of the sequences that have them */
+	int32_t *kid;      /* the teacher's top tokens */
+	float *klp;        /* and their log-probs */
 };
 
 /* A new empty batch (fw_batch_free).  Returns NULL when out of memory. */
@@ -80,7 +87,9 @@ int fw_batch_add(struct fw_batch *b, const int32_t *tok, const uint8_t *mask,
  *    template; assistant turns are trained, and their "logprobs" (one per
  *    entry of the turn's "tokens") become the sampling log-probs.
  * "teach.adv" holds one advantage per trained token, or one per entry of
- * the assistant turns' "tokens" (in order).  The reward is "grade.reward";
+ * the assistant turns' "tokens" (in order).  "teach.topk" ({k, from, ids,
+ * logprobs}, flywheel-records(5)) gives the teacher's k top tokens for the
+ * entries from .. of teach.adv, each id within vocab.  The reward is "grade.reward";
  * the group key is "group" when present, else "task.id", else "task"
  * (a string), else the record's "id".
  * vocab bounds the ids; a sequence longer than max_len tokens is an error,
@@ -117,6 +126,9 @@ enum fw_sched { FW_SCHED_COSINE, FW_SCHED_CONSTANT };
 
 struct fw_train_cfg {
 	double w_sft, w_pg, w_distill;   /* objective weights (0: off) */
+	double w_topk;        /* soft-target distillation toward teach.topk */
+	int topk_first_miss;  /* 1: topk on a sequence's tokens only up to the
+			       * first one the teacher would not have chosen */
 	struct fw_adamw_cfg adamw;       /* lr here is the peak learning rate */
 	enum fw_sched sched;
 	long warmup;          /* steps of linear warmup from lr/warmup to lr */
@@ -153,6 +165,7 @@ double fw_train_lr(const struct fw_train_cfg *c, long step);
 /* What one step measured. */
 struct fw_step_stats {
 	double loss, loss_sft, loss_pg, loss_distill, kl;
+	double loss_topk;     /* mean KL(teacher's top-k || policy) over its tokens */
 	double grad_norm, lr;
 	long tokens;          /* trained tokens over all ranks */
 	long seqs;            /* sequences over all ranks */

@@ -266,6 +266,26 @@ fill() {
   run -0 jq -c "$verdict" "$T/o.json"
   assert_output '["a53","the answer is 7","rules","neg"]
 ["a55","the answer is 7","rules","pos"]'
+  # --topk 3: on both rollouts the hinted teacher's first choice is 7 (id
+  # 55), log-probs falling; the credit is the same as without it
+  teach --hints rules --rules "$T/rules" --topk 3 "$T/q.mp" | rec json > "$T/k.json"
+  run -0 jq -c '[.id, .teach.topk.k, .teach.topk.from, .teach.topk.ids[0], (.teach.topk.ids | length),
+    (.teach.topk.logprobs | . == (sort | reverse) and all(. <= 0))]' "$T/k.json"
+  assert_output '["a53",3,0,55,3,true]
+["a55",3,0,55,3,true]'
+  [ "$(jq -sc 'map(.teach.adv)' "$T/k.json")" = "$(jq -sc 'map(.teach.adv)' "$T/o.json")" ]
+  # train-step --objective topk moves an untrained student toward what the
+  # hint made the teacher say: after "Q=" the log-prob of 7 rises, and
+  # beyond that of 5, the answer the wrong rollout wrote
+  score() { echo "{\"tokens\":[81,61,$1]}" | rec from-json | ckpt score "$2" | rec json | jq '.logprobs[-1]'; }
+  jq -c 'select(.id == "a53")' "$T/k.json" | rec from-json > "$T/k53.mp"
+  train-step --ckpt "$T/ck" --out "$T/krun" --objective topk --lr 1e-2 --steps 10 \
+    --schedule constant -o "$T/km.mp" "$T/k53.mp"
+  kck=$(ls -d "$T"/krun/step-* | tail -1)
+  b7=$(score 55 "$T/ck") a7=$(score 55 "$kck") a5=$(score 53 "$kck")
+  echo "log p(7): $b7 -> $a7; log p(5) after: $a5"
+  awk -v b="$b7" -v a="$a7" -v f="$a5" 'BEGIN { exit !(a > b + 1 && a > f) }'
+  rec json "$T/km.mp" | jq -se 'map(.loss_topk) | .[0] > .[-1] and .[-1] > 0'
   # the trained model, served, writes the hint and re-scores through serve
   serve_start t --ckpt "t=$ck"
   teach --hints "model:http:$URL" --teacher "http:$URL" "$T/q.mp" | rec json > "$T/h.json"
@@ -278,6 +298,10 @@ fill() {
   assert_output '["a53","the answer is 7","model","neg"]
 ["a55","the answer is 7","model","pos"]'
   close_to "$(jq -sc 'map(.teach.adv[])' "$T/h.json")" "$(jq -sc 'map(.teach.adv[])' "$T/b.json")"
+  # an http teacher gives no top-k: the credit is omitted, saying why
+  teach --hints rules --rules "$T/rules" --teacher "http:$URL" --topk 3 "$T/q.mp" | rec json > "$T/hk.json"
+  run -0 jq -rs 'map(.teach.adv_omitted) | unique[]' "$T/hk.json"
+  assert_output 'top-k credit needs a builtin teacher'
 }
 
 @test "http teacher: serve's prompt log-probs give the builtin teacher's advantages, fill and agent" {
@@ -434,6 +458,14 @@ s.serve_forever()' > "$T/bad.url" &
   run -0 train-step --ckpt "$T/lck" --out "$T/run" --objective distill -o "$T/m.mp" "$T/a.mp"
   run -0 bash -c "rec json '$T/m.mp' | jq -c '[.tokens, .skipped_records, .loss_distill > 0]'"
   assert_output '[7,0,true]'
+  # --topk: from the first hinted turn's tokens on (the 3 before it have none)
+  jq -c '.turns[3].exit = 0' "$FX/agent.json" | rec from-json |
+    teach --teacher "builtin:$T/lck" --topk 2 > "$T/bk.mp"
+  run -0 bash -c "rec json '$T/bk.mp' | jq -c '.teach.topk | [.k, .from, (.ids | length), (.logprobs | length)]'"
+  assert_output '[2,3,2,2]'
+  run -0 train-step --ckpt "$T/lck" --out "$T/krun" --objective topk -o "$T/km.mp" "$T/bk.mp"
+  run -0 bash -c "rec json '$T/km.mp' | jq -c '[.tokens, .loss_topk > 0, .loss_distill]'"
+  assert_output '[7,true,0]'
 }
 
 @test "bad input: a missing file or a malformed record is exit 1, the good records still written" {

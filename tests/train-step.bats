@@ -195,7 +195,7 @@ close() {
 
 @test "sft, pg, distill and their mix match the pytorch reference, losses and the AdamW update" {
   ref_setup
-  for obj in sft pg distill 'sft:0.5,pg,distill:0.3'; do
+  for obj in sft pg distill topk 'sft:0.5,pg,distill:0.3' 'pg,topk:0.7'; do
     rm -rf "$T/r1"
     train-step --ckpt "$T/r0" --out "$T/r1" --objective "$obj" --lr 1e-2 --eps 1e-3 \
       --clip-grad 0.5 --schedule constant "$T/recs.mp" | rec json > "$T/m.jsonl"

@@ -27,7 +27,7 @@
 static const char usage_text[] =
 	"usage: teach [--hints SOURCE[,SOURCE ...]] [--rules FILE]\n"
 	"             [--teacher builtin:DIR | http:URL | none] [--tokenizer FILE]\n"
-	"             [--clip X] [--max-chars N] [--hint-tokens N] [--hint-prompt N]\n"
+	"             [--clip X] [--topk K] [--max-chars N] [--hint-tokens N] [--hint-prompt N]\n"
 	"             [--hint-temp X] [--seed N] [--timeout SEC] [--device cpu|cuda[:N]]\n"
 	"             [-j N] [-o OUT] [-z] [--shard K/N] [--progress] [FILE ...]\n"
 	"       teach -h | --help | --version\n";
@@ -38,6 +38,7 @@ static const struct fw_opt_doc options[] = {
 	{ "--teacher builtin:DIR | http:URL | none", "the teacher that re-scores the rollouts" },
 	{ "--tokenizer FILE", "the tokenizer.json of the rollouts' tokens, for an http teacher" },
 	{ "--clip X", "bound of each advantage (default 5)" },
+	{ "--topk K", "keep the teacher's K most likely tokens at each credited token (1 to 64; a builtin teacher)" },
 	{ "--max-chars N", "bytes of an environment or model hint (default 400)" },
 	{ "--hint-tokens N", "tokens a model hint may take (1 to 4096, default 48)" },
 	{ "--hint-prompt N", "bytes of the hint prompt at most" },
@@ -156,7 +157,7 @@ int main(int argc, char **argv)
 {
 	enum { OPT_HINTS = 256, OPT_RULES, OPT_TEACHER, OPT_TOKENIZER, OPT_CLIP, OPT_MAX_CHARS,
 	       OPT_HINT_TOKENS, OPT_HINT_PROMPT, OPT_HINT_TEMP, OPT_SEED, OPT_TIMEOUT,
-	       OPT_DEVICE, OPT_VERSION, OPT_SHARD, OPT_PROGRESS };
+	       OPT_DEVICE, OPT_VERSION, OPT_SHARD, OPT_PROGRESS, OPT_TOPK };
 	static const struct option longopts[] = {
 		{ "hints", required_argument, NULL, OPT_HINTS },
 		{ "device", required_argument, NULL, OPT_DEVICE },
@@ -164,6 +165,7 @@ int main(int argc, char **argv)
 		{ "teacher", required_argument, NULL, OPT_TEACHER },
 		{ "tokenizer", required_argument, NULL, OPT_TOKENIZER },
 		{ "clip", required_argument, NULL, OPT_CLIP },
+		{ "topk", required_argument, NULL, OPT_TOPK },
 		{ "max-chars", required_argument, NULL, OPT_MAX_CHARS },
 		{ "hint-tokens", required_argument, NULL, OPT_HINT_TOKENS },
 		{ "hint-prompt", required_argument, NULL, OPT_HINT_PROMPT },
@@ -226,6 +228,11 @@ int main(int argc, char **argv)
 		case OPT_CLIP:
 			if (fw_parse_double(optarg, &C.clip) || !(C.clip > 0))
 				return bad_value("--clip: want a positive number, not '%s'", optarg);
+			break;
+		case OPT_TOPK:
+			if (fw_parse_u64(optarg, &u, 0) || !u || u > 64)
+				return bad_value("--topk: want 1 to 64, not '%s'", optarg);
+			C.topk = (int)u;
 			break;
 		case OPT_MAX_CHARS:
 			if (fw_parse_u64(optarg, &max_chars, 0) || !max_chars || max_chars > 1u << 20)

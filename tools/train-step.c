@@ -22,12 +22,13 @@
 #include "kernels_dev.h"
 
 static const char usage_text[] =
-	"usage: train-step --ckpt DIR --out DIR [--objective sft|pg|distill[:W][,...]]\n"
+	"usage: train-step --ckpt DIR --out DIR [--objective sft|pg|distill|topk[:W][,...]]\n"
 	"                  [--lr X] [--steps N] [--batch-size N] [--batch-tokens N]\n"
 	"                  [--warmup N] [--decay-steps N] [--min-lr F] [--schedule cosine|constant]\n"
 	"                  [--clip-grad X] [--weight-decay X] [--beta1 X] [--beta2 X] [--eps X]\n"
 	"                  [--clip-low X] [--clip-high X] [--no-std] [--norm token|seq]\n"
 	"                  [--kl-coef X] [--ref DIR] [--distill-weight X] [--is-clip X] [--route]\n"
+	"                  [--topk-first-miss]\n"
 	"                  [--keep N] [--dtype f32|bf16|f16] [--seed S] [--skip-bad] [--truncate]\n"
 	"                  [--private FILE] [--device cpu|cuda[:N]] [--shard K/N]\n"
 	"                  [--progress] [-o OUT] [-z] [--threads N] [FILE...]\n"
@@ -36,7 +37,7 @@ static const char usage_text[] =
 static const struct fw_opt_doc options[] = {
 	{ "--ckpt DIR", "the checkpoint to start from" },
 	{ "--out DIR", "where the new checkpoint goes" },
-	{ "--objective sft|pg|distill[:W][,...]", "the objectives and their weights (default sft)" },
+	{ "--objective sft|pg|distill|topk[:W][,...]", "the objectives and their weights (default sft)" },
 	{ "--lr X", "peak learning rate" },
 	{ "--steps N", "optimizer steps" },
 	{ "--batch-size N", "sequences per step (all of them when 0, the default)" },
@@ -59,6 +60,7 @@ static const struct fw_opt_doc options[] = {
 	{ "--distill-weight X", "the weight of the distill term" },
 	{ "--is-clip X", "distill: bound of the importance weight" },
 	{ "--route", "with distill: train a rollout a hint gave credit by distill" },
+	{ "--topk-first-miss", "topk only up to a rollout's first token the teacher would not have chosen" },
 	{ "--keep N", "remove all but the N newest step directories" },
 	{ "--dtype f32|bf16|f16", "the precision of the model on a GPU" },
 	{ "--seed S", "seed of the data order (default the checkpoint's)" },
@@ -83,7 +85,7 @@ static char err[1024];
 enum { O_LR = 256, O_MINLR, O_CLIPG, O_WD, O_B1, O_B2, O_EPS, O_CLOW, O_CHIGH, O_KL,
        O_DW, O_ISCLIP, O_CKPT, O_OUT, O_OBJ, O_STEPS, O_BSZ, O_BTOK, O_WARM, O_DECAY,
        O_SCHED, O_NOSTD, O_NORM, O_REF, O_KEEP, O_DTYPE, O_SEED, O_SKIPBAD, O_TRUNC,
-       O_DEVICE, O_ROUTE, O_THREADS, O_VERSION, O_PROGRESS, O_PRIVATE, O_SHARD };
+       O_DEVICE, O_ROUTE, O_TOPK_FIRST, O_THREADS, O_VERSION, O_PROGRESS, O_PRIVATE, O_SHARD };
 
 /* fw_run's step callback: the meter counts steps. */
 static void tick_step(void *ctx, long done)
@@ -164,6 +166,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 		{ "distill-weight", required_argument, NULL, O_DW },
 		{ "is-clip", required_argument, NULL, O_ISCLIP },
 		{ "route", no_argument, NULL, O_ROUTE },
+		{ "topk-first-miss", no_argument, NULL, O_TOPK_FIRST },
 		{ "keep", required_argument, NULL, O_KEEP },
 		{ "dtype", required_argument, NULL, O_DTYPE },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -269,6 +272,7 @@ static int run(int argc, char **argv, struct fw_dp *dp)
 			break;
 		case O_NOSTD: ro.no_std = 1; break;
 		case O_ROUTE: cfg->route = 1; break;
+		case O_TOPK_FIRST: cfg->topk_first_miss = 1; break;
 		case O_NORM:
 			if (!strcmp(optarg, "token"))
 				cfg->norm_seq = 0;

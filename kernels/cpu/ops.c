@@ -354,6 +354,18 @@ void fw_xent_bwd(float *dlogits, const float *logits, const float *lse,
 	run(N, (long)N * V, xent_bwd_rows, &a);
 }
 
+void fw_gather(float *out, const float *x, const int64_t *idx, long n)
+{
+	for (long i = 0; i < n; i++)
+		out[i] = x[idx[i]];
+}
+
+void fw_scatter_add(float *x, const int64_t *idx, const float *val, long n)
+{
+	for (long i = 0; i < n; i++)
+		x[idx[i]] += val[i];
+}
+
 /* ---- optimizer ------------------------------------------------------------- */
 
 struct adam_args {

@@ -307,6 +307,34 @@ extern "C" int fw_cuda_xent_bwd(float *dlogits, const float *logits,
 	return 0;
 }
 
+/* One thread per index; distinct indices, so no two threads write one
+ * element. */
+static __global__ void gather(float *out, const float *x, const int64_t *idx, long n)
+{
+	FOR_EACH(i, n)
+		out[i] = x[idx[i]];
+}
+
+static __global__ void scatter_add(float *x, const int64_t *idx, const float *val, long n)
+{
+	FOR_EACH(i, n)
+		x[idx[i]] += val[i];
+}
+
+extern "C" int fw_cuda_gather(float *out, const float *x, const int64_t *idx, long n)
+{
+	if (n > 0)
+		LAUNCH(gather, grid_for(n), NT, out, x, idx, n);
+	return 0;
+}
+
+extern "C" int fw_cuda_scatter_add(float *x, const int64_t *idx, const float *val, long n)
+{
+	if (n > 0)
+		LAUNCH(scatter_add, grid_for(n), NT, x, idx, val, n);
+	return 0;
+}
+
 /* ---- optimizer ------------------------------------------------------------- */
 
 static __global__ void adamw(float *p, float *m, float *v, const float *g,

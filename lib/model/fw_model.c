@@ -518,6 +518,103 @@ struct fw_acts {
 	int ready;                /* a forward with targets ran; backward may follow */
 };
 
+/* The soft targets of the last forward (fw_model_forward_soft), kept for
+ * backward: the triples, and the host and device arrays the gather and
+ * the scatter use.  Grown, never shrunk. */
+struct fw_soft_buf {
+	long n, cap, dcap, lcap;
+	int32_t *row, *tok;
+	float *w;
+	int64_t *hidx;     /* 2 cap: gather, then scatter indices */
+	float *hval, *hlse; /* 2 cap values; lcap rows' lse */
+	int64_t (*pair)[2]; /* 2 cap (index, order) pairs, backward's sort */
+	float *pval;       /* 2 cap values in order made */
+	int64_t *didx;     /* device: dcap */
+	float *dval;
+};
+
+static void soft_free(struct fw_model *m)
+{
+	struct fw_soft_buf *b = m->soft;
+
+	if (!b)
+		return;
+	free(b->row);
+	free(b->tok);
+	free(b->w);
+	free(b->hidx);
+	free(b->hval);
+	free(b->hlse);
+	free(b->pair);
+	free(b->pval);
+	fw_dev_free(m->dev, b->didx);
+	fw_dev_free(m->dev, b->dval);
+	free(b);
+	m->soft = NULL;
+}
+
+/* Room for n triples (2n gather/scatter entries) and lse of N rows.
+ * 0, or -1 out of memory. */
+static int soft_grow(struct fw_model *m, long n, long N)
+{
+	struct fw_soft_buf *b = m->soft;
+
+	if (!b && !(b = m->soft = calloc(1, sizeof(*b))))
+		return -1;
+	if (b->cap < n) {
+		long c = n > 2 * b->cap ? n : 2 * b->cap;
+		int32_t *r = realloc(b->row, sizeof(int32_t) * c);
+
+		if (r)
+			b->row = r;
+		int32_t *t = r ? realloc(b->tok, sizeof(int32_t) * c) : NULL;
+
+		if (t)
+			b->tok = t;
+		float *w = t ? realloc(b->w, sizeof(float) * c) : NULL;
+
+		if (w)
+			b->w = w;
+		int64_t *x = w ? realloc(b->hidx, sizeof(int64_t) * 2 * c) : NULL;
+
+		if (x)
+			b->hidx = x;
+		float *v = x ? realloc(b->hval, sizeof(float) * 2 * c) : NULL;
+
+		if (v)
+			b->hval = v;
+		int64_t (*pr)[2] = v ? realloc(b->pair, sizeof(*pr) * 2 * c) : NULL;
+
+		if (pr)
+			b->pair = pr;
+		float *pv = pr ? realloc(b->pval, sizeof(float) * 2 * c) : NULL;
+
+		if (!pv)
+			return -1;
+		b->pval = pv;
+		b->cap = c;
+	}
+	if (b->lcap < N) {
+		float *l = realloc(b->hlse, sizeof(float) * N);
+
+		if (!l)
+			return -1;
+		b->hlse = l;
+		b->lcap = N;
+	}
+	if (b->dcap < 2 * n) {
+		fw_dev_free(m->dev, b->didx);
+		fw_dev_free(m->dev, b->dval);
+		b->dcap = 0;
+		b->didx = fw_dev_alloc(m->dev, sizeof(int64_t) * 2 * b->cap);
+		b->dval = fw_dev_alloc(m->dev, sizeof(float) * 2 * b->cap);
+		if (!b->didx || !b->dval)
+			return -1;
+		b->dcap = 2 * b->cap;
+	}
+	return 0;
+}
+
 static double unif(uint64_t *s) /* in (0, 1) */
 {
 	return ((fw_rand64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
@@ -568,6 +665,7 @@ void fw_model_free(struct fw_model *m)
 		free(m->acts->hlogits);
 	}
 	free(m->acts);
+	soft_free(m);
 	free(m->params);
 	free(m->lw);
 	free(m->lg);
@@ -949,6 +1047,71 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 		     int T, float norm_in, float *logp, float *loss,
 		     char *err, size_t errlen)
 {
+	return fw_model_forward_soft(m, tokens, targets, weights, B, T, norm_in, logp, loss, NULL,
+				     err, errlen);
+}
+
+/* Checks the soft targets against the batch and copies them to m->soft;
+ * none leaves m->soft with n = 0.  0, or -1 with err filled. */
+static int soft_take(struct fw_model *m, const struct fw_soft *sf, const int32_t *targets,
+		     int N, char *err, size_t errlen)
+{
+	long n = sf ? sf->n : 0;
+
+	if (m->soft)
+		m->soft->n = 0;
+	if (n <= 0)
+		return 0;
+	if (m->no_grad || !targets) {
+		fw_seterr(err, errlen, "soft targets need a forward with targets on a model "
+			  "with gradients");
+		return -1;
+	}
+	for (long i = 0; i < n; i++)
+		if (sf->row[i] < 0 || sf->row[i] >= N || targets[sf->row[i]] < 0 ||
+		    sf->tok[i] < 0 || sf->tok[i] >= m->cfg.vocab || !isfinite(sf->w[i])) {
+			fw_seterr(err, errlen, "soft target %ld (position %d, token %d) is outside "
+				  "the batch's scored positions or the vocabulary (%d), or its "
+				  "weight is not finite", i, sf->row[i], sf->tok[i], m->cfg.vocab);
+			return -1;
+		}
+	if (soft_grow(m, n, N)) {
+		fw_seterr(err, errlen, "out of memory for %ld soft targets", n);
+		return -1;
+	}
+	memcpy(m->soft->row, sf->row, sizeof(int32_t) * n);
+	memcpy(m->soft->tok, sf->tok, sizeof(int32_t) * n);
+	memcpy(m->soft->w, sf->w, sizeof(float) * n);
+	m->soft->n = n;
+	return 0;
+}
+
+/* The soft targets' log-probs (into b->hval) from the logits and lse on
+ * the device.  Returns 0 or -1 with err (a device fault). */
+static int soft_logp(struct fw_model *m, const float *logits, const float *lse, int N,
+		     char *err, size_t errlen)
+{
+	struct fw_soft_buf *b = m->soft;
+	long V = m->cfg.vocab;
+
+	for (long i = 0; i < b->n; i++)
+		b->hidx[i] = (int64_t)b->row[i] * V + b->tok[i];
+	fw_dev_h2d(m->dev, b->didx, b->hidx, sizeof(int64_t) * b->n);
+	fw_dev_gather(m->dev, b->dval, logits, b->didx, b->n);
+	fw_dev_d2h(m->dev, b->hval, b->dval, sizeof(float) * b->n);
+	fw_dev_d2h(m->dev, b->hlse, lse, sizeof(float) * N);
+	if (fw_dev_check(m->dev, err, errlen))
+		return -1;
+	for (long i = 0; i < b->n; i++)
+		b->hval[i] -= b->hlse[b->row[i]];
+	return 0;
+}
+
+int fw_model_forward_soft(struct fw_model *m, const int32_t *tokens,
+			  const int32_t *targets, const float *weights, int B,
+			  int T, float norm_in, float *logp, float *loss,
+			  const struct fw_soft *soft, char *err, size_t errlen)
+{
 	const struct fw_config *c = &m->cfg;
 	int N = B * T, C = c->C, I = c->I, V = c->vocab, nh = c->nh,
 	    nkv = c->nkv, hd = c->hd, qd = nh * hd, kd = nkv * hd;
@@ -972,7 +1135,7 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 			       tokens[i] : targets[i], i, V);
 			return -1;
 		}
-	if (plan(m, B, T, err, errlen))
+	if (soft_take(m, soft, targets, N, err, errlen) || plan(m, B, T, err, errlen))
 		return -1;
 	a = m->acts;
 	a->ready = 0;
@@ -1058,6 +1221,18 @@ int fw_model_forward(struct fw_model *m, const int32_t *tokens,
 			s += (double)a->hwts[i] * a->hlogp[i];
 			wsum += a->hwts[i];
 		}
+	if (m->soft && m->soft->n) {
+		struct fw_soft_buf *b = m->soft;
+
+		if (soft_logp(m, a->logits, a->lse, N, err, errlen))
+			return -1;
+		for (long i = 0; i < b->n; i++) {
+			s += (double)b->w[i] * b->hval[i];
+			wsum += b->w[i];
+		}
+		if (soft->logp)
+			memcpy(soft->logp, b->hval, sizeof(float) * b->n);
+	}
 	a->norm = norm_in > 0 ? norm_in : wsum != 0 ? (float)wsum : 1.0f;
 	if (logp)
 		memcpy(logp, a->hlogp, sizeof(float) * N);
@@ -1088,6 +1263,51 @@ const float *fw_model_logits(const struct fw_model *m)
 	return fw_dev_check(m->dev, NULL, 0) ? NULL : a->hlogits;
 }
 
+static int by_index(const void *x, const void *y)
+{
+	const int64_t *a = x, *b = y;
+
+	return a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+/*
+ * After xent_bwd ran with each soft row's dlogp raised by its soft terms
+ * d_i = -w_i / norm (so the softmax part is whole), what is left is
+ * onehot: +d_i at (row, tok_i) and -d_i at (row, target).  The 2n entries
+ * are sorted by index (ties in the order made) and summed per index, so
+ * the scatter sees distinct indices and the sums one fixed order.
+ */
+static void soft_bwd(struct fw_model *m, float *dlogits, const int32_t *tgt, float norm)
+{
+	struct fw_soft_buf *b = m->soft;
+	long V = m->cfg.vocab, n = 2 * b->n, k = 0;
+	int64_t (*p)[2] = b->pair;
+
+	for (long i = 0; i < b->n; i++) {
+		float d = -b->w[i] / norm;
+
+		p[2 * i][0] = (int64_t)b->row[i] * V + b->tok[i];
+		p[2 * i][1] = 2 * i;
+		p[2 * i + 1][0] = (int64_t)b->row[i] * V + tgt[b->row[i]];
+		p[2 * i + 1][1] = 2 * i + 1;
+		b->pval[2 * i] = d;
+		b->pval[2 * i + 1] = -d;
+	}
+	qsort(p, (size_t)n, sizeof(*p), by_index);
+	for (long i = 0; i < n;) {
+		int64_t ix = p[i][0];
+		float s = 0;
+
+		for (; i < n && p[i][0] == ix; i++)
+			s += b->pval[p[i][1]];
+		b->hidx[k] = ix;
+		b->hval[k++] = s;
+	}
+	fw_dev_h2d(m->dev, b->didx, b->hidx, sizeof(int64_t) * k);
+	fw_dev_h2d(m->dev, b->dval, b->hval, sizeof(float) * k);
+	fw_dev_scatter_add(m->dev, dlogits, b->didx, b->dval, k);
+}
+
 int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
 {
 	const struct fw_config *c = &m->cfg;
@@ -1111,8 +1331,12 @@ int fw_model_backward(struct fw_model *m, char *err, size_t errlen)
 	N = B * T;
 	for (int i = 0; i < N; i++)
 		a->hdlogp[i] = a->htgt[i] >= 0 ? -a->hwts[i] / a->norm : 0.0f;
+	for (long i = 0; m->soft && i < m->soft->n; i++)
+		a->hdlogp[m->soft->row[i]] -= m->soft->w[i] / a->norm;
 	fw_dev_h2d(dev, a->dlogp, a->hdlogp, sizeof(float) * N);
 	fw_dev_xent_bwd(dev, a->logits, a->logits, a->lse, a->targets, a->dlogp, N, V);
+	if (m->soft && m->soft->n)
+		soft_bwd(m, a->logits, a->htgt, a->norm);
 	fw_dev_zero(dev, a->dln, sizeof(float) * N * C);
 	fw_dev_matmul_bwd(dev, a->dln, m->glm_head, NULL, a->logits, a->xf, m->lm_head, N, C, V);
 	fw_dev_zero(dev, a->dres, sizeof(float) * N * C);
@@ -1353,6 +1577,10 @@ struct fw_gen {
 	float *slog, *slp, *slse;
 	int32_t *stgt;
 	float *hslp;
+	float *hslog, *hslse;      /* GPU: host copies for top-k, or NULL */
+	int tk;                    /* top-k wanted by the running fw_gen_score_topk */
+	int32_t *tk_ids;           /* its outputs, at the pass's first row */
+	float *tk_lp;
 	int32_t *hstgt;
 	void *sblock, *shblock;
 };
@@ -1365,6 +1593,8 @@ void fw_gen_free(struct fw_gen *g)
 	fw_dev_free(g->m->dev, g->sblock);
 	free(g->hblock);
 	free(g->shblock);
+	free(g->hslog);
+	free(g->hslse);
 	free(g);
 }
 
@@ -1652,6 +1882,55 @@ int fw_gen_step(struct fw_gen *g, const int32_t *tok, char *err,
 	return fw_dev_check(g->m->dev, err, errlen);
 }
 
+/* The K largest of x (V), largest first, ties to the lower id: ids, and
+ * x - lse into lp. */
+static void top_k(const float *x, int V, float lse, int K, int32_t *ids, float *lp)
+{
+	int n = 0;
+
+	for (int j = 0; j < V; j++) {
+		if (n == K && x[j] <= lp[K - 1])
+			continue;
+		int at = n < K ? n++ : K - 1;
+
+		while (at > 0 && lp[at - 1] < x[j]) {
+			lp[at] = lp[at - 1];
+			ids[at] = ids[at - 1];
+			at--;
+		}
+		lp[at] = x[j];
+		ids[at] = j;
+	}
+	for (int i = 0; i < n; i++)
+		lp[i] -= lse;
+	for (int i = n; i < K; i++) {
+		ids[i] = -1;
+		lp[i] = -INFINITY;
+	}
+}
+
+/* The top-k of scored rows r0..r0+k2 of the pass (the chunk in g->slog):
+ * into the rows of g->tk_ids / g->tk_lp that g->hidx names. */
+static void top_rows(struct fw_gen *g, int r0, int k2)
+{
+	int V = g->m->cfg.vocab, K = g->tk, dev = g->m->dev;
+	const float *x = g->slog, *lse = g->slse + r0;
+
+	if (dev != FW_DEV_CPU) {
+		fw_dev_d2h(dev, g->hslog, g->slog, sizeof(float) * (size_t)k2 * V);
+		fw_dev_d2h(dev, g->hslse, g->slse + r0, sizeof(float) * k2);
+		if (fw_dev_check(dev, NULL, 0))
+			return; /* fw_gen_score's own check reports it */
+		x = g->hslog;
+		lse = g->hslse;
+	}
+	for (int i = 0; i < k2; i++) {
+		size_t row = (size_t)g->hidx[r0 + i] * K;
+
+		top_k(x + (size_t)i * V, V, lse[i], K, g->tk_ids + row, g->tk_lp + row);
+	}
+}
+
 /* After gen_layers over k rows of one sequence: logp[i] = log p(tgt[i])
  * under row i's logits where tgt[i] >= 0, else 0.  Only the scored rows go
  * through the final norm and lm_head. */
@@ -1682,6 +1961,8 @@ static void gen_score_rows(struct fw_gen *g, const int32_t *tgt, int k,
 
 		fw_dev_matmul_fwd(dev, g->slog, g->ln + (size_t)r * C, m->lm_head, NULL, k2, C, V);
 		fw_dev_xent_fwd(dev, g->slp + r, g->slse + r, g->slog, g->stgt + r, k2, V);
+		if (g->tk > 0)
+			top_rows(g, r, k2);
 	}
 	fw_dev_d2h(dev, g->hslp, g->slp, sizeof(float) * n);
 	n = 0;
@@ -1693,6 +1974,13 @@ static void gen_score_rows(struct fw_gen *g, const int32_t *tgt, int k,
 int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
 		 const int32_t *tgt, int n, float *logp, char *err,
 		 size_t errlen)
+{
+	return fw_gen_score_topk(g, seq, tok, tgt, n, logp, 0, NULL, NULL, err, errlen);
+}
+
+int fw_gen_score_topk(struct fw_gen *g, int seq, const int32_t *tok, const int32_t *tgt,
+		      int n, float *logp, int K, int32_t *tk_ids, float *tk_lp, char *err,
+		      size_t errlen)
 {
 	int V = g->m->cfg.vocab;
 
@@ -1747,10 +2035,25 @@ int fw_gen_score(struct fw_gen *g, int seq, const int32_t *tok,
 			g->hstgt = (int32_t *)(hb + sizeof(float) * g->rows);
 		}
 	}
+	if (K > 0 && tgt) {
+		if (K > V || !tk_ids || !tk_lp) {
+			fw_seterr(err, errlen, "top-%d of a vocabulary of %d", K, V);
+			return -1;
+		}
+		if (g->m->dev != FW_DEV_CPU && !g->hslog &&
+		    (!(g->hslog = malloc(sizeof(float) * (size_t)CHUNK * V)) ||
+		     !(g->hslse = malloc(sizeof(float) * CHUNK)))) {
+			fw_seterr(err, errlen, "out of memory for the top-k scratch");
+			return -1;
+		}
+	}
+	g->tk = tgt && K > 0 ? K : 0;
 	for (int p = 0; p < n; p += g->rows) {
 		int k = n - p < g->rows ? n - p : g->rows;
 
 		gen_layers(g, tok + p, seq, 1, k);
+		g->tk_ids = g->tk ? tk_ids + (size_t)p * K : NULL;
+		g->tk_lp = g->tk ? tk_lp + (size_t)p * K : NULL;
 		if (tgt)
 			gen_score_rows(g, tgt + p, k, logp + p);
 		if (p + k == n)

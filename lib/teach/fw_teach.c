@@ -257,23 +257,73 @@ oom:
 	return -1;
 }
 
+void fw_teach_topk_release(struct fw_teach_topk *tk)
+{
+	if (!tk)
+		return;
+	free(tk->ids);
+	free(tk->logp);
+	tk->ids = NULL;
+	tk->logp = NULL;
+	tk->n = tk->from = 0;
+}
+
+/* Room in tk for n policy tokens' top-k; tk->n = 0.  0, or -1 OOM. */
+static int topk_alloc(struct fw_teach_topk *tk, long n)
+{
+	size_t c = (size_t)(n > 0 ? n : 1) * (size_t)tk->k;
+
+	tk->n = tk->from = 0;
+	if (!(tk->ids = malloc(sizeof(int32_t) * c)) || !(tk->logp = malloc(sizeof(float) * c))) {
+		fw_teach_topk_release(tk);
+		return -1;
+	}
+	return 0;
+}
+
+/* Scores as fw_teacher_score_from, with the scratch top-k (N * k) when
+ * tk asks for it. */
+static int score(struct fw_teacher *T, const int32_t *seq, long N, long P, float *logp,
+		 const struct fw_teach_topk *tk, int32_t **sid, float **slp, char *err,
+		 size_t errlen)
+{
+	if (!tk || tk->k <= 0)
+		return fw_teacher_score_from(T, seq, N, P, logp, err, errlen);
+	if (!(*sid = malloc(sizeof(int32_t) * (size_t)N * tk->k)) ||
+	    !(*slp = malloc(sizeof(float) * (size_t)N * tk->k))) {
+		fw_seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	return fw_teacher_score_topk(T, seq, N, P, logp, tk->k, *sid, *slp, err, errlen);
+}
+
+/* Policy token k's top-k from scratch row `row`. */
+static void topk_put(struct fw_teach_topk *tk, long k, const int32_t *sid, const float *slp,
+		     long row)
+{
+	memcpy(tk->ids + (size_t)k * tk->k, sid + (size_t)row * tk->k, sizeof(int32_t) * tk->k);
+	memcpy(tk->logp + (size_t)k * tk->k, slp + (size_t)row * tk->k, sizeof(float) * tk->k);
+}
+
 int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			 const struct fw_teach_hints *hs, double clip, float **adv,
-			 long *nadv, char *err, size_t errlen)
+			 long *nadv, struct fw_teach_topk *tk, char *err, size_t errlen)
 {
 	struct fw_mpv v, turns, turn;
 	struct fw_mp_iter it;
-	double *tk = NULL, *mk = NULL, *lp = NULL;
+	double *tk_ = NULL, *mk = NULL, *lp = NULL;
 	long ntk, nmk, nlp = -1, npol = 0, first = -1;
 	int asst = -1, idx = 0, rc = 1;
 	struct fw_buf hint = { 0 };
 	struct fw_tok_ids hid = { 0 };
-	int32_t *seq = NULL;
-	float *logp = NULL;
+	int32_t *seq = NULL, *sid = NULL;
+	float *logp = NULL, *slp = NULL;
 
 	*adv = NULL;
 	*nadv = 0;
-	if (fw_mp_get(rec, "tokens", &v) != 1 || (ntk = fw_mp_doubles(v, &tk)) < 0) {
+	if (tk)
+		tk->n = tk->from = 0;
+	if (fw_mp_get(rec, "tokens", &v) != 1 || (ntk = fw_mp_doubles(v, &tk_)) < 0) {
 		fw_seterr(err, errlen, "no tokens");
 		goto out;
 	}
@@ -340,7 +390,7 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 			       C, max_pos);
 			goto out;
 		}
-		b = fw_tok_bos(t) >= 0 && (int32_t)tk[0] == fw_tok_bos(t);
+		b = fw_tok_bos(t) >= 0 && (int32_t)tk_[0] == fw_tok_bos(t);
 		long room = max_pos - C - b; /* for prompt and hint */
 
 		p = first - b;
@@ -364,13 +414,13 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 	}
 	long j = 0;
 	for (long i = 0; i < b; i++)
-		seq[j++] = (int32_t)tk[i];
+		seq[j++] = (int32_t)tk_[i];
 	for (long i = first - p; i < first; i++)
-		seq[j++] = (int32_t)tk[i];
+		seq[j++] = (int32_t)tk_[i];
 	for (long i = 0; i < h; i++)
 		seq[j++] = hid.ids[i];
 	for (long i = first; i < ntk; i++)
-		seq[j++] = (int32_t)tk[i];
+		seq[j++] = (int32_t)tk_[i];
 	/* the prompt before the hint is the rollout's own: shared, up to the
 	 * log-prob of the first completion token */
 	long P = b + p < b + p + h - 1 ? b + p : b + p + h - 1;
@@ -380,8 +430,12 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 		fw_seterr(err, errlen, "nothing to score");
 		goto out;
 	}
-	if (fw_teacher_score_from(T, seq, N, P, logp, err, errlen))
+	if (score(T, seq, N, P, logp, tk, &sid, &slp, err, errlen))
 		goto out;
+	if (tk && tk->k > 0 && topk_alloc(tk, npol)) {
+		fw_seterr(err, errlen, "out of memory");
+		goto out;
+	}
 	/* token i of the rollout sits at i + shift in seq; its log-prob is at
 	 * the position before it */
 	long k = 0, shift = b + p + h - first;
@@ -394,16 +448,23 @@ int fw_teach_credit_fill(struct fw_teacher *T, const struct fw_tok *t, struct fw
 			a = clip;
 		if (a < -clip)
 			a = -clip;
+		if (tk && tk->k > 0)
+			topk_put(tk, k, sid, slp, i + shift - 1);
 		(*adv)[k++] = (float)a;
 	}
+	if (tk && tk->k > 0)
+		tk->n = k;
 	rc = 0;
 out:
 	if (rc) {
 		free(*adv);
 		*adv = NULL;
 		*nadv = 0;
+		fw_teach_topk_release(tk);
 	}
-	free(tk);
+	free(sid);
+	free(slp);
+	free(tk_);
 	free(mk);
 	free(lp);
 	free(seq);
@@ -415,7 +476,7 @@ out:
 
 int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct fw_mpv rec,
 			  const struct fw_teach_hints *hs, double clip, float **adv,
-			  long *nadv, char *err, size_t errlen)
+			  long *nadv, struct fw_teach_topk *tk, char *err, size_t errlen)
 {
 	struct fw_mpv turns, v, x;
 	struct fw_mp_iter it;
@@ -426,12 +487,15 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 	double *lp = NULL;
 	struct fw_buf nt = { 0 }, hint = { 0 }, pb = { 0 };
 	struct fw_tok_ids ids = { 0 }, pre = { 0 };
-	float *logp = NULL;
+	float *logp = NULL, *slp = NULL;
+	int32_t *sid = NULL;
 	int rc = 1, tmpl;
 	msgpack_packer pk;
 
 	*adv = NULL;
 	*nadv = 0;
+	if (tk)
+		tk->n = tk->from = 0;
 	if (fw_mp_get(rec, "turns", &turns) != 1 || (nturns = fw_mp_iter_init(&it, turns)) < 0) {
 		fw_seterr(err, errlen, "no turns");
 		return 1;
@@ -576,8 +640,18 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 				P = i - 1;
 			break;
 		}
-	if (fw_teacher_score_from(T, ids.ids, N, P, logp, err, errlen))
+	if (score(T, ids.ids, N, P, logp, tk, &sid, &slp, err, errlen))
 		goto out;
+	long from = 0;
+
+	for (long r = 0; r < first_h; r++)
+		from += cnt[r];
+	if (tk && tk->k > 0) {
+		if (topk_alloc(tk, npol - from))
+			goto oom;
+		tk->from = from;
+		tk->n = npol - from;
+	}
 	/* runs of mask 1 are the assistant turns in order; the first cnt[r]
 	 * tokens of run r are the turn's own */
 	long run = -1, j = 0, used = 0;
@@ -604,6 +678,8 @@ int fw_teach_credit_agent(struct fw_teacher *T, const struct fw_tok *t, struct f
 			double a = logp[i - 1] - lp[used + j];
 
 			(*adv)[used + j] = (float)(a > clip ? clip : a < -clip ? -clip : a);
+			if (tk && tk->k > 0)
+				topk_put(tk, used + j - from, sid, slp, i - 1);
 		}
 		j++;
 	}
@@ -622,7 +698,10 @@ out:
 		free(*adv);
 		*adv = NULL;
 		*nadv = 0;
+		fw_teach_topk_release(tk);
 	}
+	free(sid);
+	free(slp);
 	free(cnt);
 	free(lp);
 	free(logp);
@@ -657,14 +736,14 @@ static int pack_msg(msgpack_packer *pk, const char *s)
 }
 
 int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const float *adv,
-		  long nadv, const char *adv_reason, const char *teacher,
-		  const char *hint_error)
+		  long nadv, const struct fw_teach_topk *tk, const char *adv_reason,
+		  const char *teacher, const char *hint_error)
 {
 	msgpack_packer pk;
-	int bad = 0;
+	int bad = 0, has_tk = adv && tk && tk->k > 0 && tk->n > 0;
 
 	fw_buf_packer(&pk, out);
-	bad |= msgpack_pack_map(&pk, 1 + (adv || adv_reason) + !!teacher + !!hint_error);
+	bad |= msgpack_pack_map(&pk, 1 + (adv || adv_reason) + has_tk + !!teacher + !!hint_error);
 	bad |= pack_s(&pk, "hints");
 	bad |= msgpack_pack_array(&pk, hs ? hs->n : 0);
 	for (size_t i = 0; hs && i < hs->n; i++) {
@@ -684,6 +763,24 @@ int fw_teach_pack(struct fw_buf *out, const struct fw_teach_hints *hs, const flo
 	} else if (adv_reason) {
 		bad |= pack_s(&pk, "adv_omitted");
 		bad |= pack_msg(&pk, adv_reason);
+	}
+	if (has_tk) {
+		size_t n = (size_t)tk->n * tk->k;
+
+		bad |= pack_s(&pk, "topk");
+		bad |= msgpack_pack_map(&pk, 4);
+		bad |= pack_s(&pk, "k");
+		bad |= msgpack_pack_int(&pk, tk->k);
+		bad |= pack_s(&pk, "from");
+		bad |= msgpack_pack_int64(&pk, tk->from);
+		bad |= pack_s(&pk, "ids");
+		bad |= msgpack_pack_array(&pk, n);
+		for (size_t i = 0; i < n; i++)
+			bad |= msgpack_pack_int32(&pk, tk->ids[i]);
+		bad |= pack_s(&pk, "logprobs");
+		bad |= msgpack_pack_array(&pk, n);
+		for (size_t i = 0; i < n; i++)
+			bad |= msgpack_pack_float(&pk, tk->logp[i]);
 	}
 	if (teacher) {
 		bad |= pack_s(&pk, "teacher");

@@ -183,6 +183,7 @@ void fw_teach_one(const struct fw_teach_conf *C, struct fw_teach_worker *W, stru
 	struct fw_teach_hints hs = { 0 };
 	float *adv = NULL;
 	long nadv = 0;
+	struct fw_teach_topk tk = { .k = C->topk };
 	const char *reason = NULL, *other = NULL, *hint_error = NULL;
 	char why[1024] = "", hwhy[1024] = "", err[1024], ckpt[4096], spec[4200];
 	int has_ckpt = policy_ckpt(v, ckpt, sizeof ckpt);
@@ -255,7 +256,7 @@ void fw_teach_one(const struct fw_teach_conf *C, struct fw_teach_worker *W, stru
 		if (T && t &&
 		    (cr = (fw_mp_get(v, "tokens", &x) == 1 ? fw_teach_credit_fill
 							   : fw_teach_credit_agent)(
-			     T, t, v, &hs, C->clip, &adv, &nadv, why, sizeof why)) != 0) {
+			     T, t, v, &hs, C->clip, &adv, &nadv, &tk, why, sizeof why)) != 0) {
 			reason = why;
 			if (cr < 0)
 				diag(J, "teacher: %s", why);
@@ -292,7 +293,7 @@ void fw_teach_one(const struct fw_teach_conf *C, struct fw_teach_worker *W, stru
 			reason_class(J->omitted, sizeof J->omitted, reason ? reason : "no credit");
 	}
 	fw_buf_reset(&W->tb);
-	if (fw_teach_pack(&W->tb, &hs, adv, nadv, reason, other, hint_error)) {
+	if (fw_teach_pack(&W->tb, &hs, adv, nadv, &tk, reason, other, hint_error)) {
 		diag(J, "out of memory");
 		J->bad = 1;
 	} else {
@@ -333,6 +334,7 @@ void fw_teach_one(const struct fw_teach_conf *C, struct fw_teach_worker *W, stru
 		fw_buf_free(&tb2);
 	}
 	free(adv);
+	fw_teach_topk_release(&tk);
 	fw_teach_hints_free(&hs);
 }
 

@@ -158,6 +158,12 @@ static int grow_ids(int32_t **a, long *cap, long n)
 int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, float *logp,
 		   char *err, size_t errlen)
 {
+	return fw_kvscore_run_topk(s, seq, N, P, logp, 0, NULL, NULL, err, errlen);
+}
+
+int fw_kvscore_run_topk(struct fw_kvscore *s, const int32_t *seq, long N, long P, float *logp,
+			int K, int32_t *tk_ids, float *tk_lp, char *err, size_t errlen)
+{
 	int max_pos = s->m->cfg.max_pos;
 	long keep = 0;
 
@@ -204,16 +210,18 @@ int fw_kvscore_run(struct fw_kvscore *s, const int32_t *seq, long N, long P, flo
 	for (long i = P; i < N; i++)
 		s->tgt[i - P] = i + 1 < N ? seq[i + 1] : -1;
 	memset(logp, 0, sizeof(float) * (size_t)P);
-	return fw_gen_score(s->g, 0, seq + P, s->tgt, (int)(N - P), logp + P, err, errlen);
+	return fw_gen_score_topk(s->g, 0, seq + P, s->tgt, (int)(N - P), logp + P, K,
+				 K > 0 ? tk_ids + P * K : NULL, K > 0 ? tk_lp + P * K : NULL, err,
+				 errlen);
 }
 
 /* The builtin's scoring: through its kvscore, made on first use. */
 static int score_builtin(struct fw_teacher *T, const int32_t *seq, long N, long P, float *logp,
-			 char *err, size_t errlen)
+			 int K, int32_t *tk_ids, float *tk_lp, char *err, size_t errlen)
 {
 	if (!T->ks && !(T->ks = fw_kvscore_new(T->b->m, err, errlen)))
 		return -1;
-	return fw_kvscore_run(T->ks, seq, N, P, logp, err, errlen);
+	return fw_kvscore_run_topk(T->ks, seq, N, P, logp, K, tk_ids, tk_lp, err, errlen);
 }
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ctx)
@@ -421,11 +429,26 @@ int fw_teacher_score_from(struct fw_teacher *T, const int32_t *seq, long N, long
 		return -1;
 	}
 	if (T->b)
-		return score_builtin(T, seq, N, P, logp, err, errlen);
+		return score_builtin(T, seq, N, P, logp, 0, NULL, NULL, err, errlen);
 	if (score_http(T, seq, N, logp, err, errlen))
 		return -1;
 	memset(logp, 0, sizeof(float) * (size_t)P);
 	return 0;
+}
+
+int fw_teacher_score_topk(struct fw_teacher *T, const int32_t *seq, long N, long P,
+			  float *logp, int K, int32_t *tk_ids, float *tk_lp, char *err,
+			  size_t errlen)
+{
+	if (!T->b) {
+		fw_seterr(err, errlen, "top-k credit needs a builtin teacher");
+		return -1;
+	}
+	if (N < 2 || P < 0 || P >= N) {
+		fw_seterr(err, errlen, "cannot score %ld tokens from %ld", N, P);
+		return -1;
+	}
+	return score_builtin(T, seq, N, P, logp, K, tk_ids, tk_lp, err, errlen);
 }
 
 int fw_teacher_score(struct fw_teacher *T, const int32_t *seq, long N, float *logp, char *err,

@@ -43,6 +43,8 @@ void fw_batch_free(struct fw_batch *b)
 	free(b->mask);
 	free(b->old);
 	free(b->tadv);
+	free(b->kid);
+	free(b->klp);
 	free(b);
 }
 
@@ -217,6 +219,83 @@ static int turn_logprobs(struct fw_mpv turns, int **cnt, double **lp, long *nlp,
 oom:
 	fw_seterr(err, errlen, "out of memory");
 	return -1;
+}
+
+/*
+ * teach.topk of rec onto sequence s, the batch's last: adv index j is
+ * token apos[j] (nadv of them).  0; 1 when the field is malformed (err
+ * says how); -1 out of memory.  Leaves the batch's top-k as it was unless
+ * it returns 0.
+ */
+static int add_topk(struct fw_batch *b, struct fw_seq *s, struct fw_mpv rec, const int *apos,
+		    long nadv, int vocab, char *err, size_t errlen)
+{
+	struct fw_mpv g, t, v;
+	double k = 0, from = 0, *ids = NULL, *lp = NULL;
+	long nid = -1, nlp = -1, rows;
+	int rc = 1;
+
+	if (fw_mp_get(rec, "teach", &g) != 1 || fw_mp_get(g, "topk", &t) != 1)
+		return 0;
+	if (fw_mp_get(t, "k", &v) != 1 || fw_mp_double(v, &k) || k != floor(k) || k < 1 ||
+	    k > 64 || (fw_mp_get(t, "from", &v) == 1 && fw_mp_double(v, &from)) ||
+	    from != floor(from) || from < 0 || fw_mp_get(t, "ids", &v) != 1 ||
+	    (nid = fw_mp_doubles(v, &ids)) < 0 || fw_mp_get(t, "logprobs", &v) != 1 ||
+	    (nlp = fw_mp_doubles(v, &lp)) != nid || nid % (long)k) {
+		fw_seterr(err, errlen, "'teach.topk' wants k (1 to 64), from and ids and logprobs of "
+			  "k values per token");
+		goto out;
+	}
+	rows = nid / (long)k;
+	if ((long)from + rows > nadv) {
+		fw_seterr(err, errlen, "'teach.topk' has %ld tokens from %ld, past the %ld of "
+			  "'teach.adv'", rows, (long)from, nadv);
+		goto out;
+	}
+	for (long i = 0; i < nid; i++)
+		if (ids[i] != floor(ids[i]) || ids[i] < -1 || ids[i] >= vocab ||
+		    (ids[i] >= 0 && !(lp[i] <= 1e-3 && lp[i] > -1e30))) {
+			fw_seterr(err, errlen, "'teach.topk' entry %ld: id %g outside the vocabulary "
+				  "or log-prob %g not one", i, ids[i], lp[i]);
+			goto out;
+		}
+	rc = -1;
+	size_t need = (size_t)s->n * (size_t)k;
+
+	if (b->nk + need > b->capk) {
+		size_t cap = b->capk ? b->capk : 4096;
+		void *p;
+
+		while (cap < b->nk + need)
+			cap *= 2;
+		if (!(p = realloc(b->kid, cap * sizeof(int32_t))))
+			goto out;
+		b->kid = p;
+		if (!(p = realloc(b->klp, cap * sizeof(float))))
+			goto out;
+		b->klp = p;
+		b->capk = cap;
+	}
+	s->k = (int)k;
+	s->koff = b->nk;
+	for (size_t i = 0; i < need; i++) {
+		b->kid[s->koff + i] = -1;
+		b->klp[s->koff + i] = -INFINITY;
+	}
+	for (long r = 0; r < rows; r++) {
+		size_t at = s->koff + (size_t)apos[(long)from + r] * s->k;
+
+		for (int j = 0; j < s->k; j++) {
+			b->kid[at + j] = (int32_t)ids[r * s->k + j];
+			b->klp[at + j] = (float)lp[r * s->k + j];
+		}
+	}
+	b->nk += need;
+	rc = 0;
+out:
+	free(ids);
+	free(lp);
+	return rc;
 }
 
 int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
@@ -423,6 +502,30 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 			       nadv, s->ntrain);
 			goto out;
 		}
+		/* adv index -> token position, for teach.topk */
+		int *apos = tpos;
+
+		if (nadv == s->ntrain) {
+			if (!(apos = malloc(sizeof(int) * (size_t)(nadv + 1)))) {
+				b->nseq--;
+				b->ntok -= n;
+				goto oom;
+			}
+			for (int i = 0, j = 0; i < n; i++)
+				if (b->mask[s->off + i])
+					apos[j++] = i;
+		}
+		int kr = add_topk(b, s, rec, apos, nadv, vocab, err, errlen);
+
+		if (apos != tpos)
+			free(apos);
+		if (kr) {
+			b->nseq--;
+			b->ntok -= n;
+			if (kr < 0)
+				goto oom;
+			goto out;
+		}
 	}
 	if (n > max_len) {
 		/* Truncated: s is the last sequence, so it just ends sooner. */
@@ -435,6 +538,8 @@ int fw_batch_add_record(struct fw_batch *b, struct fw_mpv rec,
 	if (s->ntrain == 0) {
 		b->nseq--;
 		b->ntok = s->off;
+		if (s->k)
+			b->nk = s->koff;
 		fw_seterr(err, errlen, n > max_len ? "record has no trained token in its first %d" :
 			 "record has no trained token", max_len);
 		rc = 1;
@@ -581,9 +686,35 @@ double fw_train_lr(const struct fw_train_cfg *c, long step)
 }
 
 /* Sums that the ranks share: normalizers first, then measurements. */
-enum { S_NSFT, S_NPG, S_NDIST, S_SEQSFT, S_SEQPG, S_SEQDIST,
+enum { S_NSFT, S_NPG, S_NDIST, S_SEQSFT, S_SEQPG, S_SEQDIST, S_NTOPK, S_SEQTOPK,
        S_NSEQ, S_NTOK, S_COUNT_NORM };
-enum { M_SFT, M_PG, M_KL, M_DIST, M_CLIP, M_ISCLIP, M_PGTOK, M_DTOK, M_COUNT };
+enum { M_SFT, M_PG, M_KL, M_DIST, M_CLIP, M_ISCLIP, M_PGTOK, M_DTOK, M_TOPK, M_COUNT };
+
+/* 1 when token i of s has the teacher's top-k (its first id is one). */
+static int has_topk(const struct fw_batch *b, const struct fw_seq *s, int i)
+{
+	return s->k > 0 && b->mask[s->off + i] && b->kid[s->koff + (size_t)i * s->k] >= 0;
+}
+
+/* The tokens of s the topk term trains: those with the teacher's top-k,
+ * with first_miss only up to the first whose sampled id is not the
+ * teacher's first choice (that one included).  Their number; *last gets
+ * the position of the last one (-1: none). */
+static int topk_tokens(const struct fw_batch *b, const struct fw_seq *s, int first_miss,
+		       int *last)
+{
+	int n = 0;
+
+	*last = -1;
+	for (int i = 0; i < s->n; i++)
+		if (has_topk(b, s, i)) {
+			n++;
+			*last = i;
+			if (first_miss && b->kid[s->koff + (size_t)i * s->k] != b->tok[s->off + i])
+				break;
+		}
+	return n;
+}
 
 /* 1 when a trained token of s has a non-zero teacher advantage. */
 static int taught(const struct fw_batch *b, const struct fw_seq *s)
@@ -597,7 +728,8 @@ static int taught(const struct fw_batch *b, const struct fw_seq *s)
 static int trains_pg(const struct fw_train_cfg *c, const struct fw_batch *b,
 		     const struct fw_seq *s)
 {
-	return c->w_pg > 0 && !s->skip && !(c->route && c->w_distill > 0 && taught(b, s));
+	return c->w_pg > 0 && !s->skip &&
+	       !(c->route && (c->w_distill > 0 || c->w_topk > 0) && taught(b, s));
 }
 
 int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
@@ -607,10 +739,11 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 {
 	double nrm[S_COUNT_NORM] = { 0 }, ms[M_COUNT] = { 0 };
 	double t0 = fw_now(), gsq = 0;
-	int two = c->w_pg > 0 || c->w_distill > 0 || c->kl_coef > 0;
-	long cap = c->batch_tokens > 0 ? c->batch_tokens : 1;
-	int32_t *tok = NULL, *tgt = NULL;
-	float *wt = NULL, *lp = NULL, *rlp = NULL;
+	int two = c->w_pg > 0 || c->w_distill > 0 || c->w_topk > 0 || c->kl_coef > 0;
+	long cap = c->batch_tokens > 0 ? c->batch_tokens : 1, kcap = 0;
+	int32_t *tok = NULL, *tgt = NULL, *krow = NULL, *ktok = NULL;
+	float *wt = NULL, *lp = NULL, *rlp = NULL, *kw = NULL, *klog = NULL;
+	double *kq = NULL;
 	int rc = -1;
 
 	assert(m && o && c && b && st && n >= 0);
@@ -639,6 +772,12 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 		}
 		nrm[S_NDIST] += nd;
 		nrm[S_SEQDIST] += nd > 0;
+		if (c->w_topk > 0) {
+			int last, nk = topk_tokens(b, s, c->topk_first_miss, &last);
+
+			nrm[S_NTOPK] += nk;
+			nrm[S_SEQTOPK] += nk > 0;
+		}
 		nrm[S_NSEQ] += 1;
 		nrm[S_NTOK] += s->ntrain;
 	}
@@ -683,8 +822,76 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 			k += rows;
 			continue;
 		}
-		if (two && fw_model_forward(m, tok, tgt, NULL, rows, T, 1, lp, NULL, err, errlen))
+		/* the teacher's top-k as soft targets: weight w_topk * q_j / norm,
+		 * q the teacher's distribution renormalized over its k tokens */
+		long nsoft = 0;
+
+		for (int r = 0; c->w_topk > 0 && r < rows; r++) {
+			const struct fw_seq *s = &b->seq[idx[k + r]];
+			int last, nk = s->k ? topk_tokens(b, s, c->topk_first_miss, &last) : 0;
+			double kn;
+
+			if (!nk)
+				continue;
+			kn = c->norm_seq ? 1.0 / ((double)nk * nrm[S_SEQTOPK]) : 1.0 / nrm[S_NTOPK];
+			if (nsoft + (long)nk * s->k > kcap) {
+				long want = 2 * (nsoft + (long)nk * s->k);
+				void *p1 = realloc(krow, sizeof(int32_t) * want),
+				     *p2 = p1 ? realloc(ktok, sizeof(int32_t) * want) : NULL;
+
+				if (p1)
+					krow = p1;
+				if (p2)
+					ktok = p2;
+				void *p3 = p2 ? realloc(kw, sizeof(float) * want) : NULL;
+
+				if (p3)
+					kw = p3;
+				void *p4 = p3 ? realloc(klog, sizeof(float) * want) : NULL;
+
+				if (p4)
+					klog = p4;
+				void *p5 = p4 ? realloc(kq, sizeof(double) * 2 * want) : NULL;
+
+				if (!p5) {
+					fw_seterr(err, errlen, "out of memory");
+					goto out;
+				}
+				kq = p5;
+				kcap = want;
+			}
+			for (int p = 0; p + 1 < s->n && p + 1 <= last; p++) {
+				const int32_t *id = b->kid + s->koff + (size_t)(p + 1) * s->k;
+				const float *kl = b->klp + s->koff + (size_t)(p + 1) * s->k;
+				double mx = -INFINITY, z = 0;
+				int kk = 0;
+
+				if (!has_topk(b, s, p + 1))
+					continue;
+				for (; kk < s->k && id[kk] >= 0; kk++)
+					mx = fmax(mx, kl[kk]);
+				for (int j = 0; j < kk; j++)
+					z += exp(kl[j] - mx);
+				for (int j = 0; j < kk; j++) {
+					double q = exp(kl[j] - mx) / z;
+
+					krow[nsoft] = r * T + p;
+					ktok[nsoft] = id[j];
+					kw[nsoft] = (float)(c->w_topk * q * kn);
+					kq[2 * nsoft] = q * kn;
+					kq[2 * nsoft + 1] = log(q);
+					nsoft++;
+				}
+			}
+		}
+		struct fw_soft soft = { nsoft, krow, ktok, kw, klog };
+
+		if (two && fw_model_forward_soft(m, tok, tgt, NULL, rows, T, 1, lp, NULL, &soft, err,
+						 errlen))
 			goto out;
+		/* KL(q || p) over the k tokens: sum q_j / norm (log q_j - log p_j) */
+		for (long i = 0; i < nsoft; i++)
+			ms[M_TOPK] += kq[2 * i] * (kq[2 * i + 1] - klog[i]);
 		if (c->kl_coef > 0 &&
 		    fw_model_forward(ref, tok, tgt, NULL, rows, T, 1, rlp, NULL, err, errlen))
 			goto out;
@@ -741,10 +948,12 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 				any |= g != 0;
 			}
 		}
+		any |= nsoft > 0;
 		if (any) {
 			float loss;
 
-			if (fw_model_forward(m, tok, tgt, wt, rows, T, 1, lp, &loss, err, errlen) ||
+			if (fw_model_forward_soft(m, tok, tgt, wt, rows, T, 1, lp, &loss, &soft, err,
+						  errlen) ||
 			    fw_model_backward(m, err, errlen))
 				goto out;
 			if (!two)
@@ -792,8 +1001,9 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 	st->loss_pg = ms[M_PG];
 	st->kl = ms[M_KL];
 	st->loss_distill = ms[M_DIST];
+	st->loss_topk = ms[M_TOPK];
 	st->loss = c->w_sft * ms[M_SFT] + c->w_pg * (ms[M_PG] + c->kl_coef * ms[M_KL]) +
-		   c->w_distill * ms[M_DIST];
+		   c->w_distill * ms[M_DIST] + c->w_topk * ms[M_TOPK];
 	st->clip_frac = ms[M_PGTOK] > 0 ? ms[M_CLIP] / ms[M_PGTOK] : 0;
 	st->is_clip_frac = ms[M_DTOK] > 0 ? ms[M_ISCLIP] / ms[M_DTOK] : 0;
 	st->tokens = (long)nrm[S_NTOK];
@@ -828,6 +1038,11 @@ out:
 	free(wt);
 	free(lp);
 	free(rlp);
+	free(krow);
+	free(ktok);
+	free(kw);
+	free(klog);
+	free(kq);
 	return rc;
 }
 

@@ -270,12 +270,13 @@ int fw_run_pack_metrics(const struct fw_run *r, long i, long skipped, struct fw_
 	snprintf(id, sizeof(id), "%016llx", (unsigned long long)fw_hash64(key, strlen(key)));
 	fw_buf_reset(b);
 	fw_buf_packer(&pk, b);
-	e = msgpack_pack_map(&pk, 21 + (pg ? 8 : 0));
+	e = msgpack_pack_map(&pk, 22 + (pg ? 8 : 0));
 	e |= kv_str(&pk, "kind", "metrics") || kv_str(&pk, "id", id) || kv_int(&pk, "v", 1);
 	e |= kv_int(&pk, "step", step) || kv_str(&pk, "ckpt", r->state.id);
 	e |= kv_str(&pk, "ckpt_dir", r->newdir) || kv_num(&pk, "lr", st->lr);
 	e |= kv_num(&pk, "loss", st->loss) || kv_num(&pk, "loss_sft", st->loss_sft);
-	e |= kv_num(&pk, "loss_pg", st->loss_pg) || kv_num(&pk, "loss_distill", st->loss_distill);
+	e |= kv_num(&pk, "loss_pg", st->loss_pg) || kv_num(&pk, "loss_distill", st->loss_distill) ||
+	     kv_num(&pk, "loss_topk", st->loss_topk);
 	e |= kv_num(&pk, "kl", st->kl) || kv_num(&pk, "grad_norm", st->grad_norm);
 	e |= kv_int(&pk, "tokens", st->tokens) || kv_int(&pk, "seqs", st->seqs);
 	e |= kv_num(&pk, "tok_per_s", st->seconds > 0 ? st->tokens / st->seconds : 0);
@@ -328,7 +329,7 @@ int fw_train_parse_objective(const char *s, struct fw_train_cfg *c)
 	if (strlen(s) >= sizeof(buf))
 		return -1;
 	strcpy(buf, s);
-	c->w_sft = c->w_pg = c->w_distill = 0;
+	c->w_sft = c->w_pg = c->w_distill = c->w_topk = 0;
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *colon = strchr(tok, ':');
 		double w = 1;
@@ -344,10 +345,12 @@ int fw_train_parse_objective(const char *s, struct fw_train_cfg *c)
 			c->w_pg = w;
 		else if (!strcmp(tok, "distill"))
 			c->w_distill = w;
+		else if (!strcmp(tok, "topk"))
+			c->w_topk = w;
 		else
 			return -1;
 	}
-	return c->w_sft + c->w_pg + c->w_distill > 0 ? 0 : -1;
+	return c->w_sft + c->w_pg + c->w_distill + c->w_topk > 0 ? 0 : -1;
 }
 
 int fw_private_load(const char *file, struct fw_intern *ids, char *err, size_t errlen)

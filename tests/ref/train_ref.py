@@ -13,7 +13,9 @@ usage: train_ref.py make CKPT_DIR N SEED > RECORDS.jsonl
 model in CKPT_DIR: "tokens" with a prompt masked out ("mask"), "logprobs"
 near the model's own (PyTorch's log-probs plus noise, so that some PPO
 ratios are clipped), groups of four rollouts ("group") with a 0/1
-"grade.reward" (one group all equal, one group alone), and "teach.adv".
+"grade.reward" (one group all equal, one group alone), "teach.adv", and
+on two records of three "teach.topk" (3 tokens per credited token, from
+the first or the second).
 
 `check` builds the model of BEFORE_DIR in float64 PyTorch (the model of
 model_ref.py), computes the objectives of train-step(1) from their
@@ -52,16 +54,22 @@ def load(ckpt, dtype):
     return cfg, {k: v.to(dtype) for k, v in P.items()}
 
 
+def all_logp(cfg, P, ids):
+    """log p(. | ids[:i]) for i >= 1, as a (n-1, V) tensor."""
+    t = torch.tensor([ids], dtype=torch.long)
+    return forward(cfg, P, t).log_softmax(-1)[0, :-1]
+
+
 def token_logp(cfg, P, ids):
     """log p(ids[i] | ids[:i]) for i >= 1, as a (n-1,) tensor."""
     t = torch.tensor([ids], dtype=torch.long)
-    lp = forward(cfg, P, t).log_softmax(-1)[0, :-1]
-    return lp.gather(-1, t[0, 1:, None])[:, 0]
+    return all_logp(cfg, P, ids).gather(-1, t[0, 1:, None])[:, 0]
 
 
 def make(a):
     cfg, P = load(a.ckpt, torch.float64)
     rng = np.random.default_rng(a.seed)
+    krng = np.random.default_rng(a.seed + 1000)
     for i in range(a.n):
         n = int(rng.integers(6, 20))
         ids = [int(x) for x in rng.integers(0, min(cfg.V, 256), n)]
@@ -81,12 +89,19 @@ def make(a):
         rec = {"kind": "rollout", "id": f"r{i}", "group": f"g{g}", "tokens": ids,
                "mask": mask, "logprobs": [x for x in old[1:]],
                "grade": {"reward": reward}, "teach": {"adv": adv}}
+        if i % 3:
+            K, frm = 3, i % 3 - 1
+            ids_k, lps_k = [], []
+            for _ in range(len(adv) - frm):
+                ids_k += [int(x) for x in krng.choice(min(cfg.V, 256), K, replace=False)]
+                lps_k += sorted((float(-x) for x in krng.exponential(1.5, K)), reverse=True)
+            rec["teach"]["topk"] = {"k": K, "from": frm, "ids": ids_k, "logprobs": lps_k}
         print(json.dumps(rec))
     return 0
 
 
 def parse_objective(s):
-    w = {"sft": 0.0, "pg": 0.0, "distill": 0.0}
+    w = {"sft": 0.0, "pg": 0.0, "distill": 0.0, "topk": 0.0}
     for part in s.split(","):
         name, _, val = part.partition(":")
         w[name] = float(val) if val else 1.0
@@ -133,10 +148,23 @@ def check(a):
             adv[i], used[i] = float(v), True
 
     per = []  # (i, logp, mask, old, tadv, ref_logp)
+    topk_terms = []  # per record: KL(q || p) of each token with the teacher's top-k
     for i, r in enumerate(recs):
         ids = r["tokens"]
         m = torch.tensor([bool(x) for x in r.get("mask", [1] * len(ids))][1:])
-        lp = token_logp(cfg, P, ids)
+        full = all_logp(cfg, P, ids)
+        lp = full.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
+        tk = r.get("teach", {}).get("topk")
+        if tk and w["topk"]:
+            K, frm = tk["k"], tk.get("from", 0)
+            rows = m.nonzero()[:, 0]  # position (in lp) of each teach.adv entry
+            kls = []
+            for j in range(len(tk["ids"]) // K):
+                tid = torch.tensor(tk["ids"][j * K:(j + 1) * K])
+                q = torch.tensor(tk["logprobs"][j * K:(j + 1) * K], dtype=dt).softmax(-1)
+                pj = full[rows[frm + j]][tid]
+                kls.append((q * (q.log() - pj)).sum())
+            topk_terms.append(torch.stack(kls))
         lps = r.get("logprobs")
         if lps is not None and len(lps) == len(ids):
             lps = lps[1:]
@@ -186,7 +214,9 @@ def check(a):
         dist_vals.append(-iw * ta[keep])
     dist = reduce(dist_terms, "distill")
     dist_val = reduce(dist_vals, "distill")
-    loss = w["sft"] * sft + w["pg"] * (pg + a.kl_coef * kl) + w["distill"] * dist
+    topk = reduce(topk_terms, "topk")
+    loss = w["sft"] * sft + w["pg"] * (pg + a.kl_coef * kl) + w["distill"] * dist + \
+        w["topk"] * topk
     loss.backward()
 
     fails = []
@@ -209,6 +239,8 @@ def check(a):
             report("kl", M["kl"], kl.item(), a.tol_loss)
     if w["distill"]:
         report("distill loss", M["loss_distill"], dist_val.item(), a.tol_loss)
+    if w["topk"]:
+        report("topk loss", M["loss_topk"], topk.item(), a.tol_loss)
     params = list(P.values())
     gn = torch.nn.utils.clip_grad_norm_(params, a.clip_grad)
     report("gradient norm", M["grad_norm"], gn.item(), a.tol_loss)

@@ -351,6 +351,93 @@ TEST(llama_gradients_match_finite_differences) { gradcheck("LlamaForCausalLM", 0
 TEST(qwen2_gradients_match_finite_differences) { gradcheck("Qwen2ForCausalLM", 1); }
 TEST(qwen3_gradients_match_finite_differences) { gradcheck("Qwen3ForCausalLM", 0); }
 
+/*
+ * A soft target (row r, token j, weight w) is the loss term of a second
+ * copy of the sequence scored on j at r alone: a batch of the sequence
+ * twice, the copy's only target j at r with weight w, has the same loss
+ * and gradient at norm 1 (activations are per sequence; gradients add).
+ * The two sum the same terms in other orders, so they agree to float
+ * rounding of sums of a few hundred terms: 1e-5 relative to the largest
+ * gradient.
+ */
+TEST(soft_targets_score_and_train_like_a_copy_of_the_sequence)
+{
+	struct fw_model *m = tiny("Qwen2ForCausalLM", 1, 0.3f);
+	int T = 5, V;
+	int32_t tok[10] = { 1, 5, 9, 36, 2, 1, 5, 9, 36, 2 };
+	int32_t tgt[10] = { 5, 9, 36, 2, -1, -1, -1, -1, -1, -1 };
+	float wts[10] = { 1, 0.5f, 2, 1, 1, 0, 0, 0, 0, 0 };
+	/* three soft targets: two at row 1 (one its own target 9), one at 3 */
+	int32_t srow[3] = { 1, 1, 3 }, stok[3] = { 7, 9, 20 };
+	float sw[3] = { 0.25f, 0.5f, 0.75f }, slp[3], lp2[10], l1, l2;
+	struct fw_soft sf = { 3, srow, stok, sw, slp };
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	V = m->cfg.vocab;
+	long nw = m->nw;
+	float *g1 = malloc(sizeof(float) * nw), *g2 = malloc(sizeof(float) * nw);
+
+	fw_model_grads(m);
+	fw_model_zero_grad(m);
+	CHECK_EQ_INT(fw_model_forward_soft(m, tok, tgt, wts, 1, T, 1, NULL, &l1, &sf, err,
+					   sizeof(err)), 0);
+	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), 0);
+	memcpy(g1, m->g, sizeof(float) * nw);
+	/* the copies: row 1 twice more (7 and 9), row 3 once (20) */
+	int32_t tok3[20], tgt3[20];
+	float w3[20];
+	for (int c = 0; c < 4; c++)
+		for (int i = 0; i < T; i++) {
+			tok3[c * T + i] = tok[i];
+			tgt3[c * T + i] = c == 0 ? tgt[i] : -1;
+			w3[c * T + i] = c == 0 ? wts[i] : 0;
+		}
+	for (int k = 0; k < 3; k++) {
+		tgt3[(k + 1) * T + srow[k]] = stok[k];
+		w3[(k + 1) * T + srow[k]] = sw[k];
+	}
+	fw_model_zero_grad(m);
+	float lp3[20];
+	CHECK_EQ_INT(fw_model_forward(m, tok3, tgt3, w3, 4, T, 1, lp3, &l2, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), 0);
+	memcpy(g2, m->g, sizeof(float) * nw);
+	CHECK_NEAR(l1, l2, 1e-5 * fabs(l2));
+	for (int k = 0; k < 3; k++)
+		CHECK_NEAR(slp[k], lp3[(k + 1) * T + srow[k]], 1e-6);
+	double gmax = 0, dmax = 0;
+	for (long i = 0; i < nw; i++) {
+		gmax = fmax(gmax, fabs(g2[i]));
+		dmax = fmax(dmax, fabs(g1[i] - g2[i]));
+	}
+	CHECK(gmax > 0);
+	CHECK(dmax <= 1e-5 * gmax);
+	/* without the soft targets the gradient is another one */
+	fw_model_zero_grad(m);
+	CHECK_EQ_INT(fw_model_forward(m, tok, tgt, wts, 1, T, 1, lp2, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), 0);
+	dmax = 0;
+	for (long i = 0; i < nw; i++)
+		dmax = fmax(dmax, fabs(m->g[i] - g2[i]));
+	CHECK(dmax > 1e-3 * gmax);
+	/* refused: a position without a target, a token outside, no_grad */
+	int32_t bad_row[1] = { 4 }, bad_tok[1] = { V };
+	struct fw_soft b1 = { 1, bad_row, stok, sw, NULL }, b2 = { 1, srow, bad_tok, sw, NULL };
+	CHECK_EQ_INT(fw_model_forward_soft(m, tok, tgt, wts, 1, T, 1, NULL, NULL, &b1, err,
+					   sizeof(err)), -1);
+	CHECK(strstr(err, "soft target 0 (position 4") != NULL);
+	CHECK_EQ_INT(fw_model_forward_soft(m, tok, tgt, wts, 1, T, 1, NULL, NULL, &b2, err,
+					   sizeof(err)), -1);
+	m->no_grad = 1;
+	CHECK_EQ_INT(fw_model_forward_soft(m, tok, tgt, wts, 1, T, 1, NULL, NULL, &sf, err,
+					   sizeof(err)), -1);
+	CHECK(strstr(err, "soft targets need") != NULL);
+	free(g1);
+	free(g2);
+	fw_model_free(m);
+}
+
 TEST(kv_cache_decoding_matches_the_full_forward)
 {
 	const char *archs[3] = { "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM" };

@@ -85,7 +85,7 @@ TEST(pack_teach_map)
 	char err[128];
 
 	CHECK(fw_teach_env_hints(make(&b, 3, "e", "error"), 0, &hs, err, sizeof err) == 2);
-	CHECK(fw_teach_pack(&o, &hs, adv, 2, NULL, NULL, NULL) == 0);
+	CHECK(fw_teach_pack(&o, &hs, adv, 2, NULL, NULL, NULL, NULL) == 0);
 	v = (struct fw_mpv){ o.p, o.n };
 	CHECK(fw_mp_get(v, "hints", &x) == 1 && fw_mp_type(x) == FW_MP_ARRAY);
 	CHECK(fw_mp_get(v, "adv", &x) == 1);
@@ -93,7 +93,7 @@ TEST(pack_teach_map)
 	CHECK(fw_mp_iter_init(&it, x) == 2);
 	CHECK(fw_mp_iter_next(&it, &x) == 1 && !fw_mp_double(x, &d) && d == 0.5);
 	o.n = 0;
-	CHECK(fw_teach_pack(&o, &hs, NULL, 0, "no tokens", "/ck", "down") == 0);
+	CHECK(fw_teach_pack(&o, &hs, NULL, 0, NULL, "no tokens", "/ck", "down") == 0);
 	v = (struct fw_mpv){ o.p, o.n };
 	CHECK(fw_mp_get(v, "teacher", &x) == 1 && fw_mp_str_eq(x, "/ck", 3));
 	CHECK(fw_mp_get(v, "hint_error", &x) == 1 && fw_mp_str_eq(x, "down", 4));

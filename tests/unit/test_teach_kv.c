@@ -426,7 +426,7 @@ TEST(builtin_teacher_credit_with_hints_at_several_turns_equals_the_full_rescore)
 			add_hint(&hs, sets[s][j], j ? "look at the test's assertion first" : "read sum.py");
 		if (sets[s][0] == 4)
 			add_hint(&hs, 4, "and run the test after the edit");
-		CHECK_EQ_INT(fw_teach_credit_agent(T, fw_teacher_tok(T), rec, &hs, 100, &adv, &nadv, err,
+		CHECK_EQ_INT(fw_teach_credit_agent(T, fw_teacher_tok(T), rec, &hs, 100, &adv, &nadv, NULL, err,
 						   sizeof err), 0);
 		nw = ref_credit(m, bt, &hs, 100, want);
 		CHECK_EQ_INT(nadv, nw);
