@@ -226,6 +226,32 @@ close() {
   done
 }
 
+@test "topk: the KL to the teacher's tokens, every credited token or up to the first miss" {
+  ckpt init "$M/tiny-llama.json" "$T/m0" --seed 1
+  # k = 1 (q = 1 on the teacher's token): the KL is -log p(teacher's token).
+  # The teacher agrees on tokens 1, 3 and 4 and would have written 9 at 2.
+  echo '{"kind":"rollout","id":"r","tokens":[1,2,3,4,5],"mask":[0,1,1,1,1],"teach":{"adv":[0,0,0,0],"topk":{"k":1,"from":0,"ids":[2,9,4,5],"logprobs":[0,0,0,0]}}}' |
+    rec from-json > "$T/k.mp"
+  lp() { echo "{\"tokens\":$1}" | rec from-json | ckpt score "$T/m0" | rec json | jq -c .logprobs; }
+  a=$(lp '[1,2,3,4,5]') b=$(lp '[1,2,9]')
+  for fm in "" --topk-first-miss; do
+    rm -rf "$T/r"
+    # shellcheck disable=SC2086
+    train-step --ckpt "$T/m0" --out "$T/r" --objective topk $fm --steps 1 -o "$T/m.mp" "$T/k.mp"
+    # float32 log-probs of a 5-token sequence, summed in another order:
+    # 1e-5 relative is ~100 roundings
+    if [ -z "$fm" ]; then want='(-$a[0] - $b[1] - $a[2] - $a[3]) / 4'; else want='(-$a[0] - $b[1]) / 2'; fi
+    run -0 jq -n --argjson a "$a" --argjson b "$b" --slurpfile m <(rec json "$T/m.mp") \
+      "($want) as \$w | (\$m[0].loss_topk - \$w | fabs) <= 1e-5 * \$w"
+    assert_output true
+  done
+  # a malformed teach.topk is refused with the record's position
+  echo '{"kind":"rollout","tokens":[1,2,3],"mask":[0,1,1],"teach":{"adv":[0,0],"topk":{"k":1,"ids":[2,9,4],"logprobs":[0,0,0]}}}' |
+    rec from-json > "$T/bad.mp"
+  run -1 --separate-stderr train-step --ckpt "$T/m0" --out "$T/r2" --objective topk "$T/bad.mp"
+  [[ $stderr == *"record 1 (byte 0): 'teach.topk' has 3 tokens from 0, past the 2 of 'teach.adv'"* ]]
+}
+
 @test "the reference notices a wrong update" {
   ref_setup
   train-step --ckpt "$T/r0" --out "$T/r1" --objective pg --lr 1e-2 --eps 1e-3 \
