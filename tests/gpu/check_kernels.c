@@ -609,6 +609,38 @@ static void check_xent(int N, int V)
 	free(x), free(dlogp), free(t), free(logp), free(lse), free(dx);
 }
 
+/* Gather and scatter-add of the soft targets: exact (copies and one
+ * addition per element, in the same order). */
+static void check_gather_scatter(long n, long m)
+{
+	char shape[64];
+	float *x = hrand(n, 2), *v = hrand(m, 1), *out = xmalloc(sizeof(float) * m), *h;
+	int64_t *idx = xmalloc(sizeof(int64_t) * m);
+
+	/* distinct indices spread over x: a stride prime to n */
+	for (long i = 0; i < m; i++)
+		idx[i] = (i * 7919 + 3) % n;
+	snprintf(shape, sizeof(shape), "n=%ld m=%ld", n, m);
+	fw_gather(out, x, idx, m);
+	float *gx = dputf(x, n), *gout = dzeros(m), *gv = dputf(v, m);
+	int64_t *gidx = dput(idx, sizeof(int64_t) * m);
+
+	K(fw_cuda_gather(gout, gx, gidx, m));
+	cmp_begin();
+	h = dget(gout, m);
+	cmp("gather", h, out, m, 0, 0);
+	free(h);
+	verdict("gather", shape, "exact");
+	fw_scatter_add(x, idx, v, m);
+	K(fw_cuda_scatter_add(gx, gidx, gv, m));
+	cmp_begin();
+	h = dget(gx, n);
+	cmp("scatter_add", h, x, n, 0, 0);
+	free(h);
+	verdict("scatter_add", shape, "exact");
+	free(x), free(v), free(out), free(idx);
+}
+
 static void check_adamw(long n)
 {
 	char shape[64];
@@ -933,6 +965,8 @@ int main(int argc, char **argv)
 	check_swiglu(10007);
 	check_xent(9, 5);
 	check_xent(13, 5003);
+	check_gather_scatter(5003, 1);
+	check_gather_scatter(13 * 5003, 4099);
 	check_adamw(4099);
 	check_vec(quick ? 5000 : 300001);
 	check_matmul_bf16(37, 53, 29);

@@ -258,6 +258,59 @@ static int step(struct fw_model *m, const struct batch *b, float *logp,
 	       fw_model_backward(m, err, sizeof(err)) ? -1 : 0;
 }
 
+/* Soft targets (fw_model_forward_soft) on the device against the CPU:
+ * their log-probs and the gradients, as check_train's. */
+static void check_soft(const char *arch, int B, int T)
+{
+	char shape[64];
+	struct fw_model *c, *g;
+	int N = B * T, ns = 0;
+
+	snprintf(shape, sizeof(shape), "%s B=%d T=%d", arch, B, T);
+	if (pair(arch, 0, 0, &c, &g))
+		return fail("soft_targets", shape, err);
+
+	struct batch b = mkbatch(B, T, c->cfg.vocab);
+	int32_t *row = xmalloc(4 * 3 * N), *tok = xmalloc(4 * 3 * N);
+	float *w = xmalloc(4 * 3 * N), *slc = xmalloc(4 * 3 * N), *slg = xmalloc(4 * 3 * N);
+	float losc, losg;
+
+	/* three per scored position, one of them its own target */
+	for (int i = 0; i < N; i++)
+		for (int j = 0; b.tgt[i] >= 0 && j < 3; j++) {
+			row[ns] = i;
+			tok[ns] = j == 1 ? b.tgt[i] : (int32_t)(next() % c->cfg.vocab);
+			w[ns++] = 0.5f + 0.5f * frand();
+		}
+	struct fw_soft sc = { ns, row, tok, w, slc }, sg = { ns, row, tok, w, slg };
+
+	fw_dev_set_bf16(0);
+	if (fw_model_grads(c) || fw_model_grads(g))
+		return fail("soft_targets", shape, "out of memory");
+	fw_model_zero_grad(c);
+	fw_model_zero_grad(g);
+	if (fw_model_forward_soft(c, b.tok, b.tgt, b.wts, B, T, 0, NULL, &losc, &sc, err,
+				  sizeof(err)) || fw_model_backward(c, err, sizeof(err)) ||
+	    fw_model_forward_soft(g, b.tok, b.tgt, b.wts, B, T, 0, NULL, &losg, &sg, err,
+				  sizeof(err)) || fw_model_backward(g, err, sizeof(err)))
+		return fail("soft_targets", shape, err);
+	cmp_begin();
+	cmp_scaled("soft logp", slg, slc, ns, 1e-4);
+	cmp_scaled("loss", &losg, &losc, 1, 1e-4);
+	float *gg = from_dev(g, g->g, g->nw);
+
+	for (int i = 0; i < c->np; i++) {
+		const struct fw_param *p = &c->params[i];
+
+		cmp_scaled(p->name, gg + p->off, c->g + p->off, p->n, 1e-4);
+	}
+	verdict("soft_targets", shape, "1e-04 of max|cpu|, each tensor");
+	free(gg), free(row), free(tok), free(w), free(slc), free(slg);
+	free(b.tok), free(b.tgt), free(b.wts);
+	fw_model_free(c);
+	fw_model_free(g);
+}
+
 static void check_train(const char *arch, int tied, int bias, int B, int T)
 {
 	char shape[64];
@@ -672,6 +725,7 @@ int main(int argc, char **argv)
 	check_train("LlamaForCausalLM", 0, 1, 2, 7);
 	check_train("Qwen2ForCausalLM", 1, 0, 2, 9);
 	check_train("Qwen3ForCausalLM", 0, 0, 3, 6);
+	check_soft("LlamaForCausalLM", 2, 7);
 	check_curve("LlamaForCausalLM", steps);
 	check_decode("Qwen3ForCausalLM", 3, 11, 5);
 	check_decode("LlamaForCausalLM", 2, 6, 4);
