@@ -15,21 +15,24 @@
 # bootstrap's eval.  The loop goes iteration by iteration over every seed
 # and arm.
 #
-# ABLATE_ARMS adds a third arm, route: teach's credit as in the teach arm,
+# ABLATE_ARMS adds more arms: route, teach's credit as in the teach arm,
 # with train-step --route (a failed rollout that has credit is trained by
-# the distill term alone, the successes by pg: SRPO's routing, the guard
-# against collapse it proposes).
+# the teacher's terms alone, the successes by pg: SRPO's routing, the guard
+# against collapse it proposes); topk, the teach arm with the topk term
+# (the hinted teacher's top DEMO_TOPK tokens, 8 unless set, at weight
+# DEMO_TOPK_WEIGHT; DEMO_TOPK_FIRST: teach-args.sh).
 #
 # Environment: ABLATE_SEEDS (training seeds, "1 2 3"); ABLATE_ARMS (the
-# arms, "teach reward"; "teach reward route" adds the third); DEMO_ITERS (5),
+# arms, "teach reward"; route and topk add theirs); DEMO_ITERS (5),
 # DEMO_TASKS (80), DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (1), DEMO_LR (1e-4),
-# DEMO_STEPS (8), DEMO_DISTILL (0.1), DEMO_MODEL, DEMO_DRILLS_MAX,
+# DEMO_STEPS (8), DEMO_DISTILL (0.1), DEMO_TOPK, DEMO_TOPK_WEIGHT,
+# DEMO_TOPK_FIRST, DEMO_MODEL, DEMO_DRILLS_MAX,
 # DEMO_SFT_STEPS: as in demo.sh.
 #
 # Outputs in OUTDIR: ablate.json
 #   {"seeds": [..], "iterations": N,
 #    "arms": {"teach": {"eval": [[per iteration] per seed]}, "reward": {...}},
-#    (and "route": {...} when it ran)
+#    (and "route", "topk": {...} when they ran)
 #    "spread": X, "teach_ahead": true|false, "iters_to_match": K}
 # (spread: the pooled seed-to-seed standard deviation of the final pass
 # rate, sqrt of the mean of the two arms' sample variances; teach_ahead:
@@ -54,12 +57,14 @@ k=${DEMO_SAMPLES:-4}
 ek=${DEMO_EVAL_SAMPLES:-1}
 lr=${DEMO_LR:-1e-4}
 steps=${DEMO_STEPS:-8}
-distill=${DEMO_DISTILL:-0.1}
+. "$here/pipelines/teach-args.sh"
+teach_loop=$(teach_args) || exit 2
+topk_loop=$(DEMO_TOPK=${DEMO_TOPK:-8} teach_args) || exit 2
 [ "$iters" -ge 1 ] 2> /dev/null || { echo "ablate: DEMO_ITERS must be 1 or more" >&2; exit 2; }
 case " $arms " in *" teach "*) ;; *) echo "ablate: ABLATE_ARMS must hold teach" >&2; exit 2 ;; esac
 case " $arms " in *" reward "*) ;; *) echo "ablate: ABLATE_ARMS must hold reward" >&2; exit 2 ;; esac
 for a in $arms; do
-  case $a in teach|reward|route) ;; *) echo "ablate: ABLATE_ARMS: teach, reward or route, not '$a'" >&2; exit 2 ;; esac
+  case $a in teach|reward|route|topk) ;; *) echo "ablate: ABLATE_ARMS: teach, reward, route or topk, not '$a'" >&2; exit 2 ;; esac
 done
 for s in $seeds; do
   [ "$s" -ge 1 ] 2> /dev/null || { echo "ablate: ABLATE_SEEDS: want positive integers, not '$s'" >&2; exit 2; }
@@ -92,8 +97,9 @@ for i in $(seq 1 "$iters"); do
   for s in $seeds; do
     for arm in $arms; do
       case $arm in
-        teach) args="--objective pg,distill:$distill" ;;
-        route) args="--objective pg,distill:$distill --route" ;;
+        teach) args=$teach_loop ;;
+        route) args="$teach_loop --route" ;;
+        topk) args=$topk_loop ;;
         *) args=--no-teach ;;
       esac
       if [ "$i" = 1 ]; then ck=$boot; else ck=$(cat "$out/$arm-s$s/iter-$(( i - 1 ))/ckpt"); fi
@@ -119,7 +125,8 @@ done
 
 # ablate.json in the issue's schema, from the stats
 jq -s --argjson b0 "$b0" --argjson n "$iters" --argjson seeds "[$(echo $seeds | tr ' ' ',')]" \
-  --argjson route "$(case " $arms " in *" route "*) echo true ;; *) echo false ;; esac)" '
+  --argjson route "$(case " $arms " in *" route "*) echo true ;; *) echo false ;; esac)" \
+  --argjson topk "$(case " $arms " in *" topk "*) echo true ;; *) echo false ;; esac)" '
   def curve($arm; $s): [$b0] + [.[] | select(.arm == $arm and .seed == $s) | .eval];
   def mean: add / length;
   def var: mean as $m | if length > 1 then (map((. - $m) * (. - $m)) | add) / (length - 1) else 0 end;
@@ -127,7 +134,8 @@ jq -s --argjson b0 "$b0" --argjson n "$iters" --argjson seeds "[$(echo $seeds | 
   | {seeds: $seeds, iterations: $n,
      arms: ({teach: {eval: [$seeds[] as $s | $all | curve("teach"; $s)]},
              reward: {eval: [$seeds[] as $s | $all | curve("reward"; $s)]}}
-            + (if $route then {route: {eval: [$seeds[] as $s | $all | curve("route"; $s)]}} else {} end))}
+            + (if $route then {route: {eval: [$seeds[] as $s | $all | curve("route"; $s)]}} else {} end)
+            + (if $topk then {topk: {eval: [$seeds[] as $s | $all | curve("topk"; $s)]}} else {} end))}
   | ([.arms.teach.eval[][-1]] ) as $ft | ([.arms.reward.eval[][-1]]) as $fr
   | .spread = ((($ft | var) + ($fr | var)) / 2 | sqrt)
   | .teach_ahead = (($ft | mean) - ($fr | mean) > .spread)
@@ -169,7 +177,8 @@ jq -r '
   "(rollouts summed over the seeds, one figure when every arm used as many; credited: failing rollouts with per-token credit of those hinted; adv: the mean credit on the tokens that differ from a correct solution and on the rest)",
   "spread (pooled seed-to-seed sd of the final pass rate): \(.spread | r3), of the teach and reward arms",
   "final: teach \([.arms.teach.eval[][-1]] | mean | r3), reward \([.arms.reward.eval[][-1]] | mean | r3)"
-    + (if .arms.route then ", route \([.arms.route.eval[][-1]] | mean | r3)" else "" end) + ": "
+    + (if .arms.route then ", route \([.arms.route.eval[][-1]] | mean | r3)" else "" end)
+    + (if .arms.topk then ", topk \([.arms.topk.eval[][-1]] | mean | r3)" else "" end) + ": "
     + (if .teach_ahead then "teach ahead by more than the spread" else "teach NOT ahead by more than the spread" end),
   "iterations for teach to reach the reward arm'"'"'s final mean: \(.iters_to_match // "never")"' \
   "$out/ablate.json" >> "$out/table.txt"
@@ -177,12 +186,15 @@ cat "$out/table.txt"
 
 # the plot: mean of each arm, and its range over the seeds
 jq -r '. as $A | range(0; .iterations + 1) as $i
-  | [$i] + ([.arms.teach, .arms.reward, (.arms.route // .arms.teach)]
+  | [$i] + ([.arms.teach, .arms.reward, (.arms.route // .arms.teach), (.arms.topk // .arms.teach)]
             | map(.eval | map(.[$i]) | (add / length), min, max)) | @tsv' \
   "$out/ablate.json" > "$out/curves.tsv"
 case " $arms " in
   *" route "*) route_plot=", '' using 1:9:10 with filledcurves lc rgb '#2ca02c' title 'teach, routed: seed range', '' using 1:8 with linespoints lw 2 lc rgb '#2ca02c' title 'teach, routed: mean'" ;;
   *) route_plot= ;;
+esac
+case " $arms " in
+  *" topk "*) route_plot="$route_plot, '' using 1:12:13 with filledcurves lc rgb '#9467bd' title 'teach, top-k: seed range', '' using 1:11 with linespoints lw 2 lc rgb '#9467bd' title 'teach, top-k: mean'" ;;
 esac
 if command -v gnuplot > /dev/null 2>&1; then
   gnuplot >> "$log" 2>&1 <<GP || echo "ablate: plotting failed (see $log)" >&2

@@ -31,7 +31,8 @@
 # most, a share of the train split drawn from the iteration's seed),
 # DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (1), DEMO_LR (1e-4), DEMO_STEPS
 # (8: optimizer steps per iteration), DEMO_DISTILL (0.1: the weight of
-# teach's credit against GRPO's), DEMO_QUICK (1: skip
+# teach's credit against GRPO's), DEMO_TOPK, DEMO_TOPK_WEIGHT and
+# DEMO_TOPK_FIRST (the topk term, off by default: teach-args.sh), DEMO_QUICK (1: skip
 # stages 2-4), DEMO_UPTO (stop after that stage), DEMO_DRILLS_MAX (tasks made
 # from the drills at most, 1000), DEMO_MODEL (the model's config,
 # samples/models/drills-llama.json).  FW_BIN names the tools' directory (default bin/ beside this
@@ -59,7 +60,8 @@ k=${DEMO_SAMPLES:-4}
 ek=${DEMO_EVAL_SAMPLES:-1}
 lr=${DEMO_LR:-1e-4}
 steps=${DEMO_STEPS:-8}
-distill=${DEMO_DISTILL:-0.1}
+. "$here/pipelines/teach-args.sh"
+teach_loop=$(teach_args) || exit 2
 quick=${DEMO_QUICK:-0}
 upto=${DEMO_UPTO:-7}
 dmax=${DEMO_DRILLS_MAX:-1000}
@@ -239,7 +241,7 @@ done
 if [ -n "$ablate" ]; then
   loop_args=--no-teach via="(no teach) "
 else
-  loop_args="--objective pg,distill:$distill" via="teach -> "
+  loop_args=$teach_loop via="teach -> "
 fi
 stage "7/7 inner loop: $iters iterations of rollout -> grade -> ${via}train-step -> eval"
 ck=$(cat "$out/boot/ckpt")

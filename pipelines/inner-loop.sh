@@ -27,7 +27,11 @@
 #   --lr X (1e-4)  --steps N (4)  --objective O (pg,distill; pg with
 #   --no-teach)  --hints H (env,demo)  -j N (2)
 #   --route          train-step --route: a failed rollout with teach's credit
-#                    is trained by the distill term alone, the others by pg
+#                    is trained by the teacher's terms alone, the others by pg
+#   --topk K         teach --topk K: the hinted teacher's K most likely tokens
+#                    at each credited token, for the objective's topk term
+#   --topk-first-miss  train-step --topk-first-miss: the topk term only up to
+#                    a rollout's first token the teacher would not have chosen
 #   --private FILE   more private tasks (records, or JSON Lines such as
 #                    samples/evals/private-eval.jsonl)
 # The private split is never trained on: train-step --private refuses a
@@ -43,7 +47,7 @@ PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 context= ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 ntasks=0 lr=1e-4 steps=4
-objective= hints=env,demo jobs=2 teach=1 private= route=
+objective= hints=env,demo jobs=2 teach=1 private= route= topk=
 while [ $# -gt 0 ]; do
   case $1 in
     -c) ckpt=$2; shift ;;
@@ -62,6 +66,8 @@ while [ $# -gt 0 ]; do
     --hints) hints=$2; shift ;;
     --no-teach) teach=0 ;;
     --route) route=--route ;;
+    --topk) topk=$2; shift ;;
+    --topk-first-miss) route="$route --topk-first-miss" ;;
     --private) private=$2; shift ;;
     -j) jobs=$2; shift ;;
     -h|--help) usage ;;
@@ -93,7 +99,7 @@ keep "$out/rollouts.msgpack" rollout rollout --policy "builtin:$ckpt" --mode fil
   -j "$jobs" "$out/train.tasks"
 keep "$out/graded.msgpack" grade grade --store "$store" -j "$jobs" "$out/rollouts.msgpack"
 if [ $teach = 1 ]; then
-  keep "$out/taught.msgpack" teach teach --hints "$hints" "$out/graded.msgpack"
+  keep "$out/taught.msgpack" teach teach --hints "$hints" ${topk:+--topk "$topk"} "$out/graded.msgpack"
 else
   keep "$out/taught.msgpack" teach-skipped rec cat "$out/graded.msgpack"
 fi

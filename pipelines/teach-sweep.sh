@@ -1,6 +1,8 @@
 #!/bin/sh
-# teach-sweep.sh — what `make teach-sweep` runs: the weight of teach's term
-# (train-step --objective pg,distill:W) chosen on the training split alone.
+# teach-sweep.sh — what `make teach-sweep` runs: the weight of a teach term
+# (train-step --objective pg,distill:W, or with SWEEP_TERM=topk the topk
+# term, pg,distill:DEMO_DISTILL,topk:W with teach --topk DEMO_TOPK) chosen
+# on the training split alone.
 #
 #   pipelines/teach-sweep.sh [OUTDIR]       (default: out/teach-sweep)
 #
@@ -16,14 +18,15 @@
 # whose mean final pass rate on those training tasks is highest is chosen;
 # a tie goes to the first in SWEEP_WEIGHTS.
 #
-# Environment: SWEEP_WEIGHTS ("0.1 0.3 1"), SWEEP_SEEDS ("1"), SWEEP_ITERS
+# Environment: SWEEP_TERM (distill or topk; distill), SWEEP_WEIGHTS
+# ("0.1 0.3 1"), SWEEP_SEEDS ("1"), SWEEP_ITERS
 # (3), SWEEP_EVAL (160), SWEEP_BASE; DEMO_TASKS (80), DEMO_SAMPLES (4),
 # DEMO_EVAL_SAMPLES (1), DEMO_LR (1e-4), DEMO_STEPS (8), DEMO_MODEL,
-# DEMO_DRILLS_MAX, DEMO_SFT_STEPS: as in demo.sh.  FW_BIN names the
-# tools' directory.
+# DEMO_DRILLS_MAX, DEMO_SFT_STEPS, and for topk DEMO_DISTILL and DEMO_TOPK:
+# as in demo.sh.  FW_BIN names the tools' directory.
 #
 # Outputs in OUTDIR: sweep.json
-#   {"seeds": [..], "iterations": N, "eval_tasks": M, "boot": X,
+#   {"term": T, "seeds": [..], "iterations": N, "eval_tasks": M, "boot": X,
 #    "arms": [{"weight": W, "eval": [[per iteration] per seed], "final": F,
 #              "credited": C, "failing": K}, ..] (the reward arm first,
 #    weight 0), "chosen": W}
@@ -40,6 +43,11 @@ FW_BIN=${FW_BIN:-$here/bin}
 PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 weights=${SWEEP_WEIGHTS:-0.1 0.3 1}
+term=${SWEEP_TERM:-distill}
+case $term in distill|topk) ;; *) echo "teach-sweep: SWEEP_TERM: distill or topk, not '$term'" >&2; exit 2 ;; esac
+. "$here/pipelines/teach-args.sh"
+# an arm's directory: w0 (the reward arm), wW (distill) or topkW
+arm_dir() { if [ "$1" = 0 ] || [ $term = distill ]; then echo "w$1"; else echo "topk$1"; fi; }
 seeds=${SWEEP_SEEDS:-1}
 iters=${SWEEP_ITERS:-3}
 neval=${SWEEP_EVAL:-160}
@@ -101,9 +109,16 @@ say "bootstrap on $m training tasks: $b0"
 for i in $(seq 1 "$iters"); do
   for s in $seeds; do
     for w in 0 $weights; do
-      if [ "$w" = 0 ]; then args=--no-teach; else args="--objective pg,distill:$w"; fi
-      if [ "$i" = 1 ]; then ck=$boot; else ck=$(cat "$out/w$w-s$s/iter-$(( i - 1 ))/ckpt"); fi
-      d=$out/w$w-s$s/iter-$i
+      if [ "$w" = 0 ]; then
+        args=--no-teach
+      elif [ $term = distill ]; then
+        args="--objective pg,distill:$w"
+      else
+        args=$(DEMO_TOPK_WEIGHT=$w DEMO_TOPK=${DEMO_TOPK:-8} teach_args) || exit 2
+      fi
+      a=$(arm_dir "$w")
+      if [ "$i" = 1 ]; then ck=$boot; else ck=$(cat "$out/$a-s$s/iter-$(( i - 1 ))/ckpt"); fi
+      d=$out/$a-s$s/iter-$i
       if [ ! -s "$d/ckpt" ]; then
         rm -rf "$d"
         "$here/pipelines/inner-loop.sh" -c "$ck" -t "$tasks" -s "$store" -o "$d" \
@@ -122,10 +137,10 @@ for i in $(seq 1 "$iters"); do
     "$out/stats.jsonl")"
 done
 
-jq -s --argjson b0 "$b0" --argjson n "$iters" --argjson m "$m" \
+jq -s --arg term $term --argjson b0 "$b0" --argjson n "$iters" --argjson m "$m" \
   --argjson seeds "[$(echo $seeds | tr ' ' ',')]" --argjson ws "[0,$(echo $weights | tr ' ' ',')]" '
   . as $all
-  | {seeds: $seeds, iterations: $n, eval_tasks: $m, boot: $b0,
+  | {term: $term, seeds: $seeds, iterations: $n, eval_tasks: $m, boot: $b0,
      arms: [$ws[] as $w
        | {weight: $w,
           eval: [$seeds[] as $s | [$b0] + [$all[] | select(.weight == $w and .seed == $s) | .eval]]}
@@ -143,6 +158,6 @@ jq -r '
      ([range(0; .eval[0] | length) as $i | [.eval[][$i]] | add / length | r3] | join(" ")),
      (if .weight == 0 then "-" else "\(.credited)/\(.failing)" end)] | @tsv)' \
   "$out/sweep.json" | column -t -s "$(printf '\t')" > "$out/table.txt"
-jq -r '"chosen on \(.eval_tasks) training tasks: weight \(.chosen) (bootstrap \(.boot * 1000 | round / 1000))"' \
+jq -r '"chosen on \(.eval_tasks) training tasks: \(.term) weight \(.chosen) (bootstrap \(.boot * 1000 | round / 1000))"' \
   "$out/sweep.json" >> "$out/table.txt"
 cat "$out/table.txt"

@@ -68,7 +68,8 @@ import json, os, sys
 a = json.load(open(sys.argv[1]))
 b0 = json.load(open(sys.argv[2]))["pass"]
 o = sys.argv[3]
-assert sorted(a) == ["arms", "boot", "chosen", "eval_tasks", "iterations", "seeds"], sorted(a)
+assert sorted(a) == ["arms", "boot", "chosen", "eval_tasks", "iterations", "seeds", "term"], sorted(a)
+assert a["term"] == "distill"
 assert a["seeds"] == [1, 2] and a["iterations"] == 1 and a["eval_tasks"] == 8 and a["boot"] == b0
 assert [x["weight"] for x in a["arms"]] == [0, 0.1, 1]
 for x in a["arms"]:
@@ -94,7 +95,27 @@ EOF
   run -0 cat "$BATS_FILE_TMPDIR/stdout"
   assert_line --regexp '^weight +final pass \(train tasks\)'
   assert_line --regexp '^0 \(reward only\) '
-  assert_line --regexp "^chosen on 8 training tasks: weight $(jq .chosen "$O/sweep.json") "
+  assert_line --regexp "^chosen on 8 training tasks: distill weight $(jq .chosen "$O/sweep.json") "
+}
+
+@test "teach-sweep: SWEEP_TERM=topk sweeps the topk term beside the same reward arm" {
+  ls -l --time-style=+%s.%N "$O"/w0-s1/iter-1/ckpt > "$BATS_TEST_TMPDIR/before"
+  run --separate-stderr env FW_BIN="$BIN_DIR" SWEEP_BASE="$O/base" SWEEP_TERM=topk SWEEP_WEIGHTS=2 \
+    SWEEP_SEEDS=1 SWEEP_ITERS=1 SWEEP_EVAL=8 DEMO_TASKS=6 DEMO_SAMPLES=2 DEMO_TOPK=4 \
+    "$ROOT/pipelines/teach-sweep.sh" "$O/k"
+  assert_success
+  assert_line --regexp "^chosen on 8 training tasks: topk weight 2 "
+  d=$O/k/topk2-s1/iter-1
+  # every credited record has the teacher's top 4; the loss is pg + 0.1 distill + 2 topk
+  # (float32 sums of a few terms: 1e-6 of their size, as above)
+  run -0 bash -c "rec json '$d/taught.msgpack' | jq -s 'map(select(.teach.adv and (.teach.adv | any(. != 0)))) | length > 0 and all(.teach.topk.k == 4)'"
+  assert_output true
+  run -0 jq -s 'map((.loss - (.loss_pg + 0.1 * .loss_distill + 2 * .loss_topk) | fabs)
+    <= 1e-6 * ((.loss_pg | fabs) + 0.1 * (.loss_distill | fabs) + 2 * .loss_topk) + 1e-9 and .loss_topk > 0) | all' \
+    <(rec json "$d/metrics.msgpack")
+  assert_output true
+  jq -e '.term == "topk" and ([.arms[].weight] == [0, 2])' "$O/k/sweep.json"
+  ls -l --time-style=+%s.%N "$O"/w0-s1/iter-1/ckpt | cmp - "$BATS_TEST_TMPDIR/before"
 }
 
 @test "teach-sweep: a rerun keeps what ran; a bad weight is refused" {

@@ -631,6 +631,10 @@ static void check_gather_scatter(long n, long m)
 	cmp("gather", h, out, m, 0, 0);
 	free(h);
 	verdict("gather", shape, "exact");
+	/* verdict frees the device arrays */
+	gx = dputf(x, n);
+	gv = dputf(v, m);
+	gidx = dput(idx, sizeof(int64_t) * m);
 	fw_scatter_add(x, idx, v, m);
 	K(fw_cuda_scatter_add(gx, gidx, gv, m));
 	cmp_begin();

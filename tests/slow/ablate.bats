@@ -84,7 +84,22 @@ EOF
   run -2 env ABLATE_ARMS="teach route" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
   assert_output --partial "ABLATE_ARMS must hold reward"
   run -2 env ABLATE_ARMS="teach reward x" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
-  assert_output --partial "ABLATE_ARMS: teach, reward or route, not 'x'"
+  assert_output --partial "ABLATE_ARMS: teach, reward, route or topk, not 'x'"
+
+  # the topk arm: the teach arm's rollouts, with the teacher's top tokens
+  # kept and trained toward up to each rollout's first miss
+  run --separate-stderr env FW_BIN="$BIN_DIR" ABLATE_SEEDS="1" ABLATE_ARMS="teach reward topk" \
+    DEMO_ITERS=1 DEMO_TOPK=4 DEMO_TOPK_FIRST=1 DEMO_DRILLS_MAX=24 \
+    DEMO_MODEL="$ROOT/samples/models/drills-small.json" DEMO_SFT_STEPS=20 DEMO_TASKS=6 \
+    DEMO_SAMPLES=2 DEMO_EVAL_SAMPLES=1 "$ROOT/pipelines/ablate.sh" "$O"
+  assert_success
+  assert_line --regexp '^iter +teach eval \(sd\) +reward eval \(sd\) +topk eval \(sd\)'
+  cmp <(rec json "$O/teach-s1/iter-1/taught.msgpack" | jq -c '{id, tokens, adv: .teach.adv}') \
+    <(rec json "$O/topk-s1/iter-1/taught.msgpack" | jq -c '{id, tokens, adv: .teach.adv}')
+  run -0 bash -c "rec json '$O/topk-s1/iter-1/taught.msgpack' | jq -s 'map(select(.teach.topk)) | (length > 0) and all(.teach.topk.k == 4)'"
+  assert_output true
+  run -0 bash -c "rec json '$O/topk-s1/iter-1/metrics.msgpack' | jq -s 'map(.loss_topk) | any(. > 0)'"
+  assert_output true
 }
 
 @test "ablate.sh: bad settings are usage errors" {
