@@ -298,10 +298,10 @@ fill() {
   assert_output '["a53","the answer is 7","model","neg"]
 ["a55","the answer is 7","model","pos"]'
   close_to "$(jq -sc 'map(.teach.adv[])' "$T/h.json")" "$(jq -sc 'map(.teach.adv[])' "$T/b.json")"
-  # an http teacher gives no top-k: the credit is omitted, saying why
-  teach --hints rules --rules "$T/rules" --teacher "http:$URL" --topk 3 "$T/q.mp" | rec json > "$T/hk.json"
-  run -0 jq -rs 'map(.teach.adv_omitted) | unique[]' "$T/hk.json"
-  assert_output 'top-k credit needs a builtin teacher'
+  # an http teacher gives no top-k: a usage error
+  run -2 --separate-stderr teach --hints rules --rules "$T/rules" --teacher "http:$URL" --topk 3 "$T/q.mp"
+  [ -z "$output" ]
+  [[ $stderr == *"--topk needs a builtin teacher"* ]]
 }
 
 @test "http teacher: serve's prompt log-probs give the builtin teacher's advantages, fill and agent" {

@@ -290,6 +290,10 @@ int main(int argc, char **argv)
 			return fw_usage_exit();
 		}
 	}
+	if (C.topk && C.teacher && !strncmp(C.teacher, "http:", 5)) {
+		fw_warn("--topk needs a builtin teacher: an http one gives no top-k");
+		return FW_EXIT_USAGE;
+	}
 	if (use_rules && !rules_path) {
 		fw_warn("--hints rules needs --rules FILE");
 		return FW_EXIT_USAGE;
