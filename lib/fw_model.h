@@ -180,8 +180,8 @@ const float *fw_model_host_w(const struct fw_model *m, char *err,
  * only valid while m->w does not change: fw_opt_step and fw_model_free
  * drop it (fw_model_unpack), so a model trained after packing decodes
  * from its current weights, the sgemm way; any other code that writes
- * m->w must call fw_model_unpack first.  serve packs the models it
- * loads (it never trains).  Does nothing on a GPU model, where
+ * m->w must call fw_model_unpack first.  fw_builtin_load packs the
+ * policies it loads (serve, rollout and teach only decode).  Does nothing on a GPU model, where
  * fw_matmul_pack_ok() says no (no AVX-512F, or FW_MATMUL_PACK=0), or when
  * already packed.  Returns 0, or -1 when out of memory (err filled; the
  * model decodes unpacked).  fw_model_unpack frees the copy; a model not

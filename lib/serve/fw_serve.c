@@ -141,11 +141,6 @@ int fw_serve_add(struct fw_serve *s, const char *name, const char *dir, int max_
 	a->S = max_seqs;
 	if (!(a->b = fw_builtin_load(dir, err, errlen)))
 		return -1;
-	/* serve never changes the weights: decode from a packed copy */
-	if (fw_model_pack(a->b->m, err, errlen)) {
-		fw_builtin_free(a->b);
-		return -1;
-	}
 	a->tmpl = fw_chat_detect(a->b->t);
 	if (!(a->g = fw_gen_new(a->b->m, a->S, a->b->m->cfg.max_pos, err, errlen))) {
 		char why[256];
