@@ -57,19 +57,21 @@ void fw_matmul_pack(float *wp, const float *w, int K, int N)
 int fw_matmul_pack_ok(void)
 {
 	static int ok = -1;
+	int v = __atomic_load_n(&ok, __ATOMIC_RELAXED);
 
-	if (ok < 0) {
+	if (v < 0) {
 		const char *e = getenv("FW_MATMUL_PACK");
-		int on = 0;
 
+		v = 0;
 #ifdef HAVE_PACK
 		__builtin_cpu_init();
-		on = __builtin_cpu_supports("avx512f");
+		v = __builtin_cpu_supports("avx512f") != 0;
 #endif
-		/* a benign race: every thread computes the same value */
-		ok = on && !(e && !strcmp(e, "0"));
+		v = v && !(e && !strcmp(e, "0"));
+		/* threads that race here all store the same value */
+		__atomic_store_n(&ok, v, __ATOMIC_RELAXED);
 	}
-	return ok;
+	return v;
 }
 
 #ifdef HAVE_PACK
