@@ -265,7 +265,7 @@ static int packed_vs_plain(int M, int K, int N)
 
 TEST(matmul_packed_matches_plain_loops)
 {
-	static const int Ms[] = { 1, 2, 3, 5, 8, 9, 13, 16, 17, 31, 64 };
+	static const int Ms[] = { 1, 2, 3, 5, 8, 9, 13, 16, 17, 31, 64, 100 };
 	static const int Ks[] = { 1, 7, 53, 301 };
 	static const int Ns[] = { 1, 15, 47, 49, 97, 211, 1000 };
 
