@@ -3,7 +3,8 @@
  *
  * Every op of the decoder-only transformer (Llama / Qwen family) is here
  * once, forward and backward.  kernels/cpu/ implements them in C (plain
- * loops, OpenBLAS for matrix products, a small thread pool for the rest);
+ * loops, OpenBLAS for matrix products, an AVX-512 kernel for decoding's
+ * few-row products over packed weights, a small thread pool for the rest);
  * kernels/cuda/ provides the same ops with the prefix fw_cuda_ instead of
  * fw_, the same argument order and meaning, on device pointers.  The plain
  * C versions (the *_ref functions and every op without a BLAS twin) are the
