@@ -42,12 +42,19 @@ int main(int argc, char **argv)
 	};
 	static const int rows[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256 };
 	int reps = argc > 1 ? atoi(argv[1]) : 40, bad = 0;
-	double *t1 = malloc(sizeof(double) * reps), *t2 = malloc(sizeof(double) * reps);
+	double *t1, *t2;
 
+	if (reps < 1) {
+		fprintf(stderr, "usage: matmul-speed [REPS]\n");
+		return 2;
+	}
 	if (!fw_matmul_pack_ok()) {
-		fprintf(stderr, "matmul-speed: no packed kernel here (no AVX-512F, or FW_MATMUL_PACK=0)\n");
+		fprintf(stderr, "matmul-speed: no packed kernel here "
+			"(no AVX-512F, or FW_MATMUL_PACK=0)\n");
 		return 1;
 	}
+	t1 = malloc(sizeof(double) * reps);
+	t2 = malloc(sizeof(double) * reps);
 	printf("%-8s %5s %5s %3s  %9s %7s  %9s %7s  %6s\n", "shape", "K", "N", "M",
 	       "sgemm us", "GFLOP/s", "packed us", "GFLOP/s", "ratio");
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
@@ -57,7 +64,8 @@ int main(int argc, char **argv)
 		float *w = malloc(sizeof(float) * wl * copies);
 		float *wp = malloc(sizeof(float) * pl * copies);
 		float *x = malloc(sizeof(float) * 256 * K);
-		float *o1 = malloc(sizeof(float) * 256 * N), *o2 = malloc(sizeof(float) * 256 * N);
+		float *o1 = malloc(sizeof(float) * 256 * N);
+		float *o2 = malloc(sizeof(float) * 256 * N);
 
 		srand(1);
 		for (long i = 0; i < wl; i++)
@@ -100,6 +108,8 @@ int main(int argc, char **argv)
 		free(o1);
 		free(o2);
 	}
+	free(t1);
+	free(t2);
 	if (bad)
 		fprintf(stderr, "matmul-speed: the packed product disagrees with sgemm\n");
 	return bad;
