@@ -3,7 +3,8 @@
  *
  * Every op of the decoder-only transformer (Llama / Qwen family) is here
  * once, forward and backward.  kernels/cpu/ implements them in C (plain
- * loops, OpenBLAS for matrix products, a small thread pool for the rest);
+ * loops, OpenBLAS for matrix products, an AVX-512 kernel for decoding's
+ * few-row products over packed weights, a small thread pool for the rest);
  * kernels/cuda/ provides the same ops with the prefix fw_cuda_ instead of
  * fw_, the same argument order and meaning, on device pointers.  The plain
  * C versions (the *_ref functions and every op without a BLAS twin) are the
@@ -71,6 +72,27 @@ void fw_matmul_fwd_ref(float *out, const float *inp, const float *w,
 void fw_matmul_bwd_ref(float *dinp, float *dw, float *dbias,
 		       const float *dout, const float *inp, const float *w,
 		       int M, int K, int N);
+
+/* The forward op for a few rows (decoding steps) over weights packed once.
+ * fw_matmul_pack_len(K, N) is the floats a packed copy of w (N, K) takes:
+ * N rounded up to a multiple of 48, times K.  fw_matmul_pack writes the
+ * copy into wp: panels of 48 output columns, each K-major (for k = 0 ..
+ * K-1 the 48 floats w[p*48 + j][k]), the last zero-padded.
+ * fw_matmul_fwd_packed computes out (M, N) = inp (M, K) @ w^T + bias (N)
+ * or NULL, as fw_matmul_fwd does, from wp (a packing of w, or NULL) with
+ * an AVX-512 kernel where fw_matmul_pack_ok() and M <= 256, else from w
+ * by fw_matmul_fwd.  The packed kernel sums each output over k in order
+ * in float32 and then adds the bias, so its bits do not depend on the
+ * other rows or on the threads (they differ from sgemm's by rounding).
+ * fw_matmul_pack_ok returns 1 when the CPU has AVX-512F and
+ * $FW_MATMUL_PACK is not "0" (read once), else 0.  None of them can
+ * fail. */
+long fw_matmul_pack_len(int K, int N);
+void fw_matmul_pack(float *wp, const float *w, int K, int N);
+void fw_matmul_fwd_packed(float *out, const float *inp, const float *w,
+			  const float *wp, const float *bias, int M, int K,
+			  int N);
+int fw_matmul_pack_ok(void);
 
 /* ---- embedding ----------------------------------------------------------- */
 

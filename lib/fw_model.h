@@ -129,6 +129,12 @@ struct fw_model {
 	struct fw_soft_buf *soft;          /* the last forward's soft targets, or NULL */
 	char *cfg_json;            /* config.json as loaded (NULL for fw_model_new) */
 	size_t cfg_json_len;
+	float *pk;                 /* fw_model_pack's copy of the matrices,
+				    * or NULL; pk_lw (L) and pk_lm_head are
+				    * views into it (only the matrices of
+				    * pk_lw are set) */
+	struct fw_layer_w *pk_lw;
+	float *pk_lm_head;
 	int no_grad;               /* set by the caller for scoring: forward
 				    * keeps one layer's activations, goes
 				    * through attention and logits in chunks
@@ -168,6 +174,22 @@ void fw_model_free(struct fw_model *m);
  * (err filled). */
 const float *fw_model_host_w(const struct fw_model *m, char *err,
 			     size_t errlen);
+
+/* Packs every layer's projection matrices and lm_head once, for the
+ * few-row CPU kernel (fw_matmul_fwd_packed, AVX-512) that the decoding
+ * state's products (fw_gen_*) then run on instead of OpenBLAS: a second
+ * copy of those weights in m->pk, about as large as them.  The copy is
+ * only valid while m->w does not change: fw_opt_step and fw_model_free
+ * drop it (fw_model_unpack), so a model trained after packing decodes
+ * from its current weights, the sgemm way; any other code that writes
+ * m->w must call fw_model_unpack first.  fw_builtin_load packs the
+ * policies it loads (serve, rollout and teach only decode).  Does nothing on a GPU model, where
+ * fw_matmul_pack_ok() says no (no AVX-512F, or FW_MATMUL_PACK=0), or when
+ * already packed.  Returns 0, or -1 when out of memory (err filled; the
+ * model decodes unpacked).  fw_model_unpack frees the copy; a model not
+ * packed is left alone. */
+int fw_model_pack(struct fw_model *m, char *err, size_t errlen);
+void fw_model_unpack(struct fw_model *m);
 
 /* Sum of squares of the gradients (double), and 1 when every weight is
  * finite (0 when one is not, or the device failed), wherever they live. */

@@ -28,8 +28,11 @@ struct fw_builtin {
 };
 
 /* Loads the checkpoint in dir (config.json, model.safetensors,
- * tokenizer.json).  Returns a policy the caller frees with
- * fw_builtin_free(), or NULL with err naming the file at fault. */
+ * tokenizer.json), and packs its matrices for decoding (fw_model_pack: a
+ * second copy of them on a CPU with AVX-512), so the caller must not
+ * change the model's weights.  Returns a policy the caller frees with
+ * fw_builtin_free(), or NULL with err naming the file at fault (or out
+ * of memory). */
 struct fw_builtin *fw_builtin_load(const char *dir, char *err, size_t errlen);
 
 /* Frees b.  fw_builtin_free(NULL) does nothing. */

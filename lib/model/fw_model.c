@@ -655,10 +655,60 @@ struct fw_model *fw_model_new(const struct fw_config *c, uint64_t seed,
 	return m;
 }
 
+int fw_model_pack(struct fw_model *m, char *err, size_t errlen)
+{
+	const struct fw_config *c = &m->cfg;
+	int C = c->C, I = c->I, qd = c->nh * c->hd, kd = c->nkv * c->hd;
+	/* each layer's matrices as (K, N) of out = inp @ w^T */
+	const int kn[7][2] = { { C, qd }, { C, kd }, { C, kd }, { qd, C },
+			       { C, I }, { C, I }, { I, C } };
+	long per = 0, off = 0;
+
+	if (m->pk || m->dev != FW_DEV_CPU || !fw_matmul_pack_ok())
+		return 0;
+	for (int i = 0; i < 7; i++)
+		per += fw_matmul_pack_len(kn[i][0], kn[i][1]);
+	if (!(m->pk_lw = calloc(c->L, sizeof(*m->pk_lw))) ||
+	    !(m->pk = aligned_alloc(64, sizeof(float) * (per * c->L +
+			fw_matmul_pack_len(C, c->vocab))))) {
+		free(m->pk_lw);
+		m->pk_lw = NULL;
+		fw_seterr(err, errlen, "out of memory for the packed weights");
+		return -1;
+	}
+	for (int l = 0; l < c->L; l++) {
+		const struct fw_layer_w *w = &m->lw[l];
+		struct fw_layer_w *p = &m->pk_lw[l];
+		float **dst[7] = { &p->wq, &p->wk, &p->wv, &p->wo, &p->wg,
+				   &p->wu, &p->wd };
+		const float *src[7] = { w->wq, w->wk, w->wv, w->wo, w->wg,
+					w->wu, w->wd };
+
+		for (int i = 0; i < 7; i++) {
+			*dst[i] = m->pk + off;
+			fw_matmul_pack(*dst[i], src[i], kn[i][0], kn[i][1]);
+			off += fw_matmul_pack_len(kn[i][0], kn[i][1]);
+		}
+	}
+	m->pk_lm_head = m->pk + off;
+	fw_matmul_pack(m->pk_lm_head, m->lm_head, C, c->vocab);
+	return 0;
+}
+
+void fw_model_unpack(struct fw_model *m)
+{
+	free(m->pk);
+	free(m->pk_lw);
+	m->pk = NULL;
+	m->pk_lw = NULL;
+	m->pk_lm_head = NULL;
+}
+
 void fw_model_free(struct fw_model *m)
 {
 	if (!m)
 		return;
+	fw_model_unpack(m);
 	if (m->acts) {
 		fw_dev_free(m->dev, m->acts->block);
 		free(m->acts->hblock);
@@ -1437,6 +1487,9 @@ double fw_opt_step(struct fw_opt *o, struct fw_model *m,
 {
 	double norm = sqrt(fw_dev_sumsq(m->dev, m->g, m->nw));
 
+	/* the weights change: a packed copy would be stale */
+	fw_model_unpack(m);
+
 	/* As clip_grad_norm_: scale by clip / (norm + 1e-6) when above. */
 	if (c->clip > 0 && norm > c->clip)
 		fw_dev_scale(m->dev, m->g, (float)(c->clip / (norm + 1e-6)), m->nw);
@@ -1695,6 +1748,19 @@ struct fw_gen *fw_gen_new_rows(struct fw_model *m, int nseq, int maxT,
 	return g;
 }
 
+/* A decoding product out (M, N) = inp (M, K) @ w^T + bias: from the
+ * packed copy wp where the model has one (the CPU, fw_model_pack), else
+ * the device's fw_matmul_fwd. */
+static void gen_mm(const struct fw_model *m, float *out, const float *inp,
+		   const float *w, const float *wp, const float *bias, int M,
+		   int K, int N)
+{
+	if (wp)
+		fw_matmul_fwd_packed(out, inp, w, wp, bias, M, K, N);
+	else
+		fw_dev_matmul_fwd(m->dev, out, inp, w, bias, M, K, N);
+}
+
 /* Runs Tq new tokens (B, Tq) of sequences s0 .. s0+B-1, each b at
  * positions g->len[s0+b].., through the model's layers against the cache,
  * writing their keys and values into it; the last layer's output of each
@@ -1717,13 +1783,14 @@ static void gen_layers(struct fw_gen *g, const int32_t *tok, int s0, int B,
 	fw_dev_embed_fwd(dev, g->x, g->idx, m->embed, N, C);
 	for (int l = 0; l < c->L; l++) {
 		struct fw_layer_w *w = &m->lw[l];
+		const struct fw_layer_w *pw = m->pk_lw ? &m->pk_lw[l] : NULL;
 		float *kc = g->kc + ((size_t)l * g->nseq + s0) * T * kd;
 		float *vc = g->vc + ((size_t)l * g->nseq + s0) * T * kd;
 
 		fw_dev_rmsnorm_fwd(dev, g->ln, g->rs, g->x, w->ln1, N, C, c->eps);
-		fw_dev_matmul_fwd(dev, g->q, g->ln, w->wq, w->bq, N, C, qd);
-		fw_dev_matmul_fwd(dev, g->k, g->ln, w->wk, w->bk, N, C, kd);
-		fw_dev_matmul_fwd(dev, g->v, g->ln, w->wv, w->bv, N, C, kd);
+		gen_mm(m, g->q, g->ln, w->wq, pw ? pw->wq : NULL, w->bq, N, C, qd);
+		gen_mm(m, g->k, g->ln, w->wk, pw ? pw->wk : NULL, w->bk, N, C, kd);
+		gen_mm(m, g->v, g->ln, w->wv, pw ? pw->wv : NULL, w->bv, N, C, kd);
 		if (c->qk_norm) {
 			fw_dev_rmsnorm_fwd(dev, g->q, g->rsq, g->q, w->qn, N * nh, hd, c->eps);
 			fw_dev_rmsnorm_fwd(dev, g->k, g->rsk, g->k, w->kn, N * nkv, hd, c->eps);
@@ -1752,13 +1819,13 @@ static void gen_layers(struct fw_gen *g, const int32_t *tok, int s0, int B,
 						       nh, nkv, hd);
 			}
 		}
-		fw_dev_matmul_fwd(dev, g->tmp, g->y, w->wo, w->bo, N, qd, C);
+		gen_mm(m, g->tmp, g->y, w->wo, pw ? pw->wo : NULL, w->bo, N, qd, C);
 		fw_dev_add(dev, g->x, g->x, g->tmp, (long)N * C);
 		fw_dev_rmsnorm_fwd(dev, g->ln, g->rs, g->x, w->ln2, N, C, c->eps);
-		fw_dev_matmul_fwd(dev, g->gate, g->ln, w->wg, NULL, N, C, I);
-		fw_dev_matmul_fwd(dev, g->up, g->ln, w->wu, NULL, N, C, I);
+		gen_mm(m, g->gate, g->ln, w->wg, pw ? pw->wg : NULL, NULL, N, C, I);
+		gen_mm(m, g->up, g->ln, w->wu, pw ? pw->wu : NULL, NULL, N, C, I);
 		fw_dev_swiglu_fwd(dev, g->h, g->gate, g->up, (long)N * I);
-		fw_dev_matmul_fwd(dev, g->tmp, g->h, w->wd, NULL, N, I, C);
+		gen_mm(m, g->tmp, g->h, w->wd, pw ? pw->wd : NULL, NULL, N, I, C);
 		fw_dev_add(dev, g->x, g->x, g->tmp, (long)N * C);
 	}
 }
@@ -1777,8 +1844,8 @@ static void gen_head(struct fw_gen *g, int s0, int B, int Tq)
 	fw_dev_h2d(dev, g->idx, g->hidx, sizeof(int32_t) * B);
 	fw_dev_embed_fwd(dev, g->last, g->idx, g->x, B, C);
 	fw_dev_rmsnorm_fwd(dev, g->last, g->rs, g->last, m->norm, B, C, c->eps);
-	fw_dev_matmul_fwd(dev, g->logits + (size_t)s0 * c->vocab, g->last, m->lm_head,
-			  NULL, B, C, c->vocab);
+	gen_mm(m, g->logits + (size_t)s0 * c->vocab, g->last, m->lm_head,
+	       m->pk_lm_head, NULL, B, C, c->vocab);
 	fw_dev_d2h(dev, g->hlogits + (size_t)s0 * c->vocab,
 		   g->logits + (size_t)s0 * c->vocab, sizeof(float) * B * c->vocab);
 }
@@ -1959,7 +2026,8 @@ static void gen_score_rows(struct fw_gen *g, const int32_t *tgt, int k,
 	for (int r = 0; r < n; r += CHUNK) {
 		int k2 = n - r < CHUNK ? n - r : CHUNK;
 
-		fw_dev_matmul_fwd(dev, g->slog, g->ln + (size_t)r * C, m->lm_head, NULL, k2, C, V);
+		gen_mm(m, g->slog, g->ln + (size_t)r * C, m->lm_head,
+		       m->pk_lm_head, NULL, k2, C, V);
 		fw_dev_xent_fwd(dev, g->slp + r, g->slse + r, g->slog, g->stgt + r, k2, V);
 		if (g->tk > 0)
 			top_rows(g, r, k2);

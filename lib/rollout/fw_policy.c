@@ -20,6 +20,12 @@ struct fw_builtin *fw_builtin_load(const char *dir, char *err, size_t errlen)
 	}
 	if (!(b->m = fw_model_load(dir, err, errlen)))
 		goto fail;
+	/* A policy only decodes (serve, rollout, teach's teacher), so its
+	 * weights never change: decode from a packed copy.  The same
+	 * kernel in every tool keeps serve's tokens and log-probs those of
+	 * the builtin policy, bit for bit. */
+	if (fw_model_pack(b->m, err, errlen))
+		goto fail;
 	snprintf(p, sizeof p, "%s/tokenizer.json", dir);
 	if (!(b->t = fw_tok_load(p, err, errlen)))
 		goto fail;

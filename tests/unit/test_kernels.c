@@ -205,6 +205,99 @@ TEST(matmul_blas_matches_plain_loops)
 	blas_vs_plain(1, 300, 999);  /* one row, as in decoding */
 }
 
+/*
+ * The packed few-row kernel against the plain loops.  Each of its outputs
+ * is a running float32 sum of K products (FMA, one rounding a term) plus
+ * the bias (one more rounding), so the standard bound holds element by
+ * element: |out - exact| <= (K + 1) u (sum_k |x_k w_k| + |b|), u = 2^-24,
+ * and the oracle (a double sum rounded to float) is within u |exact| of
+ * the exact value: the check is (K + 2) u times that sum of magnitudes.
+ * On the scale of the whole tensor the running sum is the same estimate
+ * as above, so maxrel's 1e-5 holds as well.  The kernel's claim that a
+ * row's bits do not depend on the other rows of the call or on the
+ * threads is checked by bits: every row again alone, and the whole call
+ * again with 3 threads.
+ */
+static int packed_vs_plain(int M, int K, int N)
+{
+	float *x = rnd((long)M * K, 1), *w = rnd((long)N * K, 1), *b = rnd(N, 1);
+	float *wp = malloc(sizeof(float) * fw_matmul_pack_len(K, N));
+	float *o1 = zeros((long)M * N), *o2 = zeros((long)M * N);
+	float *o3 = zeros((long)M * N), *one = zeros(N);
+	int bad = 0, threads = fw_kernels_threads();
+
+	fw_matmul_pack(wp, w, K, N);
+	for (int pass = 0; pass < 2; pass++) {
+		const float *bias = pass ? NULL : b;
+
+		fw_matmul_fwd_packed(o1, x, w, wp, bias, M, K, N);
+		fw_matmul_fwd_ref(o2, x, w, bias, M, K, N);
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				double mag = bias ? fabs(bias[j]) : 0;
+
+				for (int k = 0; k < K; k++)
+					mag += fabs((double)x[(long)i * K + k] *
+						    w[(long)j * K + k]);
+				if (fabs((double)o1[(long)i * N + j] - o2[(long)i * N + j]) >
+				    (K + 2) * 0x1p-24 * mag) {
+					if (bad < 5)
+						printf("# M %d K %d N %d: out[%d][%d] %.9g, plain %.9g\n",
+						       M, K, N, i, j, o1[(long)i * N + j],
+						       o2[(long)i * N + j]);
+					bad++;
+				}
+			}
+		bad += maxrel("packed out", o1, o2, (long)M * N) > 1e-5;
+		for (int i = 0; i < M; i++) {
+			fw_matmul_fwd_packed(one, x + (long)i * K, w, wp, bias, 1, K, N);
+			bad += memcmp(one, o1 + (long)i * N, sizeof(float) * N) != 0;
+		}
+		fw_kernels_set_threads(threads == 3 ? 1 : 3);
+		fw_matmul_fwd_packed(o3, x, w, wp, bias, M, K, N);
+		fw_kernels_set_threads(threads);
+		bad += memcmp(o3, o1, sizeof(float) * M * N) != 0;
+	}
+	free(x); free(w); free(b); free(wp); free(o1); free(o2); free(o3);
+	free(one);
+	return bad;
+}
+
+TEST(matmul_packed_matches_plain_loops)
+{
+	static const int Ms[] = { 1, 2, 3, 5, 8, 9, 13, 16, 17, 31, 64, 100 };
+	static const int Ks[] = { 1, 7, 53, 301 };
+	static const int Ns[] = { 1, 15, 47, 49, 97, 211, 1000 };
+
+	if (!fw_matmul_pack_ok()) {
+		printf("# no packed kernel here (no AVX-512F, or FW_MATMUL_PACK=0)\n");
+		return;
+	}
+	for (size_t m = 0; m < sizeof(Ms) / sizeof(Ms[0]); m++)
+		for (size_t k = 0; k < sizeof(Ks) / sizeof(Ks[0]); k++)
+			for (size_t n = 0; n < sizeof(Ns) / sizeof(Ns[0]); n++)
+				CHECK_EQ_INT(packed_vs_plain(Ms[m], Ks[k], Ns[n]), 0);
+}
+
+/* Without a packing, or beyond the packed kernel's rows, the same product
+ * by sgemm. */
+TEST(matmul_packed_falls_back_to_sgemm)
+{
+	int M = 300, K = 33, N = 50;
+	float *x = rnd((long)M * K, 1), *w = rnd((long)N * K, 1), *b = rnd(N, 1);
+	float *wp = malloc(sizeof(float) * fw_matmul_pack_len(K, N));
+	float *o1 = zeros((long)M * N), *o2 = zeros((long)M * N);
+
+	fw_matmul_pack(wp, w, K, N);
+	fw_matmul_fwd_packed(o1, x, w, wp, b, M, K, N);
+	fw_matmul_fwd(o2, x, w, b, M, K, N);
+	CHECK(memcmp(o1, o2, sizeof(float) * M * N) == 0);
+	fw_matmul_fwd_packed(o1, x, w, NULL, b, 5, K, N);
+	fw_matmul_fwd(o2, x, w, b, 5, K, N);
+	CHECK(memcmp(o1, o2, sizeof(float) * 5 * N) == 0);
+	free(x); free(w); free(b); free(wp); free(o1); free(o2);
+}
+
 struct mm { float *x, *w, *b, *o, *r; int M, K, N; };
 
 static double mm_loss(void *p)

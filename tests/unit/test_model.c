@@ -482,6 +482,76 @@ TEST(kv_cache_decoding_matches_the_full_forward)
 	}
 }
 
+/* The worst logit difference between decoding n tokens of seq (a prompt
+ * of P, then steps of 3 sequences) and the full forward of m. */
+static double decode_vs_forward(struct fw_model *m, const int32_t *seq, int n,
+				int P)
+{
+	float *full = malloc(sizeof(float) * n * 37);
+	struct fw_gen *g;
+	double worst = 0;
+
+	CHECK_EQ_INT(fw_model_forward(m, seq, NULL, NULL, 1, n, 0, NULL, NULL, err, sizeof(err)), 0);
+	memcpy(full, fw_model_logits(m), sizeof(float) * n * 37);
+	g = fw_gen_new(m, 3, n + 2, err, sizeof(err));
+	CHECK(g != NULL);
+	CHECK_EQ_INT(fw_gen_prefill(g, seq, P, err, sizeof(err)), 0);
+	for (int t = P - 1; t < n; t++) {
+		for (int b = 0; b < 3; b++)
+			for (int v = 0; v < 37; v++)
+				worst = fmax(worst, fabs(fw_gen_logits(g)[b * 37 + v] -
+							 full[t * 37 + v]));
+		if (t + 1 < n) {
+			int32_t nx[3] = { seq[t + 1], seq[t + 1], seq[t + 1] };
+			CHECK_EQ_INT(fw_gen_step(g, nx, err, sizeof(err)), 0);
+		}
+	}
+	fw_gen_free(g);
+	free(full);
+	return worst;
+}
+
+/* Decoding from the packed copy gives the full forward's logits (the
+ * tolerance of the test above); an optimizer step drops the copy, and
+ * decoding then follows the new weights. */
+TEST(packed_decoding_matches_the_full_forward_until_the_weights_change)
+{
+	struct fw_model *m = tiny("Qwen2ForCausalLM", 1, 0.3f);
+	struct fw_opt *o = fw_opt_new(m);
+	struct fw_adamw_cfg c = { 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f };
+	int32_t seq[80], tgt[80];
+	int n = 70, P = 67;
+	double worst;
+
+	for (int i = 0; i < n; i++) {
+		seq[i] = (i * 7 + 3) % 37;
+		tgt[i] = (i * 7 + 10) % 37;
+	}
+	CHECK_EQ_INT(fw_model_pack(m, err, sizeof(err)), 0);
+	CHECK(!m->pk == !fw_matmul_pack_ok());
+	if (!m->pk)
+		printf("# no packed kernel here: the unpacked path is tested\n");
+	CHECK((worst = decode_vs_forward(m, seq, n, P)) < 1e-4);
+	if (worst >= 1e-4)
+		printf("# packed: worst logit difference %g\n", worst);
+	fw_model_grads(m);
+	fw_model_zero_grad(m);
+	CHECK_EQ_INT(fw_model_forward(m, seq, tgt, NULL, 1, n, 0, NULL, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_INT(fw_model_backward(m, err, sizeof(err)), 0);
+	fw_opt_step(o, m, &c);
+	CHECK(m->pk == NULL && m->pk_lw == NULL && m->pk_lm_head == NULL);
+	CHECK((worst = decode_vs_forward(m, seq, n, P)) < 1e-4);
+	if (worst >= 1e-4)
+		printf("# after a step: worst logit difference %g\n", worst);
+	/* packed again from the new weights */
+	CHECK_EQ_INT(fw_model_pack(m, err, sizeof(err)), 0);
+	CHECK((worst = decode_vs_forward(m, seq, n, P)) < 1e-4);
+	fw_model_unpack(m);
+	fw_model_unpack(m);
+	fw_opt_free(o);
+	fw_model_free(m);
+}
+
 TEST(no_grad_forward_gives_the_same_logprobs_in_less_memory)
 {
 	struct fw_model *m = tiny("Qwen3ForCausalLM", 1, 0.3f);
