@@ -60,6 +60,9 @@ steps=${DEMO_STEPS:-8}
 . "$here/pipelines/teach-args.sh"
 teach_loop=$(teach_args) || exit 2
 topk_loop=$(DEMO_TOPK=${DEMO_TOPK:-8} teach_args) || exit 2
+case " ${ABLATE_ARMS:-} " in
+  *" topk "*) case $topk_loop in *--topk*) ;; *) echo "ablate: the topk arm needs DEMO_TOPK and DEMO_TOPK_WEIGHT above 0" >&2; exit 2 ;; esac ;;
+esac
 [ "$iters" -ge 1 ] 2> /dev/null || { echo "ablate: DEMO_ITERS must be 1 or more" >&2; exit 2; }
 case " $arms " in *" teach "*) ;; *) echo "ablate: ABLATE_ARMS must hold teach" >&2; exit 2 ;; esac
 case " $arms " in *" reward "*) ;; *) echo "ablate: ABLATE_ARMS must hold reward" >&2; exit 2 ;; esac

@@ -107,4 +107,6 @@ EOF
   assert_output --partial "DEMO_ITERS must be 1 or more"
   run -2 env ABLATE_SEEDS="1 x" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
   assert_output --partial "ABLATE_SEEDS: want positive integers, not 'x'"
+  run -2 env ABLATE_ARMS="teach reward topk" DEMO_TOPK=0 "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
+  assert_output --partial "the topk arm needs DEMO_TOPK and DEMO_TOPK_WEIGHT above 0"
 }
