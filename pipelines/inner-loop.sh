@@ -47,7 +47,7 @@ PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 context= ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 ntasks=0 lr=1e-4 steps=4
-objective= hints=env,demo jobs=2 teach=1 private= route= topk=
+objective= hints=env,demo jobs=2 teach=1 private= train_flags= topk=
 while [ $# -gt 0 ]; do
   case $1 in
     -c) ckpt=$2; shift ;;
@@ -65,9 +65,9 @@ while [ $# -gt 0 ]; do
     --objective) objective=$2; shift ;;
     --hints) hints=$2; shift ;;
     --no-teach) teach=0 ;;
-    --route) route=--route ;;
+    --route) train_flags="$train_flags --route" ;;
     --topk) topk=$2; shift ;;
-    --topk-first-miss) route="$route --topk-first-miss" ;;
+    --topk-first-miss) train_flags="$train_flags --topk-first-miss" ;;
     --private) private=$2; shift ;;
     -j) jobs=$2; shift ;;
     -h|--help) usage ;;
@@ -120,7 +120,7 @@ if [ ! -e "$out/ckpt" ]; then
   rm -rf "$out/run"
   keep "$out/metrics.msgpack" train-step train-step --ckpt "$ckpt" --out "$out/run" \
     --objective "$objective" --steps "$steps" --batch-size "$bs" --lr "$lr" --warmup 0 \
-    --schedule constant --no-std --seed "$seed" $route --private "$out/private.tasks" \
+    --schedule constant --no-std --seed "$seed" $train_flags --private "$out/private.tasks" \
     "$out/taught.msgpack"
   readlink -f "$out/run/latest" > "$out/ckpt.tmp"
   mv "$out/ckpt.tmp" "$out/ckpt"

@@ -690,6 +690,17 @@ enum { S_NSFT, S_NPG, S_NDIST, S_SEQSFT, S_SEQPG, S_SEQDIST, S_NTOPK, S_SEQTOPK,
        S_NSEQ, S_NTOK, S_COUNT_NORM };
 enum { M_SFT, M_PG, M_KL, M_DIST, M_CLIP, M_ISCLIP, M_PGTOK, M_DTOK, M_TOPK, M_COUNT };
 
+/* *p reallocated to bytes; left as it was on failure.  0, or -1. */
+static int regrow(void **p, size_t bytes)
+{
+	void *q = realloc(*p, bytes);
+
+	if (!q)
+		return -1;
+	*p = q;
+	return 0;
+}
+
 /* 1 when token i of s has the teacher's top-k (its first id is one). */
 static int has_topk(const struct fw_batch *b, const struct fw_seq *s, int i)
 {
@@ -836,28 +847,15 @@ int fw_train_step(struct fw_model *m, struct fw_opt *o, struct fw_model *ref,
 			kn = c->norm_seq ? 1.0 / ((double)nk * nrm[S_SEQTOPK]) : 1.0 / nrm[S_NTOPK];
 			if (nsoft + (long)nk * s->k > kcap) {
 				long want = 2 * (nsoft + (long)nk * s->k);
-				void *p1 = realloc(krow, sizeof(int32_t) * want),
-				     *p2 = p1 ? realloc(ktok, sizeof(int32_t) * want) : NULL;
 
-				if (p1)
-					krow = p1;
-				if (p2)
-					ktok = p2;
-				void *p3 = p2 ? realloc(kw, sizeof(float) * want) : NULL;
-
-				if (p3)
-					kw = p3;
-				void *p4 = p3 ? realloc(klog, sizeof(float) * want) : NULL;
-
-				if (p4)
-					klog = p4;
-				void *p5 = p4 ? realloc(kq, sizeof(double) * 2 * want) : NULL;
-
-				if (!p5) {
+				if (regrow((void **)&krow, sizeof(int32_t) * want) ||
+				    regrow((void **)&ktok, sizeof(int32_t) * want) ||
+				    regrow((void **)&kw, sizeof(float) * want) ||
+				    regrow((void **)&klog, sizeof(float) * want) ||
+				    regrow((void **)&kq, sizeof(double) * 2 * want)) {
 					fw_seterr(err, errlen, "out of memory");
 					goto out;
 				}
-				kq = p5;
 				kcap = want;
 			}
 			for (int p = 0; p + 1 < s->n && p + 1 <= last; p++) {
