@@ -94,6 +94,27 @@ void fw_matmul_fwd_packed(float *out, const float *inp, const float *w,
 			  int N);
 int fw_matmul_pack_ok(void);
 
+
+/* ---- sampling (host memory only; fw_sample's passes) --------------------- */
+
+/* fw_logits_argmax returns the first index of the largest of x[0..n) that
+ * is not NaN, its value in *mx (0 and -INFINITY when there is none).
+ * fw_exp_shift writes out[j] = e((x[j] - shift) / temp) for j < n (no
+ * division when temp is 1): e is exp for arguments in [-86, 0] (shift by
+ * the largest x) to within 2 float ulps, 0 below -86 and for NaN.
+ * fw_sum_block sums n <= FW_SUM_BLOCK floats in double, in 16 lanes (lane
+ * l adds e[l], e[l + 16], ... in order; then the lanes in order);
+ * fw_sum_blocks adds fw_sum_block of each FW_SUM_BLOCK floats in order.
+ * Each has an AVX-512 version, chosen at run time, that gives the bits of
+ * its *_ref (plain C) twin.  None can fail. */
+#define FW_SUM_BLOCK 256
+int fw_logits_argmax(const float *x, int n, float *mx);
+void fw_exp_shift(float *out, const float *x, int n, float shift, float temp);
+double fw_sum_block(const float *e, int n);
+double fw_sum_blocks(const float *e, int n);
+int fw_logits_argmax_ref(const float *x, int n, float *mx);
+void fw_exp_shift_ref(float *out, const float *x, int n, float shift, float temp);
+double fw_sum_block_ref(const float *e, int n);
 /* ---- embedding ----------------------------------------------------------- */
 
 /* out (N, C) = rows ids[i] of wte (V, C).  Every id must be in [0, V). */

@@ -747,6 +747,40 @@ TEST(sampling_greedy_topk_topp_and_seeds)
 		outside += rank >= 7;
 	}
 	CHECK_EQ_INT(outside, 0);
+	/* Three tokens in different blocks of the sum (256 each) with weights
+	 * 1 : 2 : 3, the other 997 e^-20 each (3.4e-7 of the mass in all,
+	 * so 0.008 of the 24000 draws expected among them): at
+	 * temperature 1 and 0.5 (weights 1 : 4 : 9) the draws' shares are
+	 * within 0.02 of them, over 4 standard deviations of a share of
+	 * 12000 draws (at most sqrt(0.25 / 12000) = 0.0046). */
+	static const int hot[3] = { 10, 300, 777 };
+	struct fw_sampler t1 = { 1, 1, 0 }, th = { 0.5f, 1, 0 };
+	lg = malloc(sizeof(float) * 1000);
+	sc = malloc(sizeof(float) * 2000);
+	for (int j = 0; j < 1000; j++)
+		lg[j] = -20.0f;
+	for (int h = 0; h < 3; h++)
+		lg[hot[h]] = logf(h + 1.0f);
+	for (int t = 0; t < 2; t++) {
+		int got[3] = { 0 }, other = 0;
+		double w = t ? 14 : 6;
+
+		for (int i = 0; i < 12000; i++) {
+			int32_t d = fw_sample(lg, 1000, t ? &th : &t1, &r1, sc, &lp);
+			int h = d == hot[0] ? 0 : d == hot[1] ? 1 : d == hot[2] ? 2 : -1;
+
+			if (h < 0)
+				other++;
+			else
+				got[h]++;
+			/* logp is the model's own, at temperature 1 */
+			if (i == 0 && h >= 0)
+				CHECK_NEAR(lp, log((h + 1.0) / 6), 1e-5);
+		}
+		CHECK(other == 0);
+		for (int h = 0; h < 3; h++)
+			CHECK_NEAR(got[h] / 12000.0, (t ? (h + 1.0) * (h + 1) : h + 1.0) / w, 0.02);
+	}
 	free(lg); free(sc); free(pr);
 	r1 = 42;
 	for (int i = 0; i < 50; i++)
