@@ -58,7 +58,8 @@ ek=${DEMO_EVAL_SAMPLES:-1}
 lr=${DEMO_LR:-1e-4}
 steps=${DEMO_STEPS:-8}
 . "$here/pipelines/teach-args.sh"
-teach_loop=$(teach_args) || exit 2
+# the teach arm never has the topk term (DEMO_TOPK is the topk arm's)
+teach_loop=$(DEMO_TOPK=0 teach_args) || exit 2
 topk_loop=$(DEMO_TOPK=${DEMO_TOPK:-8} teach_args) || exit 2
 case " ${ABLATE_ARMS:-} " in
   *" topk "*) case $topk_loop in *--topk*) ;; *) echo "ablate: the topk arm needs DEMO_TOPK and DEMO_TOPK_WEIGHT above 0" >&2; exit 2 ;; esac ;;

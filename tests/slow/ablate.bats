@@ -87,7 +87,9 @@ EOF
   assert_output --partial "ABLATE_ARMS: teach, reward, route or topk, not 'x'"
 
   # the topk arm: the teach arm's rollouts, with the teacher's top tokens
-  # kept and trained toward up to each rollout's first miss
+  # kept and trained toward up to each rollout's first miss; the teach arm
+  # made again under the same DEMO_TOPK, which it must not take
+  rm -rf "$O/teach-s1"
   run --separate-stderr env FW_BIN="$BIN_DIR" ABLATE_SEEDS="1" ABLATE_ARMS="teach reward topk" \
     DEMO_ITERS=1 DEMO_TOPK=4 DEMO_TOPK_FIRST=1 DEMO_DRILLS_MAX=24 \
     DEMO_MODEL="$ROOT/samples/models/drills-small.json" DEMO_SFT_STEPS=20 DEMO_TASKS=6 \
@@ -99,6 +101,11 @@ EOF
   run -0 bash -c "rec json '$O/topk-s1/iter-1/taught.msgpack' | jq -s 'map(select(.teach.topk)) | (length > 0) and all(.teach.topk.k == 4)'"
   assert_output true
   run -0 bash -c "rec json '$O/topk-s1/iter-1/metrics.msgpack' | jq -s 'map(.loss_topk) | any(. > 0)'"
+  assert_output true
+  # the teach arm itself has no topk term, DEMO_TOPK set or not
+  run -0 bash -c "rec json '$O/teach-s1/iter-1/taught.msgpack' | jq -s 'map(select(.teach.topk)) | length'"
+  assert_output 0
+  run -0 bash -c "rec json '$O/teach-s1/iter-1/metrics.msgpack' | jq -s 'all(.loss_topk // 0 == 0)'"
   assert_output true
 }
 
