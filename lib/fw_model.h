@@ -429,6 +429,10 @@ struct fw_sampler {
 int32_t fw_sample(const float *logits, int V, const struct fw_sampler *s,
 		  uint64_t *rng, float *scratch, float *logp);
 
+/* The uniform in [0, 1) fw_sample draws with, from and advancing *rng
+ * (xorshift64*: 53 bits of a multiple of 2^-53). */
+double fw_sample_u01(uint64_t *rng);
+
 /*
  * Draws count continuations of prompt (n >= 1 ids) under s, on one state
  * of count sequences: each token of each continuation from one stream of

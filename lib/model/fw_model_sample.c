@@ -24,15 +24,16 @@ static int by_p_desc(const void *a, const void *b)
 	return ((const struct cand *)a)->id - ((const struct cand *)b)->id;
 }
 
-static uint64_t xorshift(uint64_t *s)
+double fw_sample_u01(uint64_t *s)
 {
 	uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
 
+	/* xorshift64*, its top 53 bits */
 	x ^= x << 13;
 	x ^= x >> 7;
 	x ^= x << 17;
 	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
+	return ((x * 0x2545f4914f6cdd1dull) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* The top-k / top-p set of the weights e (V, sum tot) as candidates c
@@ -155,7 +156,7 @@ int32_t fw_sample(const float *logits, int V, const struct fw_sampler *s,
 		z = tot;
 	if (!(tot > 0))
 		goto done;
-	u = (xorshift(rng) >> 11) * (1.0 / 9007199254740992.0);
+	u = fw_sample_u01(rng);
 	if ((s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f) {
 		struct cand *c = (struct cand *)scratch;
 		double keep, acc = 0;

@@ -32,18 +32,6 @@ static uint64_t lcg(uint64_t *s)
 	return *s >> 11;
 }
 
-/* the same xorshift* as fw_sample, so both see the same uniforms */
-static uint64_t xorshift(uint64_t *s)
-{
-	uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
 /* the plain sampler, no truncation */
 static int32_t plain(const float *l, int V, float temp, uint64_t *rng, float *p, float *logp)
 {
@@ -60,7 +48,8 @@ static int32_t plain(const float *l, int V, float temp, uint64_t *rng, float *p,
 		z += exp((double)l[j] - mx);
 	for (int j = 0; j < V; j++)
 		tot += p[j] = expf((l[j] - mx) / temp);
-	u = ((xorshift(rng) >> 11) * (1.0 / 9007199254740992.0)) * tot;
+	/* fw_sample's uniforms, so both draw from the same ones */
+	u = fw_sample_u01(rng) * tot;
 	pick = best;
 	for (int j = 0; j < V; j++) {
 		acc += p[j];
