@@ -20,10 +20,13 @@
 # the teacher's terms alone, the successes by pg: SRPO's routing, the guard
 # against collapse it proposes); topk, the teach arm with the topk term
 # (the hinted teacher's top DEMO_TOPK tokens, 8 unless set, at weight
-# DEMO_TOPK_WEIGHT; DEMO_TOPK_FIRST: teach-args.sh).
+# DEMO_TOPK_WEIGHT; DEMO_TOPK_FIRST: teach-args.sh); teacher, the teach
+# arm with another checkpoint as the teacher (ABLATE_TEACHER, a checkpoint
+# directory of the same tokenizer: a stronger model reading the hints for
+# the policy, where the teach arm's teacher is the policy itself).
 #
 # Environment: ABLATE_SEEDS (training seeds, "1 2 3"); ABLATE_ARMS (the
-# arms, "teach reward"; route and topk add theirs); DEMO_ITERS (5),
+# arms, "teach reward"; route, topk and teacher add theirs); ABLATE_TEACHER; DEMO_ITERS (5),
 # DEMO_TASKS (80), DEMO_SAMPLES (4), DEMO_EVAL_SAMPLES (1), DEMO_LR (1e-4),
 # DEMO_STEPS (8), DEMO_DISTILL (0.1), DEMO_TOPK, DEMO_TOPK_WEIGHT,
 # DEMO_TOPK_FIRST, DEMO_MODEL, DEMO_DRILLS_MAX,
@@ -64,11 +67,15 @@ topk_loop=$(DEMO_TOPK=${DEMO_TOPK:-8} teach_args) || exit 2
 case " ${ABLATE_ARMS:-} " in
   *" topk "*) case $topk_loop in *--topk*) ;; *) echo "ablate: the topk arm needs DEMO_TOPK and DEMO_TOPK_WEIGHT above 0" >&2; exit 2 ;; esac ;;
 esac
+case " ${ABLATE_ARMS:-} " in
+  *" teacher "*) [ -n "${ABLATE_TEACHER:-}" ] && [ -s "${ABLATE_TEACHER:-}/config.json" ] \
+    || { echo "ablate: the teacher arm needs ABLATE_TEACHER, a checkpoint directory" >&2; exit 2; } ;;
+esac
 [ "$iters" -ge 1 ] 2> /dev/null || { echo "ablate: DEMO_ITERS must be 1 or more" >&2; exit 2; }
 case " $arms " in *" teach "*) ;; *) echo "ablate: ABLATE_ARMS must hold teach" >&2; exit 2 ;; esac
 case " $arms " in *" reward "*) ;; *) echo "ablate: ABLATE_ARMS must hold reward" >&2; exit 2 ;; esac
 for a in $arms; do
-  case $a in teach|reward|route|topk) ;; *) echo "ablate: ABLATE_ARMS: teach, reward, route or topk, not '$a'" >&2; exit 2 ;; esac
+  case $a in teach|reward|route|topk|teacher) ;; *) echo "ablate: ABLATE_ARMS: teach, reward, route, topk or teacher, not '$a'" >&2; exit 2 ;; esac
 done
 for s in $seeds; do
   [ "$s" -ge 1 ] 2> /dev/null || { echo "ablate: ABLATE_SEEDS: want positive integers, not '$s'" >&2; exit 2; }
@@ -104,6 +111,7 @@ for i in $(seq 1 "$iters"); do
         teach) args=$teach_loop ;;
         route) args="$teach_loop --route" ;;
         topk) args=$topk_loop ;;
+        teacher) args="$teach_loop --teacher builtin:$ABLATE_TEACHER" ;;
         *) args=--no-teach ;;
       esac
       if [ "$i" = 1 ]; then ck=$boot; else ck=$(cat "$out/$arm-s$s/iter-$(( i - 1 ))/ckpt"); fi
@@ -130,7 +138,8 @@ done
 # ablate.json in the issue's schema, from the stats
 jq -s --argjson b0 "$b0" --argjson n "$iters" --argjson seeds "[$(echo $seeds | tr ' ' ',')]" \
   --argjson route "$(case " $arms " in *" route "*) echo true ;; *) echo false ;; esac)" \
-  --argjson topk "$(case " $arms " in *" topk "*) echo true ;; *) echo false ;; esac)" '
+  --argjson topk "$(case " $arms " in *" topk "*) echo true ;; *) echo false ;; esac)" \
+  --argjson teacher "$(case " $arms " in *" teacher "*) echo true ;; *) echo false ;; esac)" '
   def curve($arm; $s): [$b0] + [.[] | select(.arm == $arm and .seed == $s) | .eval];
   def mean: add / length;
   def var: mean as $m | if length > 1 then (map((. - $m) * (. - $m)) | add) / (length - 1) else 0 end;
@@ -139,7 +148,8 @@ jq -s --argjson b0 "$b0" --argjson n "$iters" --argjson seeds "[$(echo $seeds | 
      arms: ({teach: {eval: [$seeds[] as $s | $all | curve("teach"; $s)]},
              reward: {eval: [$seeds[] as $s | $all | curve("reward"; $s)]}}
             + (if $route then {route: {eval: [$seeds[] as $s | $all | curve("route"; $s)]}} else {} end)
-            + (if $topk then {topk: {eval: [$seeds[] as $s | $all | curve("topk"; $s)]}} else {} end))}
+            + (if $topk then {topk: {eval: [$seeds[] as $s | $all | curve("topk"; $s)]}} else {} end)
+            + (if $teacher then {teacher: {eval: [$seeds[] as $s | $all | curve("teacher"; $s)]}} else {} end))}
   | ([.arms.teach.eval[][-1]] ) as $ft | ([.arms.reward.eval[][-1]]) as $fr
   | .spread = ((($ft | var) + ($fr | var)) / 2 | sqrt)
   | .teach_ahead = (($ft | mean) - ($fr | mean) > .spread)
@@ -182,7 +192,8 @@ jq -r '
   "spread (pooled seed-to-seed sd of the final pass rate): \(.spread | r3), of the teach and reward arms",
   "final: teach \([.arms.teach.eval[][-1]] | mean | r3), reward \([.arms.reward.eval[][-1]] | mean | r3)"
     + (if .arms.route then ", route \([.arms.route.eval[][-1]] | mean | r3)" else "" end)
-    + (if .arms.topk then ", topk \([.arms.topk.eval[][-1]] | mean | r3)" else "" end) + ": "
+    + (if .arms.topk then ", topk \([.arms.topk.eval[][-1]] | mean | r3)" else "" end)
+    + (if .arms.teacher then ", teacher \([.arms.teacher.eval[][-1]] | mean | r3)" else "" end) + ": "
     + (if .teach_ahead then "teach ahead by more than the spread" else "teach NOT ahead by more than the spread" end),
   "iterations for teach to reach the reward arm'"'"'s final mean: \(.iters_to_match // "never")"' \
   "$out/ablate.json" >> "$out/table.txt"
@@ -190,7 +201,8 @@ cat "$out/table.txt"
 
 # the plot: mean of each arm, and its range over the seeds
 jq -r '. as $A | range(0; .iterations + 1) as $i
-  | [$i] + ([.arms.teach, .arms.reward, (.arms.route // .arms.teach), (.arms.topk // .arms.teach)]
+  | [$i] + ([.arms.teach, .arms.reward, (.arms.route // .arms.teach), (.arms.topk // .arms.teach),
+             (.arms.teacher // .arms.teach)]
             | map(.eval | map(.[$i]) | (add / length), min, max)) | @tsv' \
   "$out/ablate.json" > "$out/curves.tsv"
 case " $arms " in
@@ -199,6 +211,9 @@ case " $arms " in
 esac
 case " $arms " in
   *" topk "*) route_plot="$route_plot, '' using 1:12:13 with filledcurves lc rgb '#9467bd' title 'teach, top-k: seed range', '' using 1:11 with linespoints lw 2 lc rgb '#9467bd' title 'teach, top-k: mean'" ;;
+esac
+case " $arms " in
+  *" teacher "*) route_plot="$route_plot, '' using 1:15:16 with filledcurves lc rgb '#ff7f0e' title 'another teacher: seed range', '' using 1:14 with linespoints lw 2 lc rgb '#ff7f0e' title 'another teacher: mean'" ;;
 esac
 if command -v gnuplot > /dev/null 2>&1; then
   gnuplot >> "$log" 2>&1 <<GP || echo "ablate: plotting failed (see $log)" >&2

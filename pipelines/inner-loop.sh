@@ -32,6 +32,8 @@
 #                    at each credited token, for the objective's topk term
 #   --topk-first-miss  train-step --topk-first-miss: the topk term only up to
 #                    a rollout's first token the teacher would not have chosen
+#   --teacher SPEC   teach --teacher SPEC (builtin:DIR, http:URL): a teacher
+#                    other than the policy itself
 #   --private FILE   more private tasks (records, or JSON Lines such as
 #                    samples/evals/private-eval.jsonl)
 # The private split is never trained on: train-step --private refuses a
@@ -47,7 +49,7 @@ PATH=$FW_BIN:$PATH
 export PATH FW_BIN
 usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 context= ckpt= tasks= store= out= k=4 seed=1 temp=1.0 maxtok=32 ntasks=0 lr=1e-4 steps=4
-objective= hints=env,demo jobs=2 teach=1 private= train_flags= topk=
+objective= hints=env,demo jobs=2 teach=1 private= train_flags= topk= teacher=
 while [ $# -gt 0 ]; do
   case $1 in
     -c) ckpt=$2; shift ;;
@@ -67,6 +69,7 @@ while [ $# -gt 0 ]; do
     --no-teach) teach=0 ;;
     --route) train_flags="$train_flags --route" ;;
     --topk) topk=$2; shift ;;
+    --teacher) teacher=$2; shift ;;
     --topk-first-miss) train_flags="$train_flags --topk-first-miss" ;;
     --private) private=$2; shift ;;
     -j) jobs=$2; shift ;;
@@ -99,7 +102,7 @@ keep "$out/rollouts.msgpack" rollout rollout --policy "builtin:$ckpt" --mode fil
   -j "$jobs" "$out/train.tasks"
 keep "$out/graded.msgpack" grade grade --store "$store" -j "$jobs" "$out/rollouts.msgpack"
 if [ $teach = 1 ]; then
-  keep "$out/taught.msgpack" teach teach --hints "$hints" ${topk:+--topk "$topk"} "$out/graded.msgpack"
+  keep "$out/taught.msgpack" teach teach --hints "$hints" ${topk:+--topk "$topk"} ${teacher:+--teacher "$teacher"} "$out/graded.msgpack"
 else
   keep "$out/taught.msgpack" teach-skipped rec cat "$out/graded.msgpack"
 fi

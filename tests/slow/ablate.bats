@@ -84,7 +84,7 @@ EOF
   run -2 env ABLATE_ARMS="teach route" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
   assert_output --partial "ABLATE_ARMS must hold reward"
   run -2 env ABLATE_ARMS="teach reward x" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
-  assert_output --partial "ABLATE_ARMS: teach, reward, route or topk, not 'x'"
+  assert_output --partial "ABLATE_ARMS: teach, reward, route, topk or teacher, not 'x'"
 
   # the topk arm: the teach arm's rollouts, with the teacher's top tokens
   # kept and trained toward up to each rollout's first miss; the teach arm
@@ -107,6 +107,19 @@ EOF
   assert_output 0
   run -0 bash -c "rec json '$O/teach-s1/iter-1/metrics.msgpack' | jq -s 'all(.loss_topk // 0 == 0)'"
   assert_output true
+  # the teacher arm: another checkpoint reads the hints; given the
+  # bootstrap, which is the policy of iteration 1, it credits as the teach
+  # arm does
+  run --separate-stderr env FW_BIN="$BIN_DIR" ABLATE_SEEDS="1" ABLATE_ARMS="teach reward teacher" \
+    ABLATE_TEACHER="$(cat "$O/base/boot/ckpt")" DEMO_ITERS=1 DEMO_DRILLS_MAX=24 \
+    DEMO_MODEL="$ROOT/samples/models/drills-small.json" DEMO_SFT_STEPS=20 DEMO_TASKS=6 \
+    DEMO_SAMPLES=2 DEMO_EVAL_SAMPLES=1 "$ROOT/pipelines/ablate.sh" "$O"
+  assert_success
+  assert_line --regexp '^iter +teach eval \(sd\) +reward eval \(sd\) +teacher eval \(sd\)'
+  cmp <(rec json "$O/teach-s1/iter-1/taught.msgpack" | jq -c '{id, tokens, adv: .teach.adv}') \
+    <(rec json "$O/teacher-s1/iter-1/taught.msgpack" | jq -c '{id, tokens, adv: .teach.adv}')
+  run jq -c '.arms | keys_unsorted' "$O/ablate.json"
+  assert_output '["teach","reward","teacher"]'
 }
 
 @test "ablate.sh: bad settings are usage errors" {
@@ -116,4 +129,8 @@ EOF
   assert_output --partial "ABLATE_SEEDS: want positive integers, not 'x'"
   run -2 env ABLATE_ARMS="teach reward topk" DEMO_TOPK=0 "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
   assert_output --partial "the topk arm needs DEMO_TOPK and DEMO_TOPK_WEIGHT above 0"
+  run -2 env ABLATE_ARMS="teach reward teacher" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
+  assert_output --partial "the teacher arm needs ABLATE_TEACHER, a checkpoint directory"
+  run -2 env ABLATE_ARMS="teach reward teacher" ABLATE_TEACHER="$BATS_TEST_TMPDIR" "$ROOT/pipelines/ablate.sh" "$BATS_TEST_TMPDIR/x"
+  assert_output --partial "the teacher arm needs ABLATE_TEACHER, a checkpoint directory"
 }
